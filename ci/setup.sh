@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Installs everything the local cluster provider needs on a fresh Debian
+# machine, as root: Debian packages (containerd, runc, CNI plugins, ...),
+# Kubernetes and etcd built from their Go modules with the machine's Go,
+# and the two container images built from files. Idempotent: every step
+# checks its own stamp, so a warm machine finishes in seconds.
+#
+#   ci/setup.sh [--k8s-version v1.34.4] [--etcd-version v3.5.21]
+#
+# Caches live outside the repository, keyed by version:
+#   $UNSTUCK_CACHE (default ~/.cache/unstuck)/k8s/<version>/bin/
+#   $UNSTUCK_CACHE/etcd/<version>/bin/etcd
+#   $UNSTUCK_CACHE/images/*.tar
+set -euo pipefail
+
+K8S_VERSION="${UNSTUCK_K8S_VERSION:-v1.34.4}"
+ETCD_VERSION="${UNSTUCK_ETCD_VERSION:-v3.5.21}"
+CACHE="${UNSTUCK_CACHE:-$HOME/.cache/unstuck}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --k8s-version) K8S_VERSION="$2"; shift 2 ;;
+    --etcd-version) ETCD_VERSION="$2"; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "setup: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (it installs packages and builds into $CACHE); try: sudo $0"
+command -v go >/dev/null || die "Go is not installed; install Go >= 1.24 (the machine's Go builds Kubernetes)"
+case "$K8S_VERSION" in v1.*.*) ;; *) die "--k8s-version must look like v1.34.4, got '$K8S_VERSION'" ;; esac
+
+# --- 1. Debian packages -------------------------------------------------------
+PACKAGES=(containerd runc containernetworking-plugins iptables busybox-static conntrack iproute2 util-linux psmisc)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's containerd package starts a daemon on the default socket where
+  # a service manager exists; the harness runs its own per cluster.
+fi
+
+# --- 2. Kubernetes from its Go modules ---------------------------------------
+export GOTOOLCHAIN=local CGO_ENABLED=0
+export GOFLAGS="${GOFLAGS:-} -mod=mod"
+
+K8S_DIR="$CACHE/k8s/$K8S_VERSION"
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+k8s_built() { for c in "${K8S_CMDS[@]}"; do [ -x "$K8S_DIR/bin/$c" ] || return 1; done; }
+
+if k8s_built; then
+  log "kubernetes $K8S_VERSION: cached in $K8S_DIR/bin"
+else
+  start=$(date +%s)
+  log "kubernetes $K8S_VERSION: building ${K8S_CMDS[*]} from Go modules (a cold build takes tens of minutes on 2 cores)"
+  minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  staging_version="v0.${K8S_VERSION#v1.}"
+  W="$K8S_DIR/src"; mkdir -p "$W" "$K8S_DIR/bin"
+  cd "$W"
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 and maps them
+  # with replace directives that do not travel with the module; route each
+  # one to its published tag instead. The list comes from the tag's own
+  # go.mod so it is right for any version.
+  gomod_path=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -f "$gomod_path" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION from the Go module proxy (is the version right?)"
+  go_line=$(grep -m1 '^go ' "$gomod_path")
+  godebug_line=$(grep -m1 '^godebug ' "$gomod_path" || true)
+  {
+    echo "module local/unstuck-kubebuild"
+    echo
+    echo "$go_line"
+    [ -n "$godebug_line" ] && echo "$godebug_line"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    echo "replace ("
+    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$gomod_path" \
+      | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } > go.mod
+  cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  log "kubernetes $K8S_VERSION: resolving modules"
+  go mod tidy -e >tidy.log 2>&1 || { tail -20 tidy.log >&2; die "go mod tidy failed for kubernetes $K8S_VERSION (log: $W/tidy.log)"; }
+  ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  for c in "${K8S_CMDS[@]}"; do
+    [ -x "$K8S_DIR/bin/$c" ] && continue
+    t0=$(date +%s)
+    log "kubernetes $K8S_VERSION: go build $c"
+    go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$K8S_DIR/bin/$c.tmp" "k8s.io/kubernetes/cmd/$c" \
+      || die "go build of $c failed"
+    mv "$K8S_DIR/bin/$c.tmp" "$K8S_DIR/bin/$c"
+    log "kubernetes $K8S_VERSION: $c built in $(( $(date +%s) - t0 ))s ($(du -h "$K8S_DIR/bin/$c" | cut -f1))"
+  done
+  log "kubernetes $K8S_VERSION: built in $(( $(date +%s) - start ))s"
+fi
+
+# --- 3. etcd from its Go module ---------------------------------------------
+ETCD_DIR="$CACHE/etcd/$ETCD_VERSION"
+if [ -x "$ETCD_DIR/bin/etcd" ]; then
+  log "etcd $ETCD_VERSION: cached in $ETCD_DIR/bin"
+else
+  start=$(date +%s)
+  log "etcd $ETCD_VERSION: building from Go modules"
+  mkdir -p "$ETCD_DIR/src" "$ETCD_DIR/bin"; cd "$ETCD_DIR/src"
+  # A module of its own, so etcd's grpc/otel versions are not unified with
+  # Kubernetes'. server/v3 is the etcd main package.
+  cat > go.mod <<GOMOD
+module local/unstuck-etcdbuild
+
+go 1.23
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+GOMOD
+  cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+  go mod tidy -e >tidy.log 2>&1 || { tail -20 tidy.log >&2; die "go mod tidy failed for etcd $ETCD_VERSION"; }
+  go build -trimpath -ldflags "-s -w" -o "$ETCD_DIR/bin/etcd.tmp" go.etcd.io/etcd/server/v3 || die "go build of etcd failed"
+  mv "$ETCD_DIR/bin/etcd.tmp" "$ETCD_DIR/bin/etcd"
+  log "etcd $ETCD_VERSION: built in $(( $(date +%s) - start ))s ($(du -h "$ETCD_DIR/bin/etcd" | cut -f1))"
+fi
+
+# --- 4. images from files ----------------------------------------------------
+"$HERE/build-images.sh" "$CACHE/images"
+
+log "ready: kubernetes $K8S_VERSION, etcd $ETCD_VERSION (cache $CACHE)"

@@ -1,0 +1,1 @@
+//! The doctor: snapshot types, diagnosis and remedy planning.

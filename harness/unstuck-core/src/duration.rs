@@ -1,0 +1,1 @@
+//! Durations written as `30s`, `2m`, `1m30s`.
