@@ -1,0 +1,78 @@
+//! Checks made before a local cluster is started, each failing with what is
+//! wrong and how to fix it.
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+
+use super::layout::Layout;
+use crate::host;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error("the local cluster must run as root (it mounts, creates links and runs the kubelet); rerun with sudo")]
+    NotRoot,
+    #[error(
+        "cgroup layout not supported: {detail}.\n  The kubelet needs the cgroup v1 controllers cpu, cpuacct, cpuset, memory and pids \
+         mounted under /sys/fs/cgroup (or a cgroup v2 unified hierarchy)"
+    )]
+    Cgroups { detail: String },
+    #[error(
+        "port {port} on {addr} (for {component}) is already in use.\n  Another program or an unstuck cluster listens there: \
+         `unstuck cluster list` shows clusters; stop the other program or use another slot (--slot)"
+    )]
+    PortInUse { component: &'static str, addr: Ipv4Addr, port: u16 },
+}
+
+pub fn check_root() -> Result<(), PreflightError> {
+    if host::is_root() { Ok(()) } else { Err(PreflightError::NotRoot) }
+}
+
+/// The controllers the kubelet's cgroupfs driver needs on cgroup v1.
+const REQUIRED_V1: [&str; 5] = ["cpu", "cpuacct", "cpuset", "memory", "pids"];
+
+pub fn check_cgroups() -> Result<(), PreflightError> {
+    let hierarchies = host::cgroup_v1_hierarchies();
+    if hierarchies.is_empty() {
+        if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            return Ok(());
+        }
+        return Err(PreflightError::Cgroups { detail: "no cgroup filesystem is mounted under /sys/fs/cgroup".into() });
+    }
+    let mounted: Vec<String> = hierarchies
+        .iter()
+        .flat_map(|h| h.file_name().map(|n| n.to_string_lossy().split(',').map(str::to_string).collect::<Vec<_>>()).unwrap_or_default())
+        .collect();
+    let missing: Vec<&str> = REQUIRED_V1.iter().copied().filter(|c| !mounted.iter().any(|m| m == c)).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(PreflightError::Cgroups { detail: format!("missing cgroup v1 controller(s) {}", missing.join(", ")) })
+    }
+}
+
+/// Every port the cluster will listen on must be free. The node IP does not
+/// exist yet, so its ports are probed on the wildcard address, which
+/// conflicts with a listener on any address.
+pub fn check_ports(l: &Layout) -> Result<(), PreflightError> {
+    for (component, addr, port) in l.ports() {
+        let probe = if addr == Ipv4Addr::LOCALHOST { addr } else { Ipv4Addr::UNSPECIFIED };
+        if TcpListener::bind(SocketAddrV4::new(probe, port)).is_err() {
+            return Err(PreflightError::PortInUse { component, addr, port });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn a_taken_port_is_named_with_its_component() {
+        let l = Layout::new("p", 15, Path::new("/tmp"));
+        let etcd = l.etcd_client_port();
+        let _held = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, etcd)).unwrap();
+        let err = check_ports(&l).unwrap_err().to_string();
+        assert!(err.contains(&format!("port {etcd}")) && err.contains("etcd client"), "{err}");
+    }
+}

@@ -1,0 +1,162 @@
+//! The record a local cluster keeps in its own directory: enough to find
+//! and remove everything it made, by a later `down`, by its reaper after a
+//! crash, or by the stale-cluster sweep of the next run.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+use super::layout::{Layout, MAX_SLOTS};
+use crate::host;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("failed to {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cluster state {path} is unreadable ({source}); remove the directory with `unstuck cluster down {name}`")]
+    Corrupt {
+        path: PathBuf,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("all {MAX_SLOTS} local cluster slots are in use; `unstuck cluster list` shows them and `unstuck cluster down NAME` frees one")]
+    NoFreeSlot,
+}
+
+/// A process, named by pid and start time so a recycled pid is never mistaken for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRef {
+    pub pid: i32,
+    pub start_time: u64,
+}
+
+impl ProcessRef {
+    pub fn of(pid: i32) -> Option<Self> {
+        host::process(pid).map(|p| Self { pid, start_time: p.start_time })
+    }
+    pub fn is_alive(&self) -> bool {
+        host::is_alive(self.pid, self.start_time)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentProcess {
+    pub name: String,
+    #[serde(flatten)]
+    pub process: ProcessRef,
+}
+
+/// What `state.json` holds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub layout: Layout,
+    pub k8s_version: String,
+    pub created_at: String,
+    /// The harness process that owns an ephemeral cluster; `None` for a
+    /// cluster made by `unstuck cluster up`, which lives until `down`.
+    pub owner: Option<ProcessRef>,
+    pub components: Vec<ComponentProcess>,
+}
+
+impl ClusterState {
+    pub fn load(dir: &Path) -> Result<Option<Self>, StateError> {
+        let path = dir.join("state.json");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(StateError::Io { action: "read", path, source }),
+        };
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        serde_json::from_str(&text).map(Some).map_err(|source| StateError::Corrupt { path, name, source })
+    }
+
+    /// Written atomically (temp file + rename) so a crash never leaves half a record.
+    pub fn save(&self) -> Result<(), StateError> {
+        let path = self.layout.state_file();
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self).expect("state serializes");
+        fs::write(&tmp, text).map_err(|source| StateError::Io { action: "write", path: tmp.clone(), source })?;
+        fs::rename(&tmp, &path).map_err(|source| StateError::Io { action: "rename", path, source })
+    }
+
+    /// Stale: its owner died, or, for a detached cluster, its apiserver is gone.
+    pub fn is_stale(&self) -> bool {
+        match &self.owner {
+            Some(owner) => !owner.is_alive(),
+            None => !self.components.iter().any(|c| c.name == "kube-apiserver" && c.process.is_alive()),
+        }
+    }
+}
+
+/// The root under which every local cluster has its directory.
+pub fn state_root() -> PathBuf {
+    std::env::var_os("UNSTUCK_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/unstuck/clusters"))
+}
+
+/// Every cluster directory under `root`, with its state when readable.
+pub fn list(root: &Path) -> Vec<(PathBuf, Result<Option<ClusterState>, StateError>)> {
+    let Ok(entries) = fs::read_dir(root) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    dirs.into_iter().map(|d| {
+        let s = ClusterState::load(&d);
+        (d, s)
+    }).collect()
+}
+
+/// An exclusive lock on the state root, held while slots are handed out.
+pub struct RootLock {
+    _file: fs::File,
+}
+
+pub fn lock_root(root: &Path) -> Result<RootLock, StateError> {
+    fs::create_dir_all(root).map_err(|source| StateError::Io { action: "create", path: root.to_path_buf(), source })?;
+    let path = root.join(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StateError::Io { action: "open", path: path.clone(), source })?;
+    file.lock().map_err(|source| StateError::Io { action: "lock", path, source })?;
+    Ok(RootLock { _file: file })
+}
+
+/// The lowest slot no existing cluster directory claims.
+pub fn free_slot(used: &[u8]) -> Result<u8, StateError> {
+    (0..MAX_SLOTS).find(|s| !used.contains(s)).ok_or(StateError::NoFreeSlot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lowest_unused_slot_is_taken() {
+        assert_eq!(free_slot(&[]).unwrap(), 0);
+        assert_eq!(free_slot(&[0, 1, 3]).unwrap(), 2);
+        let all: Vec<u8> = (0..MAX_SLOTS).collect();
+        assert!(matches!(free_slot(&all), Err(StateError::NoFreeSlot)));
+    }
+
+    #[test]
+    fn a_cluster_whose_owner_died_is_stale() {
+        let layout = Layout::new("x", 0, Path::new("/tmp"));
+        let me = ProcessRef::of(std::process::id() as i32).unwrap();
+        let mut s = ClusterState { layout, k8s_version: "v1".into(), created_at: String::new(), owner: Some(me.clone()), components: vec![] };
+        assert!(!s.is_stale());
+        s.owner = Some(ProcessRef { pid: me.pid, start_time: me.start_time + 7 });
+        assert!(s.is_stale());
+        s.owner = None;
+        assert!(s.is_stale(), "a detached cluster without a live apiserver is stale");
+    }
+}

@@ -1,0 +1,210 @@
+//! Removing everything a local cluster made, from its directory alone.
+//! The same code serves `down`, the reaper after a crash and the sweep of
+//! stale clusters, so it must work on a cluster in any half-built state
+//! and be safe to run twice.
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use super::{layout::Layout, network, process, state::ClusterState};
+use crate::host;
+
+/// What a teardown did, for the log and for tests to check.
+#[derive(Debug, Default)]
+pub struct TeardownReport {
+    pub stopped: Vec<String>,
+    pub killed: Vec<String>,
+    pub unmounted: Vec<PathBuf>,
+    pub links_deleted: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+impl fmt::Display for TeardownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stopped {} component(s), killed {} leftover process(es), unmounted {} mount(s), deleted {} link(s)",
+            self.stopped.len(),
+            self.killed.len(),
+            self.unmounted.len(),
+            self.links_deleted.len()
+        )?;
+        if !self.errors.is_empty() {
+            write!(f, "; {} problem(s): {}", self.errors.len(), self.errors.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+/// What is still on the machine for a cluster: empty means clean.
+pub fn leftovers(l: &Layout) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in cluster_processes(l) {
+        out.push(format!("process {} ({})", p.pid, p.command_line()));
+    }
+    for m in host::mounts_under(&l.dir) {
+        out.push(format!("mount {}", m.mount_point.display()));
+    }
+    for link in [l.host_link(), l.pod_bridge()] {
+        if network::link_exists(&link) {
+            out.push(format!("link {link}"));
+        }
+    }
+    for h in host::cgroup_v1_hierarchies() {
+        let dir = h.join(l.cgroup_root().trim_start_matches('/'));
+        if dir.exists() {
+            out.push(format!("cgroup {}", dir.display()));
+        }
+    }
+    if l.dir.exists() {
+        out.push(format!("directory {}", l.dir.display()));
+    }
+    out
+}
+
+/// Processes that belong to the cluster: anything whose command line names
+/// its directory (components, shims) or that lives in its cgroup tree (pods).
+fn cluster_processes(l: &Layout) -> Vec<host::Process> {
+    let dir = l.dir.display().to_string();
+    let in_cgroups = host::pids_in_cgroup_tree(&host::cgroup_v1_hierarchies(), &l.cgroup_root());
+    let me = std::process::id() as i32;
+    host::processes()
+        .into_iter()
+        .filter(|p| p.pid != me && p.state != 'Z')
+        // The reaper names the directory too, and must not kill itself.
+        .filter(|p| !p.cmdline.iter().any(|a| a == "__reap"))
+        .filter(|p| p.cmdline.iter().any(|a| a.contains(&dir)) || in_cgroups.contains(&p.pid))
+        .collect()
+}
+
+fn ip_program() -> PathBuf {
+    ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("ip"))
+}
+
+/// Tears down the cluster in `dir`. Never fails: problems are collected in
+/// the report, and everything that can be removed is.
+pub async fn teardown(dir: &Path) -> TeardownReport {
+    let mut report = TeardownReport::default();
+    let state = match ClusterState::load(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            report.errors.push(e.to_string());
+            None
+        }
+    };
+    let layout = match &state {
+        Some(s) => s.layout.clone(),
+        None => {
+            // No record (a crash before the first save): nothing named by
+            // slot can be known, but the directory itself is ours.
+            unmount_all(dir, &mut report);
+            if host::mounts_under(dir).is_empty() {
+                remove_dir(dir, &mut report);
+            }
+            return report;
+        }
+    };
+
+    // 1. Components, kubelet first so it does not restart pods while the rest goes.
+    let order = ["kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"];
+    let components = &state.as_ref().expect("state loaded").components;
+    for name in order {
+        for c in components.iter().filter(|c| c.name == name) {
+            if c.process.is_alive() {
+                process::stop(&c.process, Duration::from_secs(10)).await;
+                report.stopped.push(c.name.clone());
+            }
+        }
+    }
+    // 2. Pod processes and shims, then containerd itself.
+    kill_leftovers(&layout, &mut report, |p| !p.cmdline.first().is_some_and(|a| a.ends_with("/containerd"))).await;
+    for c in components.iter().filter(|c| c.name == "containerd") {
+        if c.process.is_alive() {
+            process::stop(&c.process, Duration::from_secs(10)).await;
+            report.stopped.push(c.name.clone());
+        }
+    }
+    kill_leftovers(&layout, &mut report, |_| true).await;
+
+    // 3. Mounts: container rootfs, shm, netns, pod volumes, and anything injected.
+    unmount_all(&layout.dir, &mut report);
+
+    // 4. Links: pod veths go with their netns; the bridges are ours to delete.
+    let ip = ip_program();
+    for link in network::bridge_members(&layout.pod_bridge()).into_iter().chain([layout.pod_bridge(), layout.host_link()]) {
+        if network::link_exists(&link) {
+            match network::delete_link(&ip, &link).await {
+                Ok(()) => report.links_deleted.push(link),
+                Err(e) => report.errors.push(e.to_string()),
+            }
+        }
+    }
+
+    // 5. The cluster's cgroup tree in every hierarchy.
+    for h in host::cgroup_v1_hierarchies() {
+        let d = h.join(layout.cgroup_root().trim_start_matches('/'));
+        if let Err(e) = host::remove_cgroup_tree(&d) {
+            report.errors.push(format!("remove cgroup {}: {e}", d.display()));
+        }
+    }
+
+    // 6. The directory, only once nothing is mounted inside it.
+    if host::mounts_under(&layout.dir).is_empty() {
+        remove_dir(&layout.dir, &mut report);
+    } else {
+        report.errors.push(format!("kept {} because mounts remain inside it", layout.dir.display()));
+    }
+    report
+}
+
+async fn kill_leftovers(l: &Layout, report: &mut TeardownReport, which: impl Fn(&host::Process) -> bool) {
+    for _round in 0..5 {
+        let procs: Vec<host::Process> = cluster_processes(l).into_iter().filter(&which).collect();
+        if procs.is_empty() {
+            return;
+        }
+        for p in &procs {
+            // SIGKILL also ends a SIGSTOPped shim, which SIGTERM would not.
+            let _ = host::signal(p.pid, libc::SIGKILL);
+            let name = p.cmdline.first().cloned().unwrap_or_default();
+            if !report.killed.iter().any(|k| k.starts_with(&format!("{} ", p.pid))) {
+                report.killed.push(format!("{} {name}", p.pid));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Unmounts everything below `dir`, deepest first, lazily where busy.
+fn unmount_all(dir: &Path, report: &mut TeardownReport) {
+    for _round in 0..3 {
+        let mounts = host::mounts_under(dir);
+        if mounts.is_empty() {
+            return;
+        }
+        for m in mounts {
+            let result = host::unmount(&m.mount_point, false).or_else(|_| host::unmount(&m.mount_point, true));
+            match result {
+                Ok(()) => report.unmounted.push(m.mount_point),
+                Err(e) => report.errors.push(format!("unmount {}: {e}", m.mount_point.display())),
+            }
+        }
+    }
+}
+
+// Only called once nothing is mounted below `dir`, so remove_dir_all never
+// reaches into a bind-mounted tree that is not ours.
+fn remove_dir(dir: &Path, report: &mut TeardownReport) {
+    if let Err(e) = std::fs::remove_dir_all(dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        report.errors.push(format!("remove {}: {e}", dir.display()));
+    }
+}

@@ -1,0 +1,266 @@
+//! Facts about, and the few direct actions on, the machine the harness runs
+//! on: processes, mounts, cgroups and signals. Everything here reads /proc
+//! and /sys itself rather than shelling out to `ps`, `findmnt` or `fuser`,
+//! so the parsing is ours and unit-tested.
+#![allow(unsafe_code)] // libc calls for kill, umount2 and prctl; each is a single syscall.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+/// One running process, as /proc shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Process {
+    pub pid: i32,
+    /// Start time in clock ticks since boot (field 22 of /proc/PID/stat):
+    /// with the pid it names a process uniquely even after pid reuse.
+    pub start_time: u64,
+    /// Single-letter state (R, S, D, T for stopped, Z, ...).
+    pub state: char,
+    pub cmdline: Vec<String>,
+}
+
+impl Process {
+    pub fn command_line(&self) -> String {
+        self.cmdline.join(" ")
+    }
+}
+
+/// Reads one process, or `None` when it is gone.
+pub fn process(pid: i32) -> Option<Process> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (state, start_time) = parse_stat(&stat)?;
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(Process { pid, start_time, state, cmdline: split_cmdline(&cmdline) })
+}
+
+/// Every process on the machine (those that vanish while listing are skipped).
+pub fn processes() -> Vec<Process> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    let mut out: Vec<Process> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(process)
+        .collect();
+    out.sort_by_key(|p| p.pid);
+    out
+}
+
+/// Parses state and start time out of /proc/PID/stat. The command name in
+/// parentheses may itself hold spaces and parentheses, so fields are counted
+/// from the last ')'.
+pub fn parse_stat(stat: &str) -> Option<(char, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3 overall (index 0 here), starttime field 22 (index 19).
+    let state = fields.first()?.chars().next()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
+}
+
+fn split_cmdline(raw: &[u8]) -> Vec<String> {
+    raw.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+}
+
+/// Whether the process that was `pid` at `start_time` still runs.
+pub fn is_alive(pid: i32, start_time: u64) -> bool {
+    matches!(process(pid), Some(p) if p.start_time == start_time && p.state != 'Z')
+}
+
+/// Sends a signal; a process that is already gone is not an error.
+pub fn signal(pid: i32, sig: i32) -> std::io::Result<()> {
+    // SAFETY: kill(2) takes plain integers and has no memory effects.
+    let rc = unsafe { libc::kill(pid, sig) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(err) }
+}
+
+/// One line of /proc/self/mountinfo, the fields unstuck needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub id: u32,
+    pub parent_id: u32,
+    pub mount_point: PathBuf,
+    pub fs_type: String,
+    pub source: String,
+}
+
+/// Parses /proc/PID/mountinfo text (see proc(5)): octal escapes in paths
+/// are decoded, the optional fields before " - " are skipped.
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let l: Vec<&str> = left.split(' ').collect();
+            let r: Vec<&str> = right.split(' ').collect();
+            Some(Mount {
+                id: l.first()?.parse().ok()?,
+                parent_id: l.get(1)?.parse().ok()?,
+                mount_point: PathBuf::from(unescape_octal(l.get(4)?)),
+                fs_type: r.first()?.to_string(),
+                source: unescape_octal(r.get(1).unwrap_or(&"")),
+            })
+        })
+        .collect()
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The machine's mounts as this process sees them.
+pub fn mounts() -> Vec<Mount> {
+    parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
+}
+
+/// Mounts at or below `dir`, deepest first: the order they can be unmounted in.
+pub fn mounts_under(dir: &Path) -> Vec<Mount> {
+    let mut found: Vec<Mount> = mounts().into_iter().filter(|m| m.mount_point.starts_with(dir)).collect();
+    found.sort_by_key(|m| std::cmp::Reverse((m.mount_point.components().count(), m.id)));
+    found
+}
+
+/// Unmounts `path`; `lazy` detaches it even while busy (MNT_DETACH).
+pub fn unmount(path: &Path, lazy: bool) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: c is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe { libc::umount2(c.as_ptr(), flags) };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Bind-mounts `source` onto `target` (both must exist).
+pub fn bind_mount(source: &Path, target: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let s = std::ffi::CString::new(source.as_os_str().as_bytes())?;
+    let t = std::ffi::CString::new(target.as_os_str().as_bytes())?;
+    // SAFETY: both strings are valid and NUL-terminated for the duration of the call.
+    let rc = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Asks the kernel to SIGKILL the calling thread's children when that thread
+/// dies. Used in `pre_exec`, so a killed harness takes its cluster with it.
+pub fn die_with_parent() -> std::io::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) and setpgid only change this process's own attributes;
+    // both are async-signal-safe, as pre_exec requires.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Puts the calling process into a process group of its own (in `pre_exec`),
+/// so a Ctrl-C at the terminal reaches the harness, which then stops the
+/// components in order, rather than every component at once.
+pub fn own_process_group() -> std::io::Result<()> {
+    // SAFETY: see die_with_parent.
+    if unsafe { libc::setpgid(0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether the effective user is root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The cgroup v1 hierarchies mounted under /sys/fs/cgroup, or an empty list
+/// on a pure cgroup v2 host.
+pub fn cgroup_v1_hierarchies() -> Vec<PathBuf> {
+    mounts()
+        .into_iter()
+        .filter(|m| m.fs_type == "cgroup" && m.mount_point.starts_with("/sys/fs/cgroup"))
+        .map(|m| m.mount_point)
+        .collect()
+}
+
+/// Processes whose cgroup (in any hierarchy) lies under `/<root>`.
+pub fn pids_in_cgroup_tree(hierarchies: &[PathBuf], root: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for h in hierarchies {
+        walk_procs(&h.join(root.trim_start_matches('/')), &mut pids);
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+fn walk_procs(dir: &Path, pids: &mut Vec<i32>) {
+    if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+    }
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                walk_procs(&e.path(), pids);
+            }
+        }
+    }
+}
+
+/// Removes a cgroup directory tree bottom-up (cgroupfs only allows rmdir of
+/// empty groups, which is all a cgroup directory can be once its processes are gone).
+pub fn remove_cgroup_tree(dir: &Path) -> std::io::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    for e in fs::read_dir(dir)?.flatten() {
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            remove_cgroup_tree(&e.path())?;
+        }
+    }
+    fs::remove_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_parentheses_in_the_name_parses() {
+        let stat = "4242 (containerd-shim (x)) T 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 10 0 987654 0 0";
+        assert_eq!(parse_stat(stat), Some(('T', 987654)));
+    }
+
+    #[test]
+    fn mountinfo_lines_decode_escapes_and_skip_optional_fields() {
+        let text = "36 35 98:0 /mnt1 /mnt/with\\040space rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n\
+                    612 29 0:5 / /var/lib/unstuck/c/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/data/held rw shared:3 - tmpfs tmpfs rw\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].mount_point, PathBuf::from("/mnt/with space"));
+        assert_eq!(m[0].fs_type, "ext3");
+        assert_eq!(m[0].source, "/dev/root");
+        assert_eq!(m[1].parent_id, 29);
+        assert_eq!(m[1].fs_type, "tmpfs");
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = process(std::process::id() as i32).expect("self in /proc");
+        assert!(is_alive(me.pid, me.start_time));
+        assert!(!is_alive(me.pid, me.start_time + 1));
+    }
+}
