@@ -24,10 +24,20 @@ pub enum RunError {
     },
     /// The program ran and exited unsuccessfully.
     #[error("`{command}` failed ({status}): {output}")]
-    Failed { command: String, status: String, output: String },
+    Failed {
+        command: String,
+        status: String,
+        output: String,
+    },
     /// The program did not finish before its deadline and was killed.
-    #[error("`{command}` did not finish within {timeout:?} and was killed; output so far: {output}")]
-    Timeout { command: String, timeout: Duration, output: String },
+    #[error(
+        "`{command}` did not finish within {timeout:?} and was killed; output so far: {output}"
+    )]
+    Timeout {
+        command: String,
+        timeout: Duration,
+        output: String,
+    },
 }
 
 /// A command to run, built up like `std::process::Command` but always with
@@ -45,7 +55,13 @@ pub struct Cmd {
 impl Cmd {
     /// A command for `program` with the default 60 s deadline.
     pub fn new(program: impl Into<PathBuf>) -> Self {
-        Self { program: program.into(), args: Vec::new(), env: Vec::new(), timeout: Duration::from_secs(60), stdin: None }
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            timeout: Duration::from_secs(60),
+            stdin: None,
+        }
     }
 
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
@@ -106,7 +122,11 @@ impl Cmd {
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -123,9 +143,17 @@ impl Cmd {
         }
         match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
             Ok(Ok(out)) => Ok(out),
-            Ok(Err(source)) => Err(RunError::Spawn { command: self.pretty(), hint: String::new(), source }),
+            Ok(Err(source)) => Err(RunError::Spawn {
+                command: self.pretty(),
+                hint: String::new(),
+                source,
+            }),
             // Dropping the future drops the child, which kill_on_drop kills.
-            Err(_) => Err(RunError::Timeout { command: self.pretty(), timeout: self.timeout, output: String::new() }),
+            Err(_) => Err(RunError::Timeout {
+                command: self.pretty(),
+                timeout: self.timeout,
+                output: String::new(),
+            }),
         }
     }
 }
@@ -150,7 +178,10 @@ fn combined(out: &Output) -> String {
 
 fn missing_program_hint(program: &std::path::Path, err: &std::io::Error) -> String {
     if err.kind() == std::io::ErrorKind::NotFound {
-        format!(" ({} is not installed or not on PATH; ci/setup.sh installs what unstuck needs)", program.display())
+        format!(
+            " ({} is not installed or not on PATH; ci/setup.sh installs what unstuck needs)",
+            program.display()
+        )
     } else {
         String::new()
     }
@@ -159,7 +190,9 @@ fn missing_program_hint(program: &std::path::Path, err: &std::io::Error) -> Stri
 /// Quotes one word for a POSIX shell, leaving plain words alone.
 pub fn shell_quote(word: &str) -> String {
     if !word.is_empty()
-        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
     {
         word.to_string()
     } else {
@@ -181,7 +214,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_failing_command_keeps_its_output() {
-        let err = Cmd::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]).output().await.unwrap_err();
+        let err = Cmd::new("sh")
+            .args(["-c", "echo out; echo err >&2; exit 3"])
+            .output()
+            .await
+            .unwrap_err();
         let text = err.to_string();
         assert!(text.contains("out\nerr"), "{text}");
         assert!(text.contains("exit status: 3"), "{text}");
@@ -189,13 +226,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_program_names_the_setup_script() {
-        let err = Cmd::new("/nonexistent/unstuck-tool").output().await.unwrap_err();
+        let err = Cmd::new("/nonexistent/unstuck-tool")
+            .output()
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("ci/setup.sh"), "{err}");
     }
 
     #[tokio::test]
     async fn a_hanging_command_is_killed_at_its_deadline() {
-        let err = Cmd::new("sleep").arg("30").timeout(Duration::from_millis(200)).output().await.unwrap_err();
+        let err = Cmd::new("sleep")
+            .arg("30")
+            .timeout(Duration::from_millis(200))
+            .output()
+            .await
+            .unwrap_err();
         assert!(matches!(err, RunError::Timeout { .. }), "{err}");
     }
 }

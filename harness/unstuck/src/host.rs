@@ -32,12 +32,19 @@ pub fn process(pid: i32) -> Option<Process> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (state, start_time) = parse_stat(&stat)?;
     let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    Some(Process { pid, start_time, state, cmdline: split_cmdline(&cmdline) })
+    Some(Process {
+        pid,
+        start_time,
+        state,
+        cmdline: split_cmdline(&cmdline),
+    })
 }
 
 /// Every process on the machine (those that vanish while listing are skipped).
 pub fn processes() -> Vec<Process> {
-    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     let mut out: Vec<Process> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(process)
@@ -59,7 +66,10 @@ pub fn parse_stat(stat: &str) -> Option<(char, u64)> {
 }
 
 fn split_cmdline(raw: &[u8]) -> Vec<String> {
-    raw.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+    raw.split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
 }
 
 /// Whether the process that was `pid` at `start_time` still runs.
@@ -75,7 +85,11 @@ pub fn signal(pid: i32, sig: i32) -> std::io::Result<()> {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(err) }
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(())
+    } else {
+        Err(err)
+    }
 }
 
 /// One line of /proc/self/mountinfo, the fields unstuck needs.
@@ -112,7 +126,10 @@ fn unescape_octal(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -130,7 +147,10 @@ pub fn mounts() -> Vec<Mount> {
 
 /// Mounts at or below `dir`, deepest first: the order they can be unmounted in.
 pub fn mounts_under(dir: &Path) -> Vec<Mount> {
-    let mut found: Vec<Mount> = mounts().into_iter().filter(|m| m.mount_point.starts_with(dir)).collect();
+    let mut found: Vec<Mount> = mounts()
+        .into_iter()
+        .filter(|m| m.mount_point.starts_with(dir))
+        .collect();
     found.sort_by_key(|m| std::cmp::Reverse((m.mount_point.components().count(), m.id)));
     found
 }
@@ -138,12 +158,17 @@ pub fn mounts_under(dir: &Path) -> Vec<Mount> {
 /// Unmounts `path`; `lazy` detaches it even while busy (MNT_DETACH).
 pub fn unmount(path: &Path, lazy: bool) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "path holds a NUL byte")
+    })?;
     let flags = if lazy { libc::MNT_DETACH } else { 0 };
     // SAFETY: c is a valid NUL-terminated string that outlives the call.
     let rc = unsafe { libc::umount2(c.as_ptr(), flags) };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Bind-mounts `source` onto `target` (both must exist).
@@ -152,8 +177,20 @@ pub fn bind_mount(source: &Path, target: &Path) -> std::io::Result<()> {
     let s = std::ffi::CString::new(source.as_os_str().as_bytes())?;
     let t = std::ffi::CString::new(target.as_os_str().as_bytes())?;
     // SAFETY: both strings are valid and NUL-terminated for the duration of the call.
-    let rc = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    let rc = unsafe {
+        libc::mount(
+            s.as_ptr(),
+            t.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Asks the kernel to SIGKILL the calling thread's children when that thread
@@ -162,7 +199,14 @@ pub fn die_with_parent() -> std::io::Result<()> {
     // SAFETY: prctl(PR_SET_PDEATHSIG) and setpgid only change this process's own attributes;
     // both are async-signal-safe, as pre_exec requires.
     unsafe {
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
             return Err(std::io::Error::last_os_error());
         }
     }

@@ -7,8 +7,10 @@
 
 pub mod cluster;
 pub mod components;
+pub mod doctor;
 pub mod exec;
 pub mod host;
+pub mod runner;
 pub mod wait;
 
 pub use unstuck_core as core;

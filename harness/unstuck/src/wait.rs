@@ -20,7 +20,12 @@ pub enum Poll<T> {
 }
 
 /// Polls `check` every `interval` until it is ready or `timeout` passes.
-pub async fn until<T, F, Fut>(what: impl Into<String>, timeout: Duration, interval: Duration, mut check: F) -> Result<T, WaitTimeout>
+pub async fn until<T, F, Fut>(
+    what: impl Into<String>,
+    timeout: Duration,
+    interval: Duration,
+    mut check: F,
+) -> Result<T, WaitTimeout>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Poll<T>>,
@@ -33,7 +38,11 @@ where
             Poll::Pending(seen) => seen,
         };
         if start.elapsed() >= timeout {
-            return Err(WaitTimeout { what, waited: start.elapsed(), last });
+            return Err(WaitTimeout {
+                what,
+                waited: start.elapsed(),
+                last,
+            });
         }
         tokio::time::sleep(interval).await;
     }
@@ -46,11 +55,16 @@ mod tests {
     #[tokio::test]
     async fn a_timeout_names_what_and_the_last_observation() {
         let mut n = 0;
-        let err = until("the answer", Duration::from_millis(50), Duration::from_millis(10), || {
-            n += 1;
-            let seen = format!("attempt {n}");
-            async move { Poll::<()>::Pending(seen) }
-        })
+        let err = until(
+            "the answer",
+            Duration::from_millis(50),
+            Duration::from_millis(10),
+            || {
+                n += 1;
+                let seen = format!("attempt {n}");
+                async move { Poll::<()>::Pending(seen) }
+            },
+        )
         .await
         .unwrap_err();
         let text = err.to_string();
@@ -60,7 +74,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_ready_poll_returns_its_value() {
-        let v = until("x", Duration::from_secs(1), Duration::from_millis(1), || async { Poll::Ready(7) }).await.unwrap();
+        let v = until(
+            "x",
+            Duration::from_secs(1),
+            Duration::from_millis(1),
+            || async { Poll::Ready(7) },
+        )
+        .await
+        .unwrap();
         assert_eq!(v, 7);
     }
 }

@@ -1,1 +1,33 @@
-//! The doctor: snapshot types, diagnosis and remedy planning.
+//! The doctor: diagnoses objects stuck in Terminating from the outside and
+//! plans the remedy, least force first.
+//!
+//! Pipeline: collect (I/O, elsewhere) -> [`diagnose()`] (pure) -> [`plan()`]
+//! (pure) -> apply (I/O, elsewhere). Nothing here knows which scenario, if
+//! any, caused what it sees: it reads a [`Snapshot`] of the cluster as it
+//! would a customer's.
+//!
+//! - [`snapshot`]: the data a collector fills.
+//! - [`conditions`]: parsing the namespace controller's and aggregator's
+//!   status conditions.
+//! - [`owner`]: arguing whether a finalizer's owner is alive.
+//! - [`diagnose()`]: snapshot -> [`Finding`]s.
+//! - [`plan()`]: findings -> [`Plan`] with exact API calls.
+
+pub mod conditions;
+pub mod diagnose;
+pub mod finding;
+pub mod owner;
+pub mod plan;
+pub mod snapshot;
+
+pub use diagnose::{DiagnoseOptions, diagnose};
+pub use finding::{
+    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint,
+    UnknownFindingKind,
+};
+pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
+pub use plan::{
+    Action, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan, PlannedStep,
+    RemoveFinalizers, plan,
+};
+pub use snapshot::{DiscoveryFailure, ObjectRecord, Snapshot};

@@ -1,1 +1,54 @@
 //! Scenario files: the model and the loader.
+//!
+//! A scenario reproduces one incident, in the spirit of chainsaw tests: plain
+//! Kubernetes manifests (fixtures) plus a few declarative step kinds. Users
+//! write scenarios to reproduce what they saw; the built-in scenarios use the
+//! same format.
+//!
+//! ```yaml
+//! name: orphan-finalizer-configmap        # DNS label, <= 40 characters
+//! description: A ConfigMap carries a finalizer nobody serves.
+//! catalogCase: 1                          # failure-catalog.md case (optional)
+//! seeds: ["001", "000"]                   # seed documents (optional)
+//! namespaces: [app]                       # logical names, mapped per run
+//! timeout: 3m                             # whole scenario (default 5m)
+//! serial: false                           # must run alone (default false)
+//! steps:
+//!   - apply: orphan/configmap.yaml        # short form, or:
+//!   - apply: {file: orphan/widget.yaml, namespace: app}
+//!   - delete: {kind: ConfigMap, name: mymap, namespace: app}
+//!   - fault: {busyMount: {pod: web, namespace: app}}
+//!   - expect:
+//!       phase: symptom                    # symptom | recovered
+//!       timeout: 60s                      # default 60s
+//!       that:
+//!         - terminating: {kind: ConfigMap, name: mymap, namespace: app}
+//!         - namespaceCondition: {namespace: app, type: NamespaceContentRemaining, status: "True"}
+//!   - doctor: {expectFindings: [OrphanFinalizer]}   # apply: true by default
+//!   - expect: {phase: recovered, that: [{gone: {kind: ConfigMap, name: mymap, namespace: app}}]}
+//! ```
+//!
+//! Loading is strict. Unknown keys, YAML 1.1 booleans (`yes`), unquoted
+//! condition statuses, duplicate keys and undeclared namespaces are errors,
+//! each reported as `file:line:column: message` with the offending line:
+//! a scenario that silently means something else than it says would test
+//! nothing while passing.
+
+mod error;
+mod kinds;
+mod load;
+mod located;
+mod model;
+mod validate;
+
+pub use error::{Diagnostic, LoadError, LoadErrors};
+pub use kinds::{default_api_version, is_namespaced};
+pub use load::{load_dir, load_file, load_str};
+pub use located::{Located, Position};
+pub use model::{
+    API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, ApplySpec, Condition, ConditionStatus,
+    DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DoctorCheck, EventCheck, Expect, Fault,
+    KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck, NamespaceRef, ObjectRef,
+    Phase, PodRef, Scenario, Step,
+};
+pub use validate::MAX_NAME_LEN;

@@ -211,7 +211,10 @@ pub fn component_commands(l: &Layout, bins: &crate::components::Binaries) -> Vec
                 "--authorization-mode=Node,RBAC".into(),
                 "--enable-admission-plugins=NodeRestriction".into(),
                 "--allow-privileged=true".into(),
-                format!("--kubelet-client-certificate={}", k("apiserver-kubelet-client.crt")),
+                format!(
+                    "--kubelet-client-certificate={}",
+                    k("apiserver-kubelet-client.crt")
+                ),
                 format!("--kubelet-client-key={}", k("apiserver-kubelet-client.key")),
                 "--kubelet-preferred-address-types=InternalIP".into(),
                 // Aggregation layer: these make APIService objects real,
@@ -233,8 +236,14 @@ pub fn component_commands(l: &Layout, bins: &crate::components::Binaries) -> Vec
             program: bins.k8s("kube-controller-manager"),
             args: vec![
                 format!("--kubeconfig={}", p(l.kubeconfig("controller-manager"))),
-                format!("--authentication-kubeconfig={}", p(l.kubeconfig("controller-manager"))),
-                format!("--authorization-kubeconfig={}", p(l.kubeconfig("controller-manager"))),
+                format!(
+                    "--authentication-kubeconfig={}",
+                    p(l.kubeconfig("controller-manager"))
+                ),
+                format!(
+                    "--authorization-kubeconfig={}",
+                    p(l.kubeconfig("controller-manager"))
+                ),
                 format!("--service-account-private-key-file={}", k("sa.key")),
                 format!("--root-ca-file={}", k("ca.crt")),
                 format!("--cluster-signing-cert-file={}", k("ca.crt")),
@@ -255,8 +264,14 @@ pub fn component_commands(l: &Layout, bins: &crate::components::Binaries) -> Vec
             program: bins.k8s("kube-scheduler"),
             args: vec![
                 format!("--kubeconfig={}", p(l.kubeconfig("scheduler"))),
-                format!("--authentication-kubeconfig={}", p(l.kubeconfig("scheduler"))),
-                format!("--authorization-kubeconfig={}", p(l.kubeconfig("scheduler"))),
+                format!(
+                    "--authentication-kubeconfig={}",
+                    p(l.kubeconfig("scheduler"))
+                ),
+                format!(
+                    "--authorization-kubeconfig={}",
+                    p(l.kubeconfig("scheduler"))
+                ),
                 "--leader-elect=false".into(),
                 "--bind-address=127.0.0.1".into(),
                 format!("--secure-port={}", l.scheduler_port()),
@@ -297,7 +312,10 @@ mod tests {
     fn containerd_keeps_all_its_state_in_the_cluster_directory() {
         let toml = containerd_toml(&layout());
         for line in toml.lines().filter(|l| l.contains("= \"/")) {
-            assert!(line.contains("/var/lib/unstuck/clusters/t/"), "path outside the cluster dir: {line}");
+            assert!(
+                line.contains("/var/lib/unstuck/clusters/t/"),
+                "path outside the cluster dir: {line}"
+            );
         }
         assert!(toml.contains("netns_mounts_under_state_dir = true"));
         assert!(toml.contains("restrict_oom_score_adj = true"));
@@ -308,7 +326,10 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&cni_conflist(&layout())).unwrap();
         assert_eq!(v["plugins"][0]["bridge"], "unstk3p");
         assert_eq!(v["plugins"][0]["ipMasq"], false);
-        assert_eq!(v["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.214.3.0/24");
+        assert_eq!(
+            v["plugins"][0]["ipam"]["ranges"][0][0]["subnet"],
+            "10.214.3.0/24"
+        );
     }
 
     #[test]

@@ -24,7 +24,11 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(name: &str, slot: u8, state_root: &Path) -> Self {
-        Self { name: name.to_string(), slot, dir: state_root.join(name) }
+        Self {
+            name: name.to_string(),
+            slot,
+            dir: state_root.join(name),
+        }
     }
 
     fn port(&self, offset: u16) -> u16 {
@@ -60,7 +64,11 @@ impl Layout {
             ("etcd client", lo, self.etcd_client_port()),
             ("etcd peer", lo, self.etcd_peer_port()),
             ("kube-apiserver", self.node_ip(), self.apiserver_port()),
-            ("kube-controller-manager", lo, self.controller_manager_port()),
+            (
+                "kube-controller-manager",
+                lo,
+                self.controller_manager_port(),
+            ),
             ("kube-scheduler", lo, self.scheduler_port()),
             ("kubelet", self.node_ip(), self.kubelet_port()),
             ("kubelet healthz", lo, self.kubelet_healthz_port()),
@@ -142,7 +150,9 @@ impl Layout {
 pub fn validate_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 30
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.starts_with('-')
         && !name.ends_with('-');
     if ok {
@@ -166,7 +176,11 @@ mod tests {
         let b = Layout::new("b", 1, root);
         let pa: HashSet<u16> = a.ports().iter().map(|p| p.2).collect();
         let pb: HashSet<u16> = b.ports().iter().map(|p| p.2).collect();
-        assert_eq!(pa.len(), a.ports().len(), "ports within one slot are distinct");
+        assert_eq!(
+            pa.len(),
+            a.ports().len(),
+            "ports within one slot are distinct"
+        );
         assert!(pa.is_disjoint(&pb));
         assert_ne!(a.host_link(), b.host_link());
         assert_ne!(a.pod_bridge(), b.pod_bridge());

@@ -5,12 +5,12 @@
 
 pub mod config;
 pub mod layout;
+mod network;
 pub mod pki;
 pub mod preflight;
 pub mod process;
 pub mod state;
 pub mod teardown;
-mod network;
 
 use std::{
     fs,
@@ -26,16 +26,16 @@ use k8s_openapi::api::{
 };
 use kube::{Api, Client, api::PostParams};
 
+use self::{
+    config::ComponentCommand,
+    preflight::PreflightError,
+    state::{ComponentProcess, ProcessRef, StateError},
+};
 pub use self::{
     layout::Layout,
     process::Lifetime,
     state::ClusterState,
     teardown::{TeardownReport, leftovers},
-};
-use self::{
-    config::ComponentCommand,
-    preflight::PreflightError,
-    state::{ComponentProcess, ProcessRef, StateError},
 };
 use crate::{
     components::{self, Binaries, ComponentsError},
@@ -53,9 +53,13 @@ pub enum LocalError {
     Components(#[from] ComponentsError),
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("cluster '{name}' already exists ({dir}); use it with --kubeconfig {dir}/admin.kubeconfig, or remove it with `unstuck cluster down {name}`")]
+    #[error(
+        "cluster '{name}' already exists ({dir}); use it with --kubeconfig {dir}/admin.kubeconfig, or remove it with `unstuck cluster down {name}`"
+    )]
     Exists { name: String, dir: PathBuf },
-    #[error("no local cluster named '{0}'; `unstuck cluster list` shows the clusters on this machine")]
+    #[error(
+        "no local cluster named '{0}'; `unstuck cluster list` shows the clusters on this machine"
+    )]
     NotFound(String),
     #[error(transparent)]
     Pki(#[from] pki::PkiError),
@@ -70,7 +74,12 @@ pub enum LocalError {
         source: std::io::Error,
     },
     #[error("{component} exited during start-up ({status}); last lines of {log}:\n{tail}")]
-    ComponentExited { component: String, status: String, log: PathBuf, tail: String },
+    ComponentExited {
+        component: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
     #[error("{source}\n  component logs: {logs}")]
     Timeout {
         #[source]
@@ -110,7 +119,8 @@ impl UpOptions {
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            k8s_version: std::env::var("UNSTUCK_K8S_VERSION").unwrap_or_else(|_| components::DEFAULT_K8S_VERSION.into()),
+            k8s_version: std::env::var("UNSTUCK_K8S_VERSION")
+                .unwrap_or_else(|_| components::DEFAULT_K8S_VERSION.into()),
             lifetime: Lifetime::Owned,
             reaper: None,
             slot: None,
@@ -156,16 +166,24 @@ impl LocalCluster {
             sweep_stale_locked(&root).await;
             let dir = root.join(&opts.name);
             if dir.exists() {
-                return Err(LocalError::Exists { name: opts.name.clone(), dir });
+                return Err(LocalError::Exists {
+                    name: opts.name.clone(),
+                    dir,
+                });
             }
-            let used: Vec<u8> = state::list(&root).into_iter().filter_map(|(_, s)| s.ok().flatten()).map(|s| s.layout.slot).collect();
+            let used: Vec<u8> = state::list(&root)
+                .into_iter()
+                .filter_map(|(_, s)| s.ok().flatten())
+                .map(|s| s.layout.slot)
+                .collect();
             let slot = match opts.slot {
                 Some(s) => s,
                 None => state::free_slot(&used)?,
             };
             let layout = Layout::new(&opts.name, slot, &root);
             preflight::check_ports(&layout)?;
-            fs::create_dir_all(layout.logs_dir()).map_err(io(format!("creating {}", layout.dir.display())))?;
+            fs::create_dir_all(layout.logs_dir())
+                .map_err(io(format!("creating {}", layout.dir.display())))?;
             let owner = match opts.lifetime {
                 Lifetime::Owned => ProcessRef::of(std::process::id() as i32),
                 Lifetime::Detached => None,
@@ -182,7 +200,12 @@ impl LocalCluster {
         };
 
         let state = ClusterState::load(&layout.dir)?.expect("state just saved");
-        let mut starting = Starting { state, bins: bins.clone(), children: Vec::new(), reaper: None };
+        let mut starting = Starting {
+            state,
+            bins: bins.clone(),
+            children: Vec::new(),
+            reaper: None,
+        };
         if let (Lifetime::Owned, Some(program)) = (opts.lifetime, &opts.reaper) {
             starting.reaper = Some(spawn_reaper(program, &layout.dir)?);
         }
@@ -245,7 +268,12 @@ struct Starting {
 }
 
 impl Starting {
-    async fn run(&mut self, lifetime: Lifetime, timeout: Duration, started: Instant) -> Result<(Client, UpTimings), LocalError> {
+    async fn run(
+        &mut self,
+        lifetime: Lifetime,
+        timeout: Duration,
+        started: Instant,
+    ) -> Result<(Client, UpTimings), LocalError> {
         let l = self.state.layout.clone();
         let deadline = started + timeout;
         let remaining = || deadline.saturating_duration_since(Instant::now());
@@ -254,33 +282,51 @@ impl Starting {
         make_cgroup_root(&l)?;
 
         let commands = config::component_commands(&l, &self.bins);
-        let cmd = |name: &str| commands.iter().find(|c| c.name == name).expect("known component").clone();
+        let cmd = |name: &str| {
+            commands
+                .iter()
+                .find(|c| c.name == name)
+                .expect("known component")
+                .clone()
+        };
 
         self.start(&cmd("etcd"), lifetime)?;
         let etcd_port = l.etcd_client_port();
-        self.wait_for("etcd to report healthy", remaining(), "etcd", || async move {
-            match http_get_local(etcd_port, "/health").await {
-                Ok(body) if body.contains("\"health\":\"true\"") => Poll::Ready(()),
-                Ok(body) => Poll::Pending(body),
-                Err(e) => Poll::Pending(e.to_string()),
-            }
-        })
+        self.wait_for(
+            "etcd to report healthy",
+            remaining(),
+            "etcd",
+            || async move {
+                match http_get_local(etcd_port, "/health").await {
+                    Ok(body) if body.contains("\"health\":\"true\"") => Poll::Ready(()),
+                    Ok(body) => Poll::Pending(body),
+                    Err(e) => Poll::Pending(e.to_string()),
+                }
+            },
+        )
         .await?;
 
         self.start(&cmd("kube-apiserver"), lifetime)?;
         let client = client_for(&l.admin_kubeconfig()).await?;
         let c = client.clone();
-        self.wait_for("kube-apiserver /readyz", remaining(), "kube-apiserver", move || {
-            let c = c.clone();
-            async move {
-                let req = http::Request::get("/readyz").body(Vec::new()).expect("static request");
-                match c.request_text(req).await {
-                    Ok(body) if body.trim() == "ok" => Poll::Ready(()),
-                    Ok(body) => Poll::Pending(body),
-                    Err(e) => Poll::Pending(e.to_string()),
+        self.wait_for(
+            "kube-apiserver /readyz",
+            remaining(),
+            "kube-apiserver",
+            move || {
+                let c = c.clone();
+                async move {
+                    let req = http::Request::get("/readyz")
+                        .body(Vec::new())
+                        .expect("static request");
+                    match c.request_text(req).await {
+                        Ok(body) if body.trim() == "ok" => Poll::Ready(()),
+                        Ok(body) => Poll::Pending(body),
+                        Err(e) => Poll::Pending(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         bind_apiserver_to_kubelet_api(&client).await?;
         self.start(&cmd("kube-controller-manager"), lifetime)?;
@@ -290,15 +336,27 @@ impl Starting {
         self.start(&cmd("containerd"), lifetime)?;
         let sock = l.containerd_socket();
         let ctr = self.bins.ctr.clone();
-        self.wait_for("containerd to answer on its socket", remaining(), "containerd", || {
-            let (sock, ctr) = (sock.clone(), ctr.clone());
-            async move {
-                match Cmd::new(&ctr).arg("--address").arg(&sock).arg("version").timeout(Duration::from_secs(5)).output().await {
-                    Ok(_) => Poll::Ready(()),
-                    Err(e) => Poll::Pending(e.to_string()),
+        self.wait_for(
+            "containerd to answer on its socket",
+            remaining(),
+            "containerd",
+            || {
+                let (sock, ctr) = (sock.clone(), ctr.clone());
+                async move {
+                    match Cmd::new(&ctr)
+                        .arg("--address")
+                        .arg(&sock)
+                        .arg("version")
+                        .timeout(Duration::from_secs(5))
+                        .output()
+                        .await
+                    {
+                        Ok(_) => Poll::Ready(()),
+                        Err(e) => Poll::Pending(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         for image in &self.bins.images {
             Cmd::new(&self.bins.ctr)
@@ -314,34 +372,51 @@ impl Starting {
         self.start(&cmd("kubelet"), lifetime)?;
         let nodes: Api<Node> = Api::all(client.clone());
         let node_name = l.node_name();
-        self.wait_for(&format!("node {node_name} to be Ready"), remaining(), "kubelet", || {
-            let (nodes, node_name) = (nodes.clone(), node_name.clone());
-            async move {
-                match nodes.get_opt(&node_name).await {
-                    Ok(Some(node)) => match node_ready(&node) {
-                        Ok(()) => Poll::Ready(()),
-                        Err(why) => Poll::Pending(why),
-                    },
-                    Ok(None) => Poll::Pending("node not registered yet".into()),
-                    Err(e) => Poll::Pending(e.to_string()),
+        self.wait_for(
+            &format!("node {node_name} to be Ready"),
+            remaining(),
+            "kubelet",
+            || {
+                let (nodes, node_name) = (nodes.clone(), node_name.clone());
+                async move {
+                    match nodes.get_opt(&node_name).await {
+                        Ok(Some(node)) => match node_ready(&node) {
+                            Ok(()) => Poll::Ready(()),
+                            Err(why) => Poll::Pending(why),
+                        },
+                        Ok(None) => Poll::Pending("node not registered yet".into()),
+                        Err(e) => Poll::Pending(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-        self.wait_for("the default ServiceAccount (pods are refused without it)", remaining(), "kube-controller-manager", || {
-            let sas = sas.clone();
-            async move {
-                match sas.get_opt("default").await {
-                    Ok(Some(_)) => Poll::Ready(()),
-                    Ok(None) => Poll::Pending("not created yet".into()),
-                    Err(e) => Poll::Pending(e.to_string()),
+        self.wait_for(
+            "the default ServiceAccount (pods are refused without it)",
+            remaining(),
+            "kube-controller-manager",
+            || {
+                let sas = sas.clone();
+                async move {
+                    match sas.get_opt("default").await {
+                        Ok(Some(_)) => Poll::Ready(()),
+                        Ok(None) => Poll::Pending("not created yet".into()),
+                        Err(e) => Poll::Pending(e.to_string()),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         let total = started.elapsed();
-        Ok((client, UpTimings { control_plane_ready, node_ready: total, total }))
+        Ok((
+            client,
+            UpTimings {
+                control_plane_ready,
+                node_ready: total,
+                total,
+            },
+        ))
     }
 
     fn start(&mut self, cmd: &ComponentCommand, lifetime: Lifetime) -> Result<(), LocalError> {
@@ -350,18 +425,32 @@ impl Starting {
         let pid = child.id() as i32;
         self.children.push(child);
         let process = ProcessRef::of(pid).ok_or_else(|| self.exited(cmd.name))?;
-        self.state.components.push(ComponentProcess { name: cmd.name.to_string(), process });
+        self.state.components.push(ComponentProcess {
+            name: cmd.name.to_string(),
+            process,
+        });
         self.state.save()?;
         Ok(())
     }
 
     /// Waits, failing early with the log's tail if the component `watch` died.
-    async fn wait_for<F, Fut>(&mut self, what: &str, timeout: Duration, watch: &str, mut check: F) -> Result<(), LocalError>
+    async fn wait_for<F, Fut>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        watch: &str,
+        mut check: F,
+    ) -> Result<(), LocalError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Poll<()>>,
     {
-        let watched = self.state.components.iter().find(|c| c.name == watch).map(|c| c.process.clone());
+        let watched = self
+            .state
+            .components
+            .iter()
+            .find(|c| c.name == watch)
+            .map(|c| c.process.clone());
         let result = wait::until(what, timeout, Duration::from_millis(250), || {
             let dead = watched.as_ref().is_some_and(|p| !p.is_alive());
             let fut = check();
@@ -379,7 +468,10 @@ impl Starting {
         match result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(())) => Err(self.exited(watch)),
-            Err(source) => Err(LocalError::Timeout { source, logs: self.state.layout.logs_dir() }),
+            Err(source) => Err(LocalError::Timeout {
+                source,
+                logs: self.state.layout.logs_dir(),
+            }),
         }
     }
 
@@ -392,7 +484,12 @@ impl Starting {
             .map(|s| s.to_string())
             .next()
             .unwrap_or_else(|| "exited".into());
-        LocalError::ComponentExited { component: component.to_string(), status, tail: tail(&log, 15), log }
+        LocalError::ComponentExited {
+            component: component.to_string(),
+            status,
+            tail: tail(&log, 15),
+            log,
+        }
     }
 
     fn reap_children(&mut self) {
@@ -420,11 +517,19 @@ fn write_configs(l: &Layout) -> Result<(), LocalError> {
         );
         fs::write(l.kubeconfig(id.file), text).map_err(io("writing kubeconfigs"))?;
     }
-    let w = |path: PathBuf, text: String| fs::write(&path, text).map_err(io(format!("writing {}", path.display())));
+    let w = |path: PathBuf, text: String| {
+        fs::write(&path, text).map_err(io(format!("writing {}", path.display())))
+    };
     fs::create_dir_all(l.cni_conf_dir()).map_err(io("creating the CNI config dir"))?;
     w(l.dir.join("containerd.toml"), config::containerd_toml(l))?;
-    w(l.cni_conf_dir().join("10-unstuck.conflist"), config::cni_conflist(l))?;
-    w(l.dir.join("kubelet.yaml"), config::kubelet_yaml(l, &pki.ca_cert()))?;
+    w(
+        l.cni_conf_dir().join("10-unstuck.conflist"),
+        config::cni_conflist(l),
+    )?;
+    w(
+        l.dir.join("kubelet.yaml"),
+        config::kubelet_yaml(l, &pki.ca_cert()),
+    )?;
     Ok(())
 }
 
@@ -436,7 +541,8 @@ fn make_cgroup_root(l: &Layout) -> Result<(), LocalError> {
         fs::create_dir_all(&dir).map_err(io(format!("creating cgroup {}", dir.display())))?;
         for f in ["cpuset.cpus", "cpuset.mems"] {
             if let Ok(v) = fs::read_to_string(h.join(f)) {
-                fs::write(dir.join(f), v.trim()).map_err(io(format!("writing {}/{f}", dir.display())))?;
+                fs::write(dir.join(f), v.trim())
+                    .map_err(io(format!("writing {}/{f}", dir.display())))?;
             }
         }
     }
@@ -447,14 +553,28 @@ fn make_cgroup_root(l: &Layout) -> Result<(), LocalError> {
 async fn bind_apiserver_to_kubelet_api(client: &Client) -> Result<(), LocalError> {
     let api: Api<ClusterRoleBinding> = Api::all(client.clone());
     let binding = ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta { name: Some("unstuck:kube-apiserver-kubelet-admin".into()), ..Default::default() },
-        role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: "system:kubelet-api-admin".into() },
-        subjects: Some(vec![Subject { kind: "User".into(), name: "kube-apiserver".into(), ..Default::default() }]),
+        metadata: kube::api::ObjectMeta {
+            name: Some("unstuck:kube-apiserver-kubelet-admin".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: "system:kubelet-api-admin".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".into(),
+            name: "kube-apiserver".into(),
+            ..Default::default()
+        }]),
     };
     match api.create(&PostParams::default(), &binding).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(source) => Err(LocalError::Api { what: "binding kube-apiserver to the kubelet API".into(), source }),
+        Err(source) => Err(LocalError::Api {
+            what: "binding kube-apiserver to the kubelet API".into(),
+            source,
+        }),
     }
 }
 
@@ -462,14 +582,22 @@ fn node_ready(node: &Node) -> Result<(), String> {
     let conds = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     match conds.and_then(|c| c.iter().find(|c| c.type_ == "Ready")) {
         Some(c) if c.status == "True" => Ok(()),
-        Some(c) => Err(format!("Ready={} ({}): {}", c.status, c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default())),
+        Some(c) => Err(format!(
+            "Ready={} ({}): {}",
+            c.status,
+            c.reason.clone().unwrap_or_default(),
+            c.message.clone().unwrap_or_default()
+        )),
         None => Err("no Ready condition yet".into()),
     }
 }
 
 /// A kube client for a kubeconfig file.
 pub async fn client_for(path: &Path) -> Result<Client, LocalError> {
-    let err = |message: String| LocalError::Client { path: path.to_path_buf(), message };
+    let err = |message: String| LocalError::Client {
+        path: path.to_path_buf(),
+        message,
+    };
     let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
@@ -480,8 +608,13 @@ pub async fn client_for(path: &Path) -> Result<Client, LocalError> {
 /// A plain HTTP GET to 127.0.0.1 (etcd's health endpoint speaks HTTP/1).
 async fn http_get_local(port: u16, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(("127.0.0.1", port))).await??;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await?;
+    let mut s = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::TcpStream::connect(("127.0.0.1", port)),
+    )
+    .await??;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await?;
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await??;
     Ok(String::from_utf8_lossy(&buf).into_owned())
@@ -499,7 +632,13 @@ fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildStdin), Local
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(fs::OpenOptions::new().create(true).append(true).open(dir.join("logs/reaper.log")).map_err(io("opening the reaper log"))?)
+        .stderr(
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("logs/reaper.log"))
+                .map_err(io("opening the reaper log"))?,
+        )
         .process_group(0)
         .spawn()
         .map_err(io(format!("starting the reaper {}", program.display())))?;
@@ -540,7 +679,10 @@ async fn sweep_stale_locked(root: &Path) -> Vec<(String, TeardownReport)> {
             Ok(None) | Err(_) => true,
         };
         if stale {
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let report = teardown::teardown(&dir).await;
             tracing::info!("removed stale cluster '{name}': {report}");
             swept.push((name, report));
@@ -565,7 +707,10 @@ pub fn list() -> Vec<ClusterStatus> {
     state::list(&state::state_root())
         .into_iter()
         .map(|(dir, st)| {
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let st = st.ok().flatten();
             ClusterStatus {
                 kubeconfig: dir.join("admin.kubeconfig"),
@@ -573,7 +718,12 @@ pub fn list() -> Vec<ClusterStatus> {
                 k8s_version: st.as_ref().map(|s| s.k8s_version.clone()),
                 stale: st.as_ref().is_none_or(ClusterState::is_stale),
                 components: st
-                    .map(|s| s.components.iter().map(|c| (c.name.clone(), c.process.is_alive())).collect())
+                    .map(|s| {
+                        s.components
+                            .iter()
+                            .map(|c| (c.name.clone(), c.process.is_alive()))
+                            .collect()
+                    })
                     .unwrap_or_default(),
                 name,
                 dir,

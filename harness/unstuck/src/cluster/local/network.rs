@@ -9,14 +9,26 @@ use super::layout::Layout;
 pub async fn create_host_link(ip: &std::path::Path, l: &Layout) -> Result<(), RunError> {
     let link = l.host_link();
     if !link_exists(&link) {
-        Cmd::new(ip).args(["link", "add", &link, "type", "bridge"]).output().await?;
+        Cmd::new(ip)
+            .args(["link", "add", &link, "type", "bridge"])
+            .output()
+            .await?;
     }
     let addr = format!("{}/32", l.node_ip());
-    let shown = Cmd::new(ip).args(["-4", "addr", "show", "dev", &link]).output().await?;
+    let shown = Cmd::new(ip)
+        .args(["-4", "addr", "show", "dev", &link])
+        .output()
+        .await?;
     if !shown.contains(&format!("inet {addr}")) {
-        Cmd::new(ip).args(["addr", "add", &addr, "dev", &link]).output().await?;
+        Cmd::new(ip)
+            .args(["addr", "add", &addr, "dev", &link])
+            .output()
+            .await?;
     }
-    Cmd::new(ip).args(["link", "set", &link, "up"]).output().await?;
+    Cmd::new(ip)
+        .args(["link", "set", &link, "up"])
+        .output()
+        .await?;
     Ok(())
 }
 
@@ -27,7 +39,11 @@ pub fn link_exists(name: &str) -> bool {
 /// Links attached to `bridge` (the host ends of pod veths).
 pub fn bridge_members(bridge: &str) -> Vec<String> {
     std::fs::read_dir(format!("/sys/class/net/{bridge}/brif"))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -8,7 +8,9 @@ use crate::host;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
-    #[error("the local cluster must run as root (it mounts, creates links and runs the kubelet); rerun with sudo")]
+    #[error(
+        "the local cluster must run as root (it mounts, creates links and runs the kubelet); rerun with sudo"
+    )]
     NotRoot,
     #[error(
         "cgroup layout not supported: {detail}.\n  The kubelet needs the cgroup v1 controllers cpu, cpuacct, cpuset, memory and pids \
@@ -19,11 +21,19 @@ pub enum PreflightError {
         "port {port} on {addr} (for {component}) is already in use.\n  Another program or an unstuck cluster listens there: \
          `unstuck cluster list` shows clusters; stop the other program or use another slot (--slot)"
     )]
-    PortInUse { component: &'static str, addr: Ipv4Addr, port: u16 },
+    PortInUse {
+        component: &'static str,
+        addr: Ipv4Addr,
+        port: u16,
+    },
 }
 
 pub fn check_root() -> Result<(), PreflightError> {
-    if host::is_root() { Ok(()) } else { Err(PreflightError::NotRoot) }
+    if host::is_root() {
+        Ok(())
+    } else {
+        Err(PreflightError::NotRoot)
+    }
 }
 
 /// The controllers the kubelet's cgroupfs driver needs on cgroup v1.
@@ -35,17 +45,34 @@ pub fn check_cgroups() -> Result<(), PreflightError> {
         if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
             return Ok(());
         }
-        return Err(PreflightError::Cgroups { detail: "no cgroup filesystem is mounted under /sys/fs/cgroup".into() });
+        return Err(PreflightError::Cgroups {
+            detail: "no cgroup filesystem is mounted under /sys/fs/cgroup".into(),
+        });
     }
     let mounted: Vec<String> = hierarchies
         .iter()
-        .flat_map(|h| h.file_name().map(|n| n.to_string_lossy().split(',').map(str::to_string).collect::<Vec<_>>()).unwrap_or_default())
+        .flat_map(|h| {
+            h.file_name()
+                .map(|n| {
+                    n.to_string_lossy()
+                        .split(',')
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
         .collect();
-    let missing: Vec<&str> = REQUIRED_V1.iter().copied().filter(|c| !mounted.iter().any(|m| m == c)).collect();
+    let missing: Vec<&str> = REQUIRED_V1
+        .iter()
+        .copied()
+        .filter(|c| !mounted.iter().any(|m| m == c))
+        .collect();
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(PreflightError::Cgroups { detail: format!("missing cgroup v1 controller(s) {}", missing.join(", ")) })
+        Err(PreflightError::Cgroups {
+            detail: format!("missing cgroup v1 controller(s) {}", missing.join(", ")),
+        })
     }
 }
 
@@ -54,9 +81,17 @@ pub fn check_cgroups() -> Result<(), PreflightError> {
 /// conflicts with a listener on any address.
 pub fn check_ports(l: &Layout) -> Result<(), PreflightError> {
     for (component, addr, port) in l.ports() {
-        let probe = if addr == Ipv4Addr::LOCALHOST { addr } else { Ipv4Addr::UNSPECIFIED };
+        let probe = if addr == Ipv4Addr::LOCALHOST {
+            addr
+        } else {
+            Ipv4Addr::UNSPECIFIED
+        };
         if TcpListener::bind(SocketAddrV4::new(probe, port)).is_err() {
-            return Err(PreflightError::PortInUse { component, addr, port });
+            return Err(PreflightError::PortInUse {
+                component,
+                addr,
+                port,
+            });
         }
     }
     Ok(())
@@ -73,6 +108,9 @@ mod tests {
         let etcd = l.etcd_client_port();
         let _held = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, etcd)).unwrap();
         let err = check_ports(&l).unwrap_err().to_string();
-        assert!(err.contains(&format!("port {etcd}")) && err.contains("etcd client"), "{err}");
+        assert!(
+            err.contains(&format!("port {etcd}")) && err.contains("etcd client"),
+            "{err}"
+        );
     }
 }

@@ -41,15 +41,29 @@ pub enum Lifetime {
 }
 
 /// Starts one component with stdout and stderr appended to `log`.
-pub fn spawn(cmd: &ComponentCommand, log: &Path, lifetime: Lifetime) -> Result<Child, ProcessError> {
+pub fn spawn(
+    cmd: &ComponentCommand,
+    log: &Path,
+    lifetime: Lifetime,
+) -> Result<Child, ProcessError> {
     let out = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
-        .map_err(|source| ProcessError::Log { path: log.to_path_buf(), source })?;
-    let err = out.try_clone().map_err(|source| ProcessError::Log { path: log.to_path_buf(), source })?;
+        .map_err(|source| ProcessError::Log {
+            path: log.to_path_buf(),
+            source,
+        })?;
+    let err = out.try_clone().map_err(|source| ProcessError::Log {
+        path: log.to_path_buf(),
+        source,
+    })?;
     let mut command = std::process::Command::new(&cmd.program);
-    command.args(&cmd.args).stdin(Stdio::null()).stdout(out).stderr(err);
+    command
+        .args(&cmd.args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
     // SAFETY: the hook runs between fork and exec and calls only prctl/setpgid.
     unsafe {
         command.pre_exec(move || {

@@ -21,14 +21,18 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cluster state {path} is unreadable ({source}); remove the directory with `unstuck cluster down {name}`")]
+    #[error(
+        "cluster state {path} is unreadable ({source}); remove the directory with `unstuck cluster down {name}`"
+    )]
     Corrupt {
         path: PathBuf,
         name: String,
         #[source]
         source: serde_json::Error,
     },
-    #[error("all {MAX_SLOTS} local cluster slots are in use; `unstuck cluster list` shows them and `unstuck cluster down NAME` frees one")]
+    #[error(
+        "all {MAX_SLOTS} local cluster slots are in use; `unstuck cluster list` shows them and `unstuck cluster down NAME` frees one"
+    )]
     NoFreeSlot,
 }
 
@@ -41,7 +45,10 @@ pub struct ProcessRef {
 
 impl ProcessRef {
     pub fn of(pid: i32) -> Option<Self> {
-        host::process(pid).map(|p| Self { pid, start_time: p.start_time })
+        host::process(pid).map(|p| Self {
+            pid,
+            start_time: p.start_time,
+        })
     }
     pub fn is_alive(&self) -> bool {
         host::is_alive(self.pid, self.start_time)
@@ -73,10 +80,21 @@ impl ClusterState {
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(StateError::Io { action: "read", path, source }),
+            Err(source) => {
+                return Err(StateError::Io {
+                    action: "read",
+                    path,
+                    source,
+                });
+            }
         };
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        serde_json::from_str(&text).map(Some).map_err(|source| StateError::Corrupt { path, name, source })
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| StateError::Corrupt { path, name, source })
     }
 
     /// Written atomically (temp file + rename) so a crash never leaves half a record.
@@ -84,33 +102,54 @@ impl ClusterState {
         let path = self.layout.state_file();
         let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).expect("state serializes");
-        fs::write(&tmp, text).map_err(|source| StateError::Io { action: "write", path: tmp.clone(), source })?;
-        fs::rename(&tmp, &path).map_err(|source| StateError::Io { action: "rename", path, source })
+        fs::write(&tmp, text).map_err(|source| StateError::Io {
+            action: "write",
+            path: tmp.clone(),
+            source,
+        })?;
+        fs::rename(&tmp, &path).map_err(|source| StateError::Io {
+            action: "rename",
+            path,
+            source,
+        })
     }
 
     /// Stale: its owner died, or, for a detached cluster, its apiserver is gone.
     pub fn is_stale(&self) -> bool {
         match &self.owner {
             Some(owner) => !owner.is_alive(),
-            None => !self.components.iter().any(|c| c.name == "kube-apiserver" && c.process.is_alive()),
+            None => !self
+                .components
+                .iter()
+                .any(|c| c.name == "kube-apiserver" && c.process.is_alive()),
         }
     }
 }
 
 /// The root under which every local cluster has its directory.
 pub fn state_root() -> PathBuf {
-    std::env::var_os("UNSTUCK_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/unstuck/clusters"))
+    std::env::var_os("UNSTUCK_STATE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/unstuck/clusters"))
 }
 
 /// Every cluster directory under `root`, with its state when readable.
 pub fn list(root: &Path) -> Vec<(PathBuf, Result<Option<ClusterState>, StateError>)> {
-    let Ok(entries) = fs::read_dir(root) else { return Vec::new() };
-    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let Ok(entries) = fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
-    dirs.into_iter().map(|d| {
-        let s = ClusterState::load(&d);
-        (d, s)
-    }).collect()
+    dirs.into_iter()
+        .map(|d| {
+            let s = ClusterState::load(&d);
+            (d, s)
+        })
+        .collect()
 }
 
 /// An exclusive lock on the state root, held while slots are handed out.
@@ -119,21 +158,35 @@ pub struct RootLock {
 }
 
 pub fn lock_root(root: &Path) -> Result<RootLock, StateError> {
-    fs::create_dir_all(root).map_err(|source| StateError::Io { action: "create", path: root.to_path_buf(), source })?;
+    fs::create_dir_all(root).map_err(|source| StateError::Io {
+        action: "create",
+        path: root.to_path_buf(),
+        source,
+    })?;
     let path = root.join(".lock");
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|source| StateError::Io { action: "open", path: path.clone(), source })?;
-    file.lock().map_err(|source| StateError::Io { action: "lock", path, source })?;
+        .map_err(|source| StateError::Io {
+            action: "open",
+            path: path.clone(),
+            source,
+        })?;
+    file.lock().map_err(|source| StateError::Io {
+        action: "lock",
+        path,
+        source,
+    })?;
     Ok(RootLock { _file: file })
 }
 
 /// The lowest slot no existing cluster directory claims.
 pub fn free_slot(used: &[u8]) -> Result<u8, StateError> {
-    (0..MAX_SLOTS).find(|s| !used.contains(s)).ok_or(StateError::NoFreeSlot)
+    (0..MAX_SLOTS)
+        .find(|s| !used.contains(s))
+        .ok_or(StateError::NoFreeSlot)
 }
 
 #[cfg(test)]
@@ -152,11 +205,23 @@ mod tests {
     fn a_cluster_whose_owner_died_is_stale() {
         let layout = Layout::new("x", 0, Path::new("/tmp"));
         let me = ProcessRef::of(std::process::id() as i32).unwrap();
-        let mut s = ClusterState { layout, k8s_version: "v1".into(), created_at: String::new(), owner: Some(me.clone()), components: vec![] };
+        let mut s = ClusterState {
+            layout,
+            k8s_version: "v1".into(),
+            created_at: String::new(),
+            owner: Some(me.clone()),
+            components: vec![],
+        };
         assert!(!s.is_stale());
-        s.owner = Some(ProcessRef { pid: me.pid, start_time: me.start_time + 7 });
+        s.owner = Some(ProcessRef {
+            pid: me.pid,
+            start_time: me.start_time + 7,
+        });
         assert!(s.is_stale());
         s.owner = None;
-        assert!(s.is_stale(), "a detached cluster without a live apiserver is stale");
+        assert!(
+            s.is_stale(),
+            "a detached cluster without a live apiserver is stale"
+        );
     }
 }

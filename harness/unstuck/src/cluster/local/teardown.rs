@@ -33,7 +33,12 @@ impl fmt::Display for TeardownReport {
             self.links_deleted.len()
         )?;
         if !self.errors.is_empty() {
-            write!(f, "; {} problem(s): {}", self.errors.len(), self.errors.join("; "))?;
+            write!(
+                f,
+                "; {} problem(s): {}",
+                self.errors.len(),
+                self.errors.join("; ")
+            )?;
         }
         Ok(())
     }
@@ -113,7 +118,13 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
     };
 
     // 1. Components, kubelet first so it does not restart pods while the rest goes.
-    let order = ["kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"];
+    let order = [
+        "kubelet",
+        "kube-scheduler",
+        "kube-controller-manager",
+        "kube-apiserver",
+        "etcd",
+    ];
     let components = &state.as_ref().expect("state loaded").components;
     for name in order {
         for c in components.iter().filter(|c| c.name == name) {
@@ -124,7 +135,12 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
         }
     }
     // 2. Pod processes and shims, then containerd itself.
-    kill_leftovers(&layout, &mut report, |p| !p.cmdline.first().is_some_and(|a| a.ends_with("/containerd"))).await;
+    kill_leftovers(&layout, &mut report, |p| {
+        !p.cmdline
+            .first()
+            .is_some_and(|a| a.ends_with("/containerd"))
+    })
+    .await;
     for c in components.iter().filter(|c| c.name == "containerd") {
         if c.process.is_alive() {
             process::stop(&c.process, Duration::from_secs(10)).await;
@@ -138,7 +154,10 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
 
     // 4. Links: pod veths go with their netns; the bridges are ours to delete.
     let ip = ip_program();
-    for link in network::bridge_members(&layout.pod_bridge()).into_iter().chain([layout.pod_bridge(), layout.host_link()]) {
+    for link in network::bridge_members(&layout.pod_bridge())
+        .into_iter()
+        .chain([layout.pod_bridge(), layout.host_link()])
+    {
         if network::link_exists(&link) {
             match network::delete_link(&ip, &link).await {
                 Ok(()) => report.links_deleted.push(link),
@@ -151,7 +170,9 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
     for h in host::cgroup_v1_hierarchies() {
         let d = h.join(layout.cgroup_root().trim_start_matches('/'));
         if let Err(e) = host::remove_cgroup_tree(&d) {
-            report.errors.push(format!("remove cgroup {}: {e}", d.display()));
+            report
+                .errors
+                .push(format!("remove cgroup {}: {e}", d.display()));
         }
     }
 
@@ -159,12 +180,19 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
     if host::mounts_under(&layout.dir).is_empty() {
         remove_dir(&layout.dir, &mut report);
     } else {
-        report.errors.push(format!("kept {} because mounts remain inside it", layout.dir.display()));
+        report.errors.push(format!(
+            "kept {} because mounts remain inside it",
+            layout.dir.display()
+        ));
     }
     report
 }
 
-async fn kill_leftovers(l: &Layout, report: &mut TeardownReport, which: impl Fn(&host::Process) -> bool) {
+async fn kill_leftovers(
+    l: &Layout,
+    report: &mut TeardownReport,
+    which: impl Fn(&host::Process) -> bool,
+) {
     for _round in 0..5 {
         let procs: Vec<host::Process> = cluster_processes(l).into_iter().filter(&which).collect();
         if procs.is_empty() {
@@ -174,7 +202,11 @@ async fn kill_leftovers(l: &Layout, report: &mut TeardownReport, which: impl Fn(
             // SIGKILL also ends a SIGSTOPped shim, which SIGTERM would not.
             let _ = host::signal(p.pid, libc::SIGKILL);
             let name = p.cmdline.first().cloned().unwrap_or_default();
-            if !report.killed.iter().any(|k| k.starts_with(&format!("{} ", p.pid))) {
+            if !report
+                .killed
+                .iter()
+                .any(|k| k.starts_with(&format!("{} ", p.pid)))
+            {
                 report.killed.push(format!("{} {name}", p.pid));
             }
         }
@@ -190,10 +222,13 @@ fn unmount_all(dir: &Path, report: &mut TeardownReport) {
             return;
         }
         for m in mounts {
-            let result = host::unmount(&m.mount_point, false).or_else(|_| host::unmount(&m.mount_point, true));
+            let result = host::unmount(&m.mount_point, false)
+                .or_else(|_| host::unmount(&m.mount_point, true));
             match result {
                 Ok(()) => report.unmounted.push(m.mount_point),
-                Err(e) => report.errors.push(format!("unmount {}: {e}", m.mount_point.display())),
+                Err(e) => report
+                    .errors
+                    .push(format!("unmount {}: {e}", m.mount_point.display())),
             }
         }
     }

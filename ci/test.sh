@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: installs and builds what the tests need (fast when
+# cached), checks formatting and lints, then runs every test — unit tests,
+# loader tests and the integration tests against real local clusters.
+#
+#   sudo ci/test.sh [extra cargo test args]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"
+
+bash ci/setup.sh
+echo "[test] cargo fmt --check" >&2
+cargo fmt --all -- --check
+echo "[test] cargo clippy" >&2
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "[test] cargo test" >&2
+cargo test --workspace "$@"

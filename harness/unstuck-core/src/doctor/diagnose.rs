@@ -1,0 +1,918 @@
+//! From a [`Snapshot`] to [`Finding`]s: pure, deterministic, no I/O.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::SignedDuration;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+
+use super::conditions::{
+    NS_CONTENT_FAILURE, NS_CONTENT_REMAINING, NS_DISCOVERY_FAILURE, NS_FINALIZERS_REMAINING,
+    NS_GV_PARSING_FAILURE, api_service_available, api_service_name, failing_namespace_condition,
+    parse_content_remaining, parse_discovery_failure, parse_finalizers_remaining,
+    quote_api_service_condition, quote_namespace_condition,
+};
+use super::finding::{
+    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint,
+};
+use super::owner::{
+    FinalizerVerdict, OwnerVerdict, controller_manager_alive, finalizer_owner, fmt_secs,
+    protection_in_use,
+};
+use super::snapshot::{ObjectRecord, Snapshot, display_name};
+
+/// The namespace controller retries a failing namespace at most every 60 s
+/// (rate limiter cap, detection-notes 1.2). A `kubernetes` spec token that
+/// outlives the content by more than the threshold plus this is not going
+/// to be removed by the controller.
+const NAMESPACE_RETRY_CAP: SignedDuration = SignedDuration::from_secs(60);
+
+/// At most this many per-object evidence lines in a namespace finding.
+const MAX_LISTED: usize = 20;
+
+/// Knobs for [`diagnose`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiagnoseOptions {
+    /// An object is stuck when `taken_at - deletionTimestamp` exceeds this
+    /// (for pods the deletionTimestamp already includes the grace period).
+    /// Also how long an APIService must have been unavailable before it is
+    /// called dead. Default 10 s: the harness wants fast detection; a CLI
+    /// pointed at a real cluster may pass minutes.
+    pub stuck_after: Duration,
+}
+
+impl Default for DiagnoseOptions {
+    fn default() -> Self {
+        DiagnoseOptions {
+            stuck_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Diagnoses a snapshot. Pure and deterministic: findings are sorted by
+/// kind (the [`FindingKind`] declaration order), then by subject
+/// (namespace, name, apiVersion, kind, uid), whatever the order of the
+/// snapshot's lists.
+///
+/// Correlations: a namespace blocked by discovery names the APIServices
+/// that serve the failing group/versions, and a dead APIService names the
+/// namespaces it blocks; custom resources with orphan finalizers in a
+/// Terminating namespace yield an `OrphanFinalizer` each and a
+/// `NamespaceBlockedByContent` for the namespace that lists them.
+pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
+    let d = Diagnosis {
+        snapshot,
+        threshold: SignedDuration::try_from(opts.stuck_after).unwrap_or(SignedDuration::MAX),
+    };
+    let mut findings = Vec::new();
+
+    let blocked_namespaces = d.discovery_blocked_namespaces();
+    let dead_api_services = d.dead_api_services(&blocked_namespaces, &mut findings);
+    for ns in d.stuck_namespaces() {
+        d.namespace(ns, &dead_api_services, &mut findings);
+    }
+    for record in d.stuck_objects() {
+        d.object(record, &mut findings);
+    }
+    for pod in &snapshot.pods {
+        d.pod(pod, &mut findings);
+    }
+
+    findings.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
+    findings
+}
+
+type SortKey<'a> = (
+    FindingKind,
+    Option<&'a str>,
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+);
+
+fn sort_key(f: &Finding) -> SortKey<'_> {
+    (
+        f.kind,
+        f.subject.namespace.as_deref(),
+        &f.subject.name,
+        &f.subject.api_version,
+        &f.subject.kind,
+        f.subject.uid.as_deref(),
+    )
+}
+
+struct Diagnosis<'a> {
+    snapshot: &'a Snapshot,
+    threshold: SignedDuration,
+}
+
+/// A Terminating namespace whose discovery-failure condition is set.
+struct DiscoveryBlocked<'a> {
+    namespace: &'a str,
+    group_versions: Vec<String>,
+}
+
+impl<'a> Diagnosis<'a> {
+    fn is_stuck(&self, meta: &ObjectMeta) -> Option<SignedDuration> {
+        let ts = meta.deletion_timestamp.as_ref()?.0;
+        let age = self.snapshot.age_of(ts);
+        (age > self.threshold).then_some(age)
+    }
+
+    fn deletion_line(&self, meta: &ObjectMeta) -> Option<String> {
+        let ts = meta.deletion_timestamp.as_ref()?.0;
+        Some(format!(
+            "deletionTimestamp {ts} ({} before the snapshot)",
+            fmt_secs(self.snapshot.age_of(ts).as_secs())
+        ))
+    }
+
+    /// Terminating namespaces past the threshold, by name.
+    fn stuck_namespaces(&self) -> Vec<&'a Namespace> {
+        let mut out: Vec<&Namespace> = self
+            .snapshot
+            .namespaces
+            .iter()
+            .filter(|ns| self.is_stuck(&ns.metadata).is_some())
+            .collect();
+        out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        out
+    }
+
+    fn discovery_blocked_namespaces(&self) -> Vec<DiscoveryBlocked<'a>> {
+        self.snapshot
+            .namespaces
+            .iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_some())
+            .filter_map(|ns| {
+                let c = failing_namespace_condition(ns, NS_DISCOVERY_FAILURE)?;
+                Some(DiscoveryBlocked {
+                    namespace: ns.metadata.name.as_deref()?,
+                    group_versions: parse_discovery_failure(c.message.as_deref().unwrap_or("")),
+                })
+            })
+            .collect()
+    }
+
+    /// DeadApiService findings; returns the names of the dead APIServices.
+    fn dead_api_services(
+        &self,
+        blocked: &[DiscoveryBlocked<'_>],
+        findings: &mut Vec<Finding>,
+    ) -> BTreeSet<String> {
+        let mut dead = BTreeSet::new();
+        for api in &self.snapshot.api_services {
+            let Some(name) = api.metadata.name.as_deref() else {
+                continue;
+            };
+            // Local APIServices (no spec.service) are served by the
+            // apiserver itself: never dead.
+            let Some(service) = api.spec.as_ref().and_then(|s| s.service.as_ref()) else {
+                continue;
+            };
+            let Some(available) = api_service_available(api) else {
+                continue;
+            };
+            if available.status == "True" {
+                continue;
+            }
+            // Unavailable only briefly (a backend starting up) is not dead.
+            if let Some(t) = &available.last_transition_time
+                && self.snapshot.age_of(t.0) <= self.threshold
+            {
+                continue;
+            }
+            let reason = available.reason.clone().unwrap_or_default();
+            let message = available.message.clone().unwrap_or_default();
+            let service_ns = service.namespace.as_deref().unwrap_or_default();
+            let service_name = service.name.as_deref().unwrap_or_default();
+            let gv = api_service_group_version(api, name);
+
+            let mut evidence = vec![
+                quote_api_service_condition(name, available),
+                format!("spec.service {service_ns}/{service_name} serves {gv}"),
+            ];
+            match &available.last_transition_time {
+                Some(t) => evidence.push(format!(
+                    "unavailable since {} ({} before the snapshot)",
+                    t.0,
+                    fmt_secs(self.snapshot.age_of(t.0).as_secs())
+                )),
+                None => evidence.push("the Available condition has no lastTransitionTime".into()),
+            }
+            if let Some(ns) = self.snapshot.namespace(service_ns)
+                && ns.metadata.deletion_timestamp.is_some()
+            {
+                evidence.push(format!(
+                    "the backing service's namespace {service_ns} is itself Terminating: it cannot finish while this APIService fails discovery (self-deadlock)"
+                ));
+            }
+            for f in self
+                .snapshot
+                .discovery_failures
+                .iter()
+                .filter(|f| f.group_version == gv)
+            {
+                evidence.push(format!(
+                    "the collector's discovery of {gv} failed too: {}",
+                    f.message
+                ));
+            }
+            let mut blocks: Vec<String> = blocked
+                .iter()
+                .filter(|b| b.group_versions.contains(&gv))
+                .map(|b| b.namespace.to_owned())
+                .collect();
+            blocks.sort();
+            for ns in &blocks {
+                evidence.push(format!(
+                    "blocks deletion of namespace {ns}: its {NS_DISCOVERY_FAILURE} condition names {gv}"
+                ));
+            }
+            if blocks.is_empty() {
+                evidence.push(
+                    "no Terminating namespace names it yet, but every namespace deletion and the garbage collector need complete discovery".into(),
+                );
+            }
+
+            dead.insert(name.to_owned());
+            findings.push(Finding {
+                kind: FindingKind::DeadApiService,
+                subject: ObjectRef {
+                    api_version: "apiregistration.k8s.io/v1".into(),
+                    kind: "APIService".into(),
+                    namespace: None,
+                    name: name.to_owned(),
+                    uid: api.metadata.uid.clone(),
+                },
+                summary: format!(
+                    "APIService {name} is unavailable ({reason}): {message}{}",
+                    if blocks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it blocks deletion of namespace(s) {}", blocks.join(", "))
+                    }
+                ),
+                evidence,
+                detail: FindingDetail::ApiService {
+                    reason,
+                    message,
+                    status: available.status.clone(),
+                    service: format!("{service_ns}/{service_name}"),
+                    group_version: gv,
+                    resource_version: api.metadata.resource_version.clone(),
+                    blocks_namespaces: blocks,
+                },
+            });
+        }
+        dead
+    }
+
+    fn namespace(&self, ns: &Namespace, dead_api: &BTreeSet<String>, findings: &mut Vec<Finding>) {
+        let Some(name) = ns.metadata.name.as_deref() else {
+            return;
+        };
+        let age = self.is_stuck(&ns.metadata).unwrap_or_default();
+        let subject = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: name.to_owned(),
+            uid: ns.metadata.uid.clone(),
+        };
+        let base_evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
+        let discovery_cond = failing_namespace_condition(ns, NS_DISCOVERY_FAILURE);
+
+        // Blocked by discovery.
+        if let Some(cond) = discovery_cond {
+            let mut gvs = parse_discovery_failure(cond.message.as_deref().unwrap_or(""));
+            let mut evidence = base_evidence.clone();
+            evidence.push(quote_namespace_condition(cond));
+            if gvs.is_empty() && !self.snapshot.discovery_failures.is_empty() {
+                gvs = self
+                    .snapshot
+                    .discovery_failures
+                    .iter()
+                    .map(|f| f.group_version.clone())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                evidence.push(format!(
+                    "the condition names no group/version; the collector's discovery failed for {}",
+                    gvs.join(", ")
+                ));
+            }
+            let api_services: Vec<String> = gvs.iter().map(|gv| api_service_name(gv)).collect();
+            let mut dead = Vec::new();
+            for api in &api_services {
+                match self.snapshot.api_service(api) {
+                    Some(a) => {
+                        match api_service_available(a) {
+                            Some(c) => evidence.push(quote_api_service_condition(api, c)),
+                            None => evidence
+                                .push(format!("APIService {api} has no Available condition")),
+                        }
+                        if dead_api.contains(api) {
+                            dead.push(api.clone());
+                        }
+                    }
+                    None => evidence.push(format!(
+                        "no APIService {api} is registered any more; the namespace controller will retry discovery"
+                    )),
+                }
+            }
+            findings.push(Finding {
+                kind: FindingKind::NamespaceBlockedByDiscovery,
+                subject: subject.clone(),
+                summary: format!(
+                    "namespace {name} has been terminating for {} and cannot finish: discovery fails for {}{}",
+                    fmt_secs(age.as_secs()),
+                    if gvs.is_empty() { "some groups".to_owned() } else { gvs.join(", ") },
+                    if dead.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (dead APIService {})", dead.join(", "))
+                    }
+                ),
+                evidence,
+                detail: FindingDetail::NamespaceDiscovery {
+                    group_versions: gvs,
+                    api_services,
+                    dead_api_services: dead,
+                },
+            });
+        }
+
+        // Blocked by content.
+        let content_cond = failing_namespace_condition(ns, NS_CONTENT_REMAINING);
+        let finalizers_cond = failing_namespace_condition(ns, NS_FINALIZERS_REMAINING);
+        let mut blocking: Vec<&ObjectRecord> = self
+            .snapshot
+            .content_of(name)
+            .filter(|r| r.metadata.deletion_timestamp.is_some() && !r.finalizers().is_empty())
+            .collect();
+        blocking.sort_by(|a, b| record_key(a).cmp(&record_key(b)));
+        blocking.dedup_by(|a, b| record_key(a) == record_key(b));
+        if content_cond.is_some() || finalizers_cond.is_some() || !blocking.is_empty() {
+            let remaining_resources = content_cond
+                .map(|c| parse_content_remaining(c.message.as_deref().unwrap_or("")))
+                .unwrap_or_default();
+            let remaining_finalizers = finalizers_cond
+                .map(|c| parse_finalizers_remaining(c.message.as_deref().unwrap_or("")))
+                .unwrap_or_default();
+            let mut evidence = base_evidence.clone();
+            evidence.extend(content_cond.map(quote_namespace_condition));
+            evidence.extend(finalizers_cond.map(quote_namespace_condition));
+            for r in blocking.iter().take(MAX_LISTED) {
+                evidence.push(format!(
+                    "{} {} is being deleted and still has finalizers [{}]",
+                    r.kind,
+                    display_name(&r.metadata),
+                    r.finalizers().join(", ")
+                ));
+            }
+            if blocking.len() > MAX_LISTED {
+                evidence.push(format!(
+                    "... and {} more objects with finalizers",
+                    blocking.len() - MAX_LISTED
+                ));
+            }
+            let mut what: Vec<String> = remaining_resources
+                .iter()
+                .map(|r| format!("{} x{}", r.qualified(), r.count))
+                .collect();
+            what.extend(
+                remaining_finalizers
+                    .iter()
+                    .map(|f| format!("finalizer {} x{}", f.finalizer, f.count)),
+            );
+            if what.is_empty() {
+                what.push(format!("{} object(s) with finalizers", blocking.len()));
+            }
+            findings.push(Finding {
+                kind: FindingKind::NamespaceBlockedByContent,
+                subject: subject.clone(),
+                summary: format!(
+                    "namespace {name} has been terminating for {} and still has content: {}",
+                    fmt_secs(age.as_secs()),
+                    what.join(", ")
+                ),
+                evidence,
+                detail: FindingDetail::NamespaceContent {
+                    remaining_resources,
+                    remaining_finalizers,
+                    blocking_objects: blocking.iter().map(|r| record_ref(r)).collect(),
+                },
+            });
+        }
+
+        // The namespace's own metadata.finalizers.
+        let meta_finalizers = ns.metadata.finalizers.as_deref().unwrap_or_default();
+        if !meta_finalizers.is_empty() {
+            let record = ObjectRecord {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                resource: "namespaces".into(),
+                namespaced: false,
+                metadata: ns.metadata.clone(),
+            };
+            self.finalizer_findings(
+                &record,
+                age,
+                FindingKind::NamespaceOrphanMetadataFinalizer,
+                findings,
+            );
+        }
+
+        // The namespace's spec.finalizers.
+        let tokens = ns
+            .spec
+            .as_ref()
+            .and_then(|s| s.finalizers.clone())
+            .unwrap_or_default();
+        if tokens.is_empty() {
+            return;
+        }
+        let discovery_complete =
+            self.snapshot.discovery_failures.is_empty() && discovery_cond.is_none();
+        let mut content_remaining: Vec<String> = {
+            let mut c: Vec<&ObjectRecord> = self.snapshot.content_of(name).collect();
+            c.sort_by(|a, b| record_key(a).cmp(&record_key(b)));
+            c.dedup_by(|a, b| record_key(a) == record_key(b));
+            c.iter()
+                .map(|r| format!("{}/{}", r.kind, r.name()))
+                .collect()
+        };
+        let failing_conditions: Vec<String> = [
+            NS_DISCOVERY_FAILURE,
+            NS_GV_PARSING_FAILURE,
+            NS_CONTENT_FAILURE,
+            NS_CONTENT_REMAINING,
+            NS_FINALIZERS_REMAINING,
+        ]
+        .into_iter()
+        .filter_map(|t| failing_namespace_condition(ns, t))
+        .map(quote_namespace_condition)
+        .collect();
+        let (kcm_alive, kcm_evidence) = controller_manager_alive(self.snapshot);
+        let provably_empty = content_remaining.is_empty() && discovery_complete;
+        let mut stuck_tokens = Vec::new();
+        let mut evidence = base_evidence;
+        evidence.push(format!("spec.finalizers [{}]", tokens.join(", ")));
+        for token in &tokens {
+            if token != "kubernetes" {
+                stuck_tokens.push(token.clone());
+                evidence.push(format!(
+                    "spec token {token:?} has no handler: the namespace controller removes only \"kubernetes\"; only PUT /finalize clears it"
+                ));
+            } else if !kcm_alive {
+                stuck_tokens.push(token.clone());
+                evidence.push(
+                    "spec token \"kubernetes\" is removed by the namespace controller in kube-controller-manager, which is not known to be alive".into(),
+                );
+                evidence.extend(kcm_evidence.iter().cloned());
+            } else if provably_empty
+                && failing_conditions.is_empty()
+                && age > self.threshold + NAMESPACE_RETRY_CAP
+            {
+                stuck_tokens.push(token.clone());
+                evidence.push(format!(
+                    "spec token \"kubernetes\" is still set {} after deletion although the namespace is empty, discovery is complete and no condition reports a failure (the controller retries at least every {})",
+                    fmt_secs(age.as_secs()),
+                    fmt_secs(NAMESPACE_RETRY_CAP.as_secs())
+                ));
+            }
+        }
+        if stuck_tokens.is_empty() {
+            return;
+        }
+        if content_remaining.is_empty() {
+            evidence.push(if discovery_complete {
+                "the snapshot lists no content left in the namespace and discovery was complete".into()
+            } else {
+                "the snapshot lists no content, but discovery was incomplete, so that proves nothing".into()
+            });
+        } else {
+            evidence.push(format!(
+                "content still in the namespace: {}",
+                content_remaining.join(", ")
+            ));
+        }
+        evidence.extend(failing_conditions.iter().cloned());
+        content_remaining.extend(
+            [NS_CONTENT_REMAINING, NS_FINALIZERS_REMAINING]
+                .into_iter()
+                .filter_map(|t| failing_namespace_condition(ns, t))
+                .filter_map(|c| c.message.clone()),
+        );
+        findings.push(Finding {
+            kind: FindingKind::NamespaceSpecFinalizerStuck,
+            subject,
+            summary: format!(
+                "namespace {name} keeps spec.finalizers [{}] that nothing will remove{}",
+                stuck_tokens.join(", "),
+                if provably_empty {
+                    "; its content is provably gone"
+                } else {
+                    "; content is not provably gone"
+                }
+            ),
+            evidence,
+            detail: FindingDetail::NamespaceSpec {
+                tokens,
+                stuck_tokens,
+                content_remaining,
+                discovery_complete,
+                resource_version: ns.metadata.resource_version.clone(),
+            },
+        });
+    }
+
+    /// Objects with a deletionTimestamp past the threshold and finalizers,
+    /// from `terminating` and `namespace_content`, without duplicates and
+    /// without Namespaces (diagnosed from their full objects).
+    fn stuck_objects(&self) -> Vec<&'a ObjectRecord> {
+        let mut out: Vec<&ObjectRecord> = self
+            .snapshot
+            .terminating
+            .iter()
+            .chain(&self.snapshot.namespace_content)
+            .filter(|r| !(r.api_version == "v1" && r.kind == "Namespace"))
+            .filter(|r| !r.finalizers().is_empty())
+            .filter(|r| self.is_stuck(&r.metadata).is_some())
+            .collect();
+        out.sort_by(|a, b| record_key(a).cmp(&record_key(b)));
+        out.dedup_by(|a, b| record_key(a) == record_key(b));
+        out
+    }
+
+    fn object(&self, record: &ObjectRecord, findings: &mut Vec<Finding>) {
+        let age = self.is_stuck(&record.metadata).unwrap_or_default();
+        self.finalizer_findings(record, age, FindingKind::OrphanFinalizer, findings);
+    }
+
+    /// Judges every finalizer key of `record` and emits, as applicable, one
+    /// `orphan_kind` finding (the dead keys), one WaitingOnLiveController
+    /// (the alive keys), one UnknownFinalizerOwner (the undetermined keys)
+    /// and one ProtectedFinalizerInUse per protection key in use.
+    fn finalizer_findings(
+        &self,
+        record: &ObjectRecord,
+        age: SignedDuration,
+        orphan_kind: FindingKind,
+        findings: &mut Vec<Finding>,
+    ) {
+        let subject = record_ref(record);
+        let finalizers = record.finalizers().to_vec();
+        let mut common: Vec<String> = self.deletion_line(&record.metadata).into_iter().collect();
+        common.push(format!("finalizers [{}]", finalizers.join(", ")));
+        common.extend(finalizer_managers(&record.metadata));
+        if let Some(ns) = record.namespace()
+            && self
+                .snapshot
+                .namespace(ns)
+                .is_some_and(|n| n.metadata.deletion_timestamp.is_some())
+        {
+            common.push(format!(
+                "it lives in Terminating namespace {ns}, whose deletion waits for it"
+            ));
+        }
+
+        let mut verdicts = Vec::new();
+        let mut protected = Vec::new();
+        for key in &finalizers {
+            if let Some(users) = protection_in_use(
+                key,
+                &record.kind,
+                record.namespace(),
+                record.name(),
+                self.snapshot,
+            ) {
+                protected.push((key.clone(), users));
+                continue;
+            }
+            verdicts.push(FinalizerVerdict {
+                finalizer: key.clone(),
+                verdict: finalizer_owner(key, &record.kind, self.snapshot),
+            });
+        }
+        let verdict_lines = |vs: &[&FinalizerVerdict]| -> Vec<String> {
+            vs.iter()
+                .map(|v| {
+                    format!(
+                        "{}: owner {}: {}",
+                        v.finalizer,
+                        v.verdict.label(),
+                        v.verdict.evidence().join("; ")
+                    )
+                })
+                .collect()
+        };
+        let dead: Vec<&FinalizerVerdict> =
+            verdicts.iter().filter(|v| v.verdict.is_dead()).collect();
+        let alive: Vec<&FinalizerVerdict> =
+            verdicts.iter().filter(|v| v.verdict.is_alive()).collect();
+        let unknown: Vec<&FinalizerVerdict> = verdicts
+            .iter()
+            .filter(|v| matches!(v.verdict, OwnerVerdict::Unknown { .. }))
+            .collect();
+        let what = format!("{} {}", record.kind, display_name(&record.metadata));
+
+        if !dead.is_empty() {
+            let orphan: Vec<String> = dead.iter().map(|v| v.finalizer.clone()).collect();
+            let kept: Vec<String> = finalizers
+                .iter()
+                .filter(|k| !orphan.contains(k))
+                .cloned()
+                .collect();
+            let mut evidence = common.clone();
+            evidence.extend(verdict_lines(&dead));
+            evidence.extend(verdict_lines(&alive));
+            evidence.extend(verdict_lines(&unknown));
+            findings.push(Finding {
+                kind: orphan_kind,
+                subject: subject.clone(),
+                summary: format!(
+                    "{what} has been terminating for {} held by finalizer(s) [{}] with no live owner{}",
+                    fmt_secs(age.as_secs()),
+                    orphan.join(", "),
+                    if kept.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; [{}] stay", kept.join(", "))
+                    }
+                ),
+                evidence,
+                detail: FindingDetail::OrphanFinalizer(FinalizerRemoval {
+                    resource: record.resource.clone(),
+                    resource_version: record.metadata.resource_version.clone(),
+                    age_seconds: age.as_secs(),
+                    finalizers: finalizers.clone(),
+                    orphan,
+                    kept,
+                    verdicts: verdicts.clone(),
+                }),
+            });
+        }
+        for (kind, group, label) in [
+            (
+                FindingKind::WaitingOnLiveController,
+                &alive,
+                "a live controller",
+            ),
+            (
+                FindingKind::UnknownFinalizerOwner,
+                &unknown,
+                "an owner that could not be argued alive or dead",
+            ),
+        ] {
+            if group.is_empty() {
+                continue;
+            }
+            let keys: Vec<&str> = group.iter().map(|v| v.finalizer.as_str()).collect();
+            let mut evidence = common.clone();
+            evidence.extend(verdict_lines(group));
+            findings.push(Finding {
+                kind,
+                subject: subject.clone(),
+                summary: format!(
+                    "{what} has been terminating for {} waiting on finalizer(s) [{}] of {label}",
+                    fmt_secs(age.as_secs()),
+                    keys.join(", ")
+                ),
+                evidence,
+                detail: FindingDetail::Finalizers {
+                    resource: record.resource.clone(),
+                    age_seconds: age.as_secs(),
+                    verdicts: group.iter().map(|v| (*v).clone()).collect(),
+                },
+            });
+        }
+        for (key, users) in protected {
+            let mut evidence = common.clone();
+            evidence.extend(users.iter().map(|u| format!("in use: {u}")));
+            findings.push(Finding {
+                kind: FindingKind::ProtectedFinalizerInUse,
+                subject: subject.clone(),
+                summary: format!(
+                    "{what} is held by {key} while it is in use ({}): normal, never stripped",
+                    users.join("; ")
+                ),
+                evidence,
+                detail: FindingDetail::Protected {
+                    finalizer: key,
+                    used_by: users,
+                },
+            });
+        }
+    }
+
+    /// A pod the kubelet has not finished deleting: past its
+    /// deletionTimestamp (which includes the grace period) by more than the
+    /// threshold, and `deletionGracePeriodSeconds` not yet 0 (the kubelet's
+    /// final DELETE sets it to 0; a pod left after that is held only by
+    /// finalizers, which the finalizer path judges).
+    fn pod(&self, pod: &Pod, findings: &mut Vec<Finding>) {
+        let Some(overdue) = self.is_stuck(&pod.metadata) else {
+            return;
+        };
+        if pod.metadata.deletion_grace_period_seconds == Some(0) {
+            return;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.clone();
+        let status = pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.clone());
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        let mut evidence: Vec<String> = self.deletion_line(&pod.metadata).into_iter().collect();
+        evidence.push(format!(
+            "deletionGracePeriodSeconds {} (the kubelet's final delete would set it to 0)",
+            pod.metadata
+                .deletion_grace_period_seconds
+                .map_or("<unset>".to_owned(), |g| g.to_string())
+        ));
+        evidence.push(format!(
+            "phase {}, node {}",
+            phase.as_deref().unwrap_or("<unknown>"),
+            node.as_deref().unwrap_or("<none>")
+        ));
+        let statuses: Vec<_> = status
+            .into_iter()
+            .flat_map(|s| {
+                s.init_container_statuses
+                    .iter()
+                    .flatten()
+                    .chain(s.container_statuses.iter().flatten())
+            })
+            .collect();
+        let mut any_running = false;
+        let mut all_terminated = !statuses.is_empty();
+        for cs in &statuses {
+            let state = cs.state.as_ref();
+            let running = state.is_some_and(|s| s.running.is_some());
+            let terminated = state.and_then(|s| s.terminated.as_ref());
+            any_running |= running;
+            all_terminated &= terminated.is_some();
+            evidence.push(format!(
+                "container {}: {}",
+                cs.name,
+                if running {
+                    "running".to_owned()
+                } else if let Some(t) = terminated {
+                    format!(
+                        "terminated (exit {}{})",
+                        t.exit_code,
+                        t.reason
+                            .as_deref()
+                            .map(|r| format!(", {r}"))
+                            .unwrap_or_default()
+                    )
+                } else {
+                    "waiting".to_owned()
+                }
+            ));
+        }
+        let uid = pod.metadata.uid.as_deref();
+        let mut kill_events = false;
+        let mut events: Vec<String> = self
+            .snapshot
+            .events
+            .iter()
+            .filter(|e| {
+                let o = &e.involved_object;
+                o.kind.as_deref() == Some("Pod")
+                    && o.namespace == namespace
+                    && o.name.as_deref() == Some(name.as_str())
+                    && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)
+            })
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .map(|e| {
+                let reason = e.reason.as_deref().unwrap_or_default();
+                if reason == "FailedKillPod" || reason == "ExceededGracePeriod" {
+                    kill_events = true;
+                }
+                format!(
+                    "event Warning {reason}: {:?}",
+                    e.message.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        events.sort();
+        events.dedup();
+        evidence.extend(events);
+
+        let terminal = matches!(phase.as_deref(), Some("Succeeded" | "Failed"));
+        let hint = if status.and_then(|s| s.reason.as_deref()) == Some("NodeLost") {
+            PodStuckHint::NodeLost
+        } else if any_running || kill_events {
+            PodStuckHint::RuntimeKill
+        } else if terminal && all_terminated {
+            PodStuckHint::VolumeTeardown
+        } else {
+            PodStuckHint::Unknown
+        };
+        let explain = match hint {
+            PodStuckHint::NodeLost => {
+                "its node is lost; only safe to force delete once the node is known to be down"
+            }
+            PodStuckHint::RuntimeKill => {
+                "the container runtime does not stop its containers (check the runtime and shim on the node)"
+            }
+            PodStuckHint::VolumeTeardown => {
+                "its containers are gone but the kubelet has not reclaimed it: most likely a volume that cannot be unmounted (check mounts on the node)"
+            }
+            PodStuckHint::Unknown => "the API shows no cause; look at the kubelet on its node",
+        };
+        findings.push(Finding {
+            kind: FindingKind::PodStuckTerminating,
+            subject: ObjectRef {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace,
+                name: name.clone(),
+                uid: pod.metadata.uid.clone(),
+            },
+            summary: format!(
+                "pod {} is {} past its grace period and not deleted: {explain}",
+                display_name(&pod.metadata),
+                fmt_secs(overdue.as_secs())
+            ),
+            evidence,
+            detail: FindingDetail::Pod {
+                node,
+                phase,
+                overdue_seconds: overdue.as_secs(),
+                hint,
+            },
+        });
+    }
+}
+
+fn api_service_group_version(api: &APIService, name: &str) -> String {
+    let spec = api.spec.as_ref();
+    match (
+        spec.and_then(|s| s.group.as_deref()),
+        spec.and_then(|s| s.version.as_deref()),
+    ) {
+        (Some(g), Some(v)) if !g.is_empty() => format!("{g}/{v}"),
+        (_, Some(v)) => v.to_owned(),
+        // `v1beta1.metrics.k8s.io` -> `metrics.k8s.io/v1beta1`.
+        _ => match name.split_once('.') {
+            Some((v, g)) if !g.is_empty() => format!("{g}/{v}"),
+            Some((v, _)) => v.to_owned(),
+            None => name.to_owned(),
+        },
+    }
+}
+
+type RecordKey<'a> = (Option<&'a str>, &'a str, &'a str, &'a str, Option<&'a str>);
+
+fn record_key(r: &ObjectRecord) -> RecordKey<'_> {
+    (
+        r.namespace(),
+        r.name(),
+        r.api_version.as_str(),
+        r.kind.as_str(),
+        r.metadata.uid.as_deref(),
+    )
+}
+
+fn record_ref(r: &ObjectRecord) -> ObjectRef {
+    ObjectRef {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        namespace: r.namespace().map(str::to_owned),
+        name: r.name().to_owned(),
+        uid: r.metadata.uid.clone(),
+    }
+}
+
+/// Which field managers last wrote `metadata.finalizers` (from
+/// managedFields, when the collector kept them): a hint at who added a key.
+fn finalizer_managers(meta: &ObjectMeta) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:metadata"))
+                .and_then(|m| m.get("f:finalizers"))
+                .is_some()
+        })
+        .map(|m| {
+            format!(
+                "managedFields: manager {:?} ({}) owns metadata.finalizers{}",
+                m.manager.as_deref().unwrap_or_default(),
+                m.operation.as_deref().unwrap_or_default(),
+                m.time
+                    .as_ref()
+                    .map(|t| format!(", last written {}", t.0))
+                    .unwrap_or_default()
+            )
+        })
+        .collect()
+}

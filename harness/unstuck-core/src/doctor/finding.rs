@@ -1,0 +1,279 @@
+//! What the doctor found: one [`Finding`] per fact worth acting on (or
+//! worth leaving alone), with the evidence that argues it.
+
+use serde::{Deserialize, Serialize};
+
+use super::conditions::{FinalizerCount, ResourceCount};
+use super::owner::FinalizerVerdict;
+
+/// The kinds of finding. Serialised as these PascalCase names, which
+/// scenario files use to state what the doctor is expected to find.
+///
+/// The declaration order is the report order: root causes that need a
+/// remedy first, then what blocks on them, then what is fine as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum FindingKind {
+    /// An aggregated APIService whose `Available` condition is not `True`
+    /// for a reason that points at its backend (ServiceNotFound,
+    /// MissingEndpoints, FailedDiscoveryCheck, ...). Never for local
+    /// APIServices (no `spec.service`).
+    DeadApiService,
+    /// A Terminating namespace whose deletion is blocked because discovery
+    /// of some group/versions fails (`NamespaceDeletionDiscoveryFailure`).
+    NamespaceBlockedByDiscovery,
+    /// An object past the stuck threshold whose remaining finalizers
+    /// include keys with no live owner (argued by
+    /// [`super::owner::finalizer_owner`]).
+    OrphanFinalizer,
+    /// A Terminating namespace that still has content
+    /// (`NamespaceContentRemaining` / `NamespaceFinalizersRemaining`, or
+    /// terminating objects with finalizers seen in it).
+    NamespaceBlockedByContent,
+    /// A Terminating namespace's own `metadata.finalizers` holds keys with
+    /// no live owner (left by a removed product).
+    NamespaceOrphanMetadataFinalizer,
+    /// A Terminating namespace's `spec.finalizers` holds a token nothing
+    /// will remove by itself: a token other than `kubernetes` (it has no
+    /// handler), or `kubernetes` when the namespace controller is not
+    /// known to be alive or has not finished long after the content went.
+    NamespaceSpecFinalizerStuck,
+    /// A pod past its grace period (plus the threshold) that the kubelet has
+    /// not finished deleting. Node-level; the API doctor only explains it.
+    PodStuckTerminating,
+    /// A finalizer whose owner could not be argued alive or dead.
+    UnknownFinalizerOwner,
+    /// A finalizer whose controller is alive: leave it alone.
+    WaitingOnLiveController,
+    /// `kubernetes.io/pvc-protection` on a claim a pod still uses, or
+    /// `kubernetes.io/pv-protection` on a bound volume: normal, never
+    /// stripped.
+    ProtectedFinalizerInUse,
+}
+
+impl FindingKind {
+    /// Every kind, in report order.
+    pub const ALL: [FindingKind; 10] = [
+        FindingKind::DeadApiService,
+        FindingKind::NamespaceBlockedByDiscovery,
+        FindingKind::OrphanFinalizer,
+        FindingKind::NamespaceBlockedByContent,
+        FindingKind::NamespaceOrphanMetadataFinalizer,
+        FindingKind::NamespaceSpecFinalizerStuck,
+        FindingKind::PodStuckTerminating,
+        FindingKind::UnknownFinalizerOwner,
+        FindingKind::WaitingOnLiveController,
+        FindingKind::ProtectedFinalizerInUse,
+    ];
+
+    /// The serialised name, e.g. `OrphanFinalizer`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::DeadApiService => "DeadApiService",
+            FindingKind::NamespaceBlockedByDiscovery => "NamespaceBlockedByDiscovery",
+            FindingKind::OrphanFinalizer => "OrphanFinalizer",
+            FindingKind::NamespaceBlockedByContent => "NamespaceBlockedByContent",
+            FindingKind::NamespaceOrphanMetadataFinalizer => "NamespaceOrphanMetadataFinalizer",
+            FindingKind::NamespaceSpecFinalizerStuck => "NamespaceSpecFinalizerStuck",
+            FindingKind::PodStuckTerminating => "PodStuckTerminating",
+            FindingKind::UnknownFinalizerOwner => "UnknownFinalizerOwner",
+            FindingKind::WaitingOnLiveController => "WaitingOnLiveController",
+            FindingKind::ProtectedFinalizerInUse => "ProtectedFinalizerInUse",
+        }
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for FindingKind {
+    type Err = UnknownFindingKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FindingKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownFindingKind(s.to_owned()))
+    }
+}
+
+/// A name that is not a [`FindingKind`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown finding kind {0:?} (known: DeadApiService, NamespaceBlockedByDiscovery, OrphanFinalizer, NamespaceBlockedByContent, NamespaceOrphanMetadataFinalizer, NamespaceSpecFinalizerStuck, PodStuckTerminating, UnknownFinalizerOwner, WaitingOnLiveController, ProtectedFinalizerInUse)"
+)]
+pub struct UnknownFindingKind(pub String);
+
+/// Which object a finding is about.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// `v1` or `group/version`.
+    pub api_version: String,
+    /// e.g. `ConfigMap`.
+    pub kind: String,
+    /// Namespace, `None` when cluster-scoped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// UID, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} ", self.api_version, self.kind)?;
+        if let Some(ns) = &self.namespace {
+            write!(f, "{ns}/")?;
+        }
+        f.write_str(&self.name)
+    }
+}
+
+/// One diagnosis.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    /// What kind of problem (or non-problem) this is.
+    pub kind: FindingKind,
+    /// The object it is about.
+    pub subject: ObjectRef,
+    /// One human line.
+    pub summary: String,
+    /// Quoted facts: condition messages, finalizer lists, ages, leases.
+    pub evidence: Vec<String>,
+    /// Structured facts the planner uses.
+    pub detail: FindingDetail,
+}
+
+/// Structured facts per finding kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all_fields = "camelCase")]
+pub enum FindingDetail {
+    /// For [`FindingKind::OrphanFinalizer`] and
+    /// [`FindingKind::NamespaceOrphanMetadataFinalizer`].
+    OrphanFinalizer(FinalizerRemoval),
+    /// For [`FindingKind::WaitingOnLiveController`] and
+    /// [`FindingKind::UnknownFinalizerOwner`]: the finalizers concerned and
+    /// the verdict on each.
+    Finalizers {
+        /// Plural resource name of the subject.
+        resource: String,
+        /// Seconds since the subject's deletionTimestamp.
+        age_seconds: i64,
+        /// The finalizers this finding is about.
+        verdicts: Vec<FinalizerVerdict>,
+    },
+    /// For [`FindingKind::ProtectedFinalizerInUse`].
+    Protected {
+        /// The protection finalizer.
+        finalizer: String,
+        /// Who uses the object (pods by `namespace/name`, or the claim a
+        /// volume is bound to).
+        used_by: Vec<String>,
+    },
+    /// For [`FindingKind::NamespaceBlockedByContent`].
+    NamespaceContent {
+        /// Parsed from `NamespaceContentRemaining`.
+        remaining_resources: Vec<ResourceCount>,
+        /// Parsed from `NamespaceFinalizersRemaining`.
+        remaining_finalizers: Vec<FinalizerCount>,
+        /// Objects in the namespace that are being deleted and still carry
+        /// finalizers.
+        blocking_objects: Vec<ObjectRef>,
+    },
+    /// For [`FindingKind::NamespaceBlockedByDiscovery`].
+    NamespaceDiscovery {
+        /// Parsed from `NamespaceDeletionDiscoveryFailure`.
+        group_versions: Vec<String>,
+        /// The APIServices serving them (`<version>.<group>`).
+        api_services: Vec<String>,
+        /// Those of them that are also [`FindingKind::DeadApiService`].
+        dead_api_services: Vec<String>,
+    },
+    /// For [`FindingKind::DeadApiService`].
+    ApiService {
+        /// `Available` condition reason.
+        reason: String,
+        /// `Available` condition message.
+        message: String,
+        /// `Available` condition status (`False` or `Unknown`).
+        status: String,
+        /// `spec.service` as `namespace/name`.
+        service: String,
+        /// The group/version it serves.
+        group_version: String,
+        /// `metadata.resourceVersion`.
+        resource_version: Option<String>,
+        /// Terminating namespaces whose deletion it blocks (their
+        /// discovery-failure condition names its group/version).
+        blocks_namespaces: Vec<String>,
+    },
+    /// For [`FindingKind::NamespaceSpecFinalizerStuck`].
+    NamespaceSpec {
+        /// `spec.finalizers` as seen.
+        tokens: Vec<String>,
+        /// The tokens nothing will remove by itself.
+        stuck_tokens: Vec<String>,
+        /// What the snapshot still shows in the namespace (`kind/name`),
+        /// plus failing content conditions.
+        content_remaining: Vec<String>,
+        /// Whether discovery was complete, so that an empty content list
+        /// proves the namespace is empty.
+        discovery_complete: bool,
+        /// `metadata.resourceVersion`.
+        resource_version: Option<String>,
+    },
+    /// For [`FindingKind::PodStuckTerminating`].
+    Pod {
+        /// `spec.nodeName`.
+        node: Option<String>,
+        /// `status.phase`.
+        phase: Option<String>,
+        /// Seconds since the deletionTimestamp (which already includes the
+        /// grace period).
+        overdue_seconds: i64,
+        /// What the evidence points at.
+        hint: PodStuckHint,
+    },
+}
+
+/// The facts needed to remove orphan finalizers from one object.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerRemoval {
+    /// Plural resource name of the subject (for the API path).
+    pub resource: String,
+    /// `metadata.resourceVersion` when seen.
+    pub resource_version: Option<String>,
+    /// Seconds since the deletionTimestamp.
+    pub age_seconds: i64,
+    /// `metadata.finalizers` as seen (order kept).
+    pub finalizers: Vec<String>,
+    /// Keys argued dead: the ones to remove.
+    pub orphan: Vec<String>,
+    /// Keys that stay (owner alive, unknown, or protected).
+    pub kept: Vec<String>,
+    /// The verdict on every key.
+    pub verdicts: Vec<FinalizerVerdict>,
+}
+
+/// What a stuck pod's evidence points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PodStuckHint {
+    /// Phase is terminal and every container terminated: the kubelet is
+    /// stuck tearing down volumes (catalog case 4).
+    VolumeTeardown,
+    /// Containers still running past grace, or `FailedKillPod` events: the
+    /// runtime cannot stop them (catalog case 5).
+    RuntimeKill,
+    /// `status.reason` is `NodeLost`, or the pod is not scheduled anywhere
+    /// the kubelet could confirm from.
+    NodeLost,
+    /// Nothing conclusive in the API.
+    Unknown,
+}

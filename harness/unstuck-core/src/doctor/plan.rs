@@ -1,0 +1,890 @@
+//! From [`Finding`]s to a remedy [`Plan`]: pure. Least force first; every
+//! mutating step is re-argued against the snapshot, not taken on the
+//! finding's word, so a plan never strips a finalizer whose owner is alive,
+//! never touches a healthy APIService and never finalizes a namespace whose
+//! content is not provably gone.
+
+use std::fmt::Write as _;
+
+use k8s_openapi::api::core::v1::Namespace;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::conditions::{NS_DISCOVERY_FAILURE, api_service_available, failing_namespace_condition};
+use super::finding::{FinalizerRemoval, Finding, FindingDetail, FindingKind, PodStuckHint};
+use super::owner::{OwnerVerdict, failing_group_versions, finalizer_owner, protection_in_use};
+use super::snapshot::{ObjectRecord, Snapshot, split_api_version};
+
+/// Force level of a step that changes nothing (wait, observe, refuse).
+pub const FORCE_OBSERVE: u8 = 0;
+/// Force level of removing dead finalizer keys from one object.
+pub const FORCE_REMOVE_FINALIZER: u8 = 1;
+/// Force level of deleting a dead registration (an APIService).
+pub const FORCE_DELETE_REGISTRATION: u8 = 2;
+/// Force level of `PUT /api/v1/namespaces/<ns>/finalize`.
+pub const FORCE_FINALIZE: u8 = 3;
+/// Force level of a force delete (grace 0). No step of this level is
+/// planned today; the level is reserved so callers can cap force.
+pub const FORCE_DELETE: u8 = 4;
+
+/// The APIService reasons that say the backend itself is missing or broken
+/// (a registration whose extension was removed). `ServiceAccessError` and
+/// `EndpointsAccessError` (status Unknown) say the aggregator could not
+/// look, which is no proof the backend is gone.
+const BACKEND_GONE_REASONS: [&str; 5] = [
+    "ServiceNotFound",
+    "EndpointsNotFound",
+    "MissingEndpoints",
+    "ServicePortError",
+    "FailedDiscoveryCheck",
+];
+
+/// The remedy for a diagnosis: steps ordered by force, least first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Ordered by `force_level`, then by finding index.
+    pub steps: Vec<PlannedStep>,
+}
+
+/// One step of a [`Plan`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedStep {
+    /// Index into the findings the plan was made from.
+    pub finding_index: usize,
+    /// What to do.
+    pub action: Action,
+    /// Why, in one or two human sentences, with the deciding evidence.
+    pub rationale: String,
+    /// How much force the step applies: 0 wait/observe/refuse (changes
+    /// nothing), 1 remove one object's dead finalizers, 2 delete a dead
+    /// registration, 3 `/finalize` a namespace, 4 force delete.
+    pub force_level: u8,
+}
+
+/// What a step does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all_fields = "camelCase")]
+pub enum Action {
+    /// Change nothing; the cluster resolves it (a live controller, a
+    /// protection in use, a namespace whose blockers other steps remove).
+    Wait {
+        /// What is being waited for.
+        reason: String,
+    },
+    /// The doctor declines to act, and says why.
+    Refuse {
+        /// Why no remedy is planned.
+        reason: String,
+    },
+    /// JSON-patch the dead keys out of one object's `metadata.finalizers`.
+    RemoveFinalizers(RemoveFinalizers),
+    /// Delete a dead APIService registration (after saving its manifest).
+    DeleteApiService(DeleteApiService),
+    /// `PUT /api/v1/namespaces/<ns>/finalize` without the stuck tokens.
+    FinalizeNamespace(FinalizeNamespace),
+}
+
+impl Action {
+    /// The variant name, e.g. `RemoveFinalizers`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Wait { .. } => "Wait",
+            Action::Refuse { .. } => "Refuse",
+            Action::RemoveFinalizers(_) => "RemoveFinalizers",
+            Action::DeleteApiService(_) => "DeleteApiService",
+            Action::FinalizeNamespace(_) => "FinalizeNamespace",
+        }
+    }
+
+    /// Whether the action changes the cluster.
+    pub fn is_mutating(&self) -> bool {
+        !matches!(self, Action::Wait { .. } | Action::Refuse { .. })
+    }
+}
+
+/// Where an object lives in the API, and which incarnation of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectTarget {
+    /// `v1` or `group/version`.
+    pub api_version: String,
+    /// e.g. `ConfigMap`.
+    pub kind: String,
+    /// Plural resource, e.g. `configmaps`.
+    pub resource: String,
+    /// Namespace, `None` when cluster-scoped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// UID (the patch tests it).
+    pub uid: String,
+    /// resourceVersion as seen in the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+}
+
+impl ObjectTarget {
+    /// The object's API path: `/api/v1[/namespaces/<ns>]/<resource>/<name>`
+    /// for the core group, `/apis/<group>/<version>[/namespaces/<ns>]/<resource>/<name>`
+    /// otherwise.
+    pub fn api_path(&self) -> String {
+        let (group, version) = split_api_version(&self.api_version);
+        let base = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        match &self.namespace {
+            Some(ns) => format!("{base}/namespaces/{ns}/{}/{}", self.resource, self.name),
+            None => format!("{base}/{}/{}", self.resource, self.name),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} ", self.api_version, self.kind)?;
+        if let Some(ns) = &self.namespace {
+            write!(f, "{ns}/")?;
+        }
+        f.write_str(&self.name)
+    }
+}
+
+/// Remove dead keys from one object's `metadata.finalizers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoveFinalizers {
+    /// The object.
+    pub target: ObjectTarget,
+    /// `metadata.finalizers` as seen (the patch tests exactly this list).
+    pub current: Vec<String>,
+    /// The keys to remove.
+    pub remove: Vec<String>,
+}
+
+impl RemoveFinalizers {
+    /// `current` without `remove`, order kept.
+    pub fn kept(&self) -> Vec<String> {
+        self.current
+            .iter()
+            .filter(|k| !self.remove.contains(k))
+            .cloned()
+            .collect()
+    }
+
+    /// The RFC 6902 patch (`application/json-patch+json`): `test` the UID
+    /// and the whole current finalizer list, then `replace` the list with
+    /// the kept keys (`[]` when none are kept, never `null`). If anything
+    /// changed since the snapshot, the `test` fails and nothing is written.
+    pub fn json_patch(&self) -> Value {
+        json!([
+            {"op": "test", "path": "/metadata/uid", "value": self.target.uid},
+            {"op": "test", "path": "/metadata/finalizers", "value": self.current},
+            {"op": "replace", "path": "/metadata/finalizers", "value": self.kept()},
+        ])
+    }
+}
+
+/// Delete one APIService registration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteApiService {
+    /// e.g. `v1beta1.metrics.k8s.io`.
+    pub name: String,
+    /// Precondition.
+    pub uid: String,
+    /// Precondition.
+    pub resource_version: String,
+    /// Why it is dead (the Available reason and message).
+    pub reason: String,
+}
+
+impl DeleteApiService {
+    /// `/apis/apiregistration.k8s.io/v1/apiservices/<name>`.
+    pub fn api_path(&self) -> String {
+        format!("/apis/apiregistration.k8s.io/v1/apiservices/{}", self.name)
+    }
+
+    /// The DELETE body: `DeleteOptions` with uid and resourceVersion
+    /// preconditions, so a re-created or changed registration is not
+    /// deleted.
+    pub fn delete_options(&self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": self.uid, "resourceVersion": self.resource_version},
+        })
+    }
+}
+
+/// `PUT /api/v1/namespaces/<name>/finalize` without the stuck tokens.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizeNamespace {
+    /// Namespace name.
+    pub name: String,
+    /// UID as seen.
+    pub uid: String,
+    /// resourceVersion as seen.
+    pub resource_version: Option<String>,
+    /// `spec.finalizers` as seen.
+    pub current: Vec<String>,
+    /// The tokens to clear.
+    pub remove_tokens: Vec<String>,
+}
+
+/// Why a `/finalize` body could not be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FinalizeError {
+    /// The namespace read back is another incarnation.
+    #[error("namespace {name} has uid {found:?}, the plan was made for uid {expected}")]
+    UidChanged {
+        /// Namespace name.
+        name: String,
+        /// UID in the plan.
+        expected: String,
+        /// UID read back.
+        found: Option<String>,
+    },
+    /// The namespace read back has none of the tokens any more.
+    #[error("namespace {name} no longer has any of the tokens [{}] in spec.finalizers", tokens.join(", "))]
+    NothingToRemove {
+        /// Namespace name.
+        name: String,
+        /// Tokens the plan meant to remove.
+        tokens: Vec<String>,
+    },
+}
+
+impl FinalizeNamespace {
+    /// `/api/v1/namespaces/<name>/finalize`.
+    pub fn api_path(&self) -> String {
+        format!("/api/v1/namespaces/{}/finalize", self.name)
+    }
+
+    /// `current` without `remove_tokens`.
+    pub fn kept(&self) -> Vec<String> {
+        self.current
+            .iter()
+            .filter(|t| !self.remove_tokens.contains(t))
+            .cloned()
+            .collect()
+    }
+
+    /// The PUT body, built from the namespace as just read back (`fresh`):
+    /// the whole object (the finalize subresource takes metadata from the
+    /// body, so a partial body would drop labels and metadata.finalizers)
+    /// with only `spec.finalizers` changed. `fresh`'s resourceVersion is
+    /// kept, so the PUT fails with a conflict if the namespace changes
+    /// between the read and the write. Fails if `fresh` is another
+    /// incarnation or no longer has any token to remove.
+    pub fn body(&self, fresh: &Namespace) -> Result<Namespace, FinalizeError> {
+        if fresh.metadata.uid.as_deref() != Some(self.uid.as_str()) {
+            return Err(FinalizeError::UidChanged {
+                name: self.name.clone(),
+                expected: self.uid.clone(),
+                found: fresh.metadata.uid.clone(),
+            });
+        }
+        let tokens = fresh
+            .spec
+            .as_ref()
+            .and_then(|s| s.finalizers.clone())
+            .unwrap_or_default();
+        if !tokens.iter().any(|t| self.remove_tokens.contains(t)) {
+            return Err(FinalizeError::NothingToRemove {
+                name: self.name.clone(),
+                tokens: self.remove_tokens.clone(),
+            });
+        }
+        let mut body = fresh.clone();
+        body.spec.get_or_insert_with(Default::default).finalizers = Some(
+            tokens
+                .into_iter()
+                .filter(|t| !self.remove_tokens.contains(t))
+                .collect(),
+        );
+        Ok(body)
+    }
+}
+
+impl Plan {
+    /// Whether the plan has no steps.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The steps that change the cluster, in order.
+    pub fn mutating_steps(&self) -> impl Iterator<Item = &PlannedStep> {
+        self.steps.iter().filter(|s| s.action.is_mutating())
+    }
+
+    /// Human text: every step with the exact API calls it would make.
+    pub fn render_dry_run(&self) -> String {
+        let mut out = String::new();
+        let mutating = self.mutating_steps().count();
+        let _ = writeln!(
+            out,
+            "Plan (dry run, nothing is changed): {} step(s), {mutating} would change the cluster; least force first",
+            self.steps.len()
+        );
+        for (i, step) in self.steps.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{:>2}. [force {}] {} (finding #{})",
+                i + 1,
+                step.force_level,
+                step.action.name(),
+                step.finding_index
+            );
+            match &step.action {
+                Action::Wait { reason } => {
+                    let _ = writeln!(out, "    no API call; waiting: {reason}");
+                }
+                Action::Refuse { reason } => {
+                    let _ = writeln!(out, "    no API call; refused: {reason}");
+                }
+                Action::RemoveFinalizers(r) => {
+                    let path = r.target.api_path();
+                    let _ = writeln!(out, "    GET {path} (save the manifest first)");
+                    let _ = writeln!(
+                        out,
+                        "    PATCH {path} (application/json-patch+json) {}",
+                        r.json_patch()
+                    );
+                    let _ = writeln!(
+                        out,
+                        "    finalizers [{}] -> [{}]",
+                        r.current.join(", "),
+                        r.kept().join(", ")
+                    );
+                }
+                Action::DeleteApiService(d) => {
+                    let path = d.api_path();
+                    let _ = writeln!(
+                        out,
+                        "    GET {path} (save the manifest first; re-apply it to undo)"
+                    );
+                    let _ = writeln!(
+                        out,
+                        "    DELETE {path} (precondition uid={}, resourceVersion={})",
+                        d.uid, d.resource_version
+                    );
+                }
+                Action::FinalizeNamespace(f) => {
+                    let _ = writeln!(
+                        out,
+                        "    GET /api/v1/namespaces/{} (save the manifest first; it is the PUT body)",
+                        f.name
+                    );
+                    let _ = writeln!(
+                        out,
+                        "    PUT {} (spec.finalizers [{}] -> [{}]; uid={}, resourceVersion as read)",
+                        f.api_path(),
+                        f.current.join(", "),
+                        f.kept().join(", "),
+                        f.uid
+                    );
+                }
+            }
+            let repeated =
+                matches!(&step.action, Action::Refuse { reason } if *reason == step.rationale);
+            if !repeated {
+                let _ = writeln!(out, "    why: {}", step.rationale);
+            }
+        }
+        out
+    }
+}
+
+/// Plans the remedy for `findings` (as returned by
+/// [`super::diagnose()`]) against the snapshot they came from.
+pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
+    let mut steps: Vec<PlannedStep> = findings
+        .iter()
+        .enumerate()
+        .map(|(i, f)| step_for(i, f, findings, snapshot))
+        .collect();
+    steps.sort_by_key(|s| (s.force_level, s.finding_index));
+    Plan { steps }
+}
+
+fn observe(finding_index: usize, action: Action, rationale: String) -> PlannedStep {
+    PlannedStep {
+        finding_index,
+        action,
+        rationale,
+        force_level: FORCE_OBSERVE,
+    }
+}
+
+fn refuse(finding_index: usize, reason: String) -> PlannedStep {
+    observe(
+        finding_index,
+        Action::Refuse {
+            reason: reason.clone(),
+        },
+        reason,
+    )
+}
+
+fn wait(finding_index: usize, reason: String, rationale: String) -> PlannedStep {
+    observe(finding_index, Action::Wait { reason }, rationale)
+}
+
+fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> PlannedStep {
+    match f.kind {
+        FindingKind::OrphanFinalizer | FindingKind::NamespaceOrphanMetadataFinalizer => {
+            match &f.detail {
+                FindingDetail::OrphanFinalizer(rem) => remove_finalizers(i, f, rem, snapshot),
+                _ => refuse(i, format!("{} finding without removal detail", f.kind)),
+            }
+        }
+        FindingKind::WaitingOnLiveController => {
+            let evidence = verdict_evidence(f);
+            wait(
+                i,
+                format!("the controller serving {}'s finalizers is alive", f.subject),
+                format!(
+                    "a live controller will remove its finalizer when its cleanup is done; stripping it would skip that cleanup ({evidence})"
+                ),
+            )
+        }
+        FindingKind::ProtectedFinalizerInUse => {
+            let (key, users) = match &f.detail {
+                FindingDetail::Protected { finalizer, used_by } => {
+                    (finalizer.clone(), used_by.join("; "))
+                }
+                _ => ("the protection finalizer".to_owned(), String::new()),
+            };
+            wait(
+                i,
+                format!(
+                    "{key} on {} is released once nothing uses it ({users})",
+                    f.subject
+                ),
+                format!(
+                    "{key} is normal while the object is in use and is never stripped; if the user is itself stuck, fix that first"
+                ),
+            )
+        }
+        FindingKind::UnknownFinalizerOwner => refuse(
+            i,
+            format!(
+                "the owner of {}'s finalizer(s) could not be argued dead ({}); a finalizer is removed only when its owner is shown dead: check that the controller runs",
+                f.subject,
+                verdict_evidence(f)
+            ),
+        ),
+        FindingKind::NamespaceBlockedByContent => {
+            let ns = &f.subject.name;
+            let related = related_findings(all, |g| {
+                g.subject.namespace.as_deref() == Some(ns.as_str())
+                    && matches!(
+                        g.kind,
+                        FindingKind::OrphanFinalizer
+                            | FindingKind::WaitingOnLiveController
+                            | FindingKind::UnknownFinalizerOwner
+                            | FindingKind::ProtectedFinalizerInUse
+                            | FindingKind::PodStuckTerminating
+                    )
+            });
+            wait(
+                i,
+                format!(
+                    "namespace {ns}: the namespace controller finishes once its content is gone"
+                ),
+                format!("the plan removes the blockers, not the namespace{related}"),
+            )
+        }
+        FindingKind::NamespaceBlockedByDiscovery => {
+            let names = match &f.detail {
+                FindingDetail::NamespaceDiscovery { api_services, .. } => api_services.join(", "),
+                _ => String::new(),
+            };
+            let ns = &f.subject.name;
+            let related = related_findings(all, |g| {
+                g.kind == FindingKind::DeadApiService
+                    && matches!(&g.detail, FindingDetail::ApiService { blocks_namespaces, .. } if blocks_namespaces.contains(ns))
+            });
+            wait(
+                i,
+                format!(
+                    "namespace {ns}: the namespace controller finishes once discovery of APIService(s) {names} works again or they are removed"
+                ),
+                format!(
+                    "/finalize is not used for a discovery failure: content of the failing groups cannot be proven gone{related}"
+                ),
+            )
+        }
+        FindingKind::DeadApiService => delete_api_service(i, f, snapshot),
+        FindingKind::NamespaceSpecFinalizerStuck => finalize_namespace(i, f, snapshot),
+        FindingKind::PodStuckTerminating => {
+            let hint = match &f.detail {
+                FindingDetail::Pod { hint, node, .. } => {
+                    let node = node.as_deref().unwrap_or("<none>");
+                    match hint {
+                        PodStuckHint::VolumeTeardown => format!(
+                            "release what keeps its volumes busy on node {node} and let the kubelet finish"
+                        ),
+                        PodStuckHint::RuntimeKill => format!(
+                            "un-wedge the container runtime on node {node} and let the kubelet retry"
+                        ),
+                        PodStuckHint::NodeLost => format!(
+                            "confirm node {node} is down (then delete the Node or taint it out-of-service)"
+                        ),
+                        PodStuckHint::Unknown => format!("inspect the kubelet on node {node}"),
+                    }
+                }
+                _ => "inspect the kubelet on its node".to_owned(),
+            };
+            refuse(
+                i,
+                format!(
+                    "{} needs a node-level remedy: {hint}; a force delete (grace 0) is the last resort and is not planned by the API doctor",
+                    f.subject
+                ),
+            )
+        }
+    }
+}
+
+fn verdict_evidence(f: &Finding) -> String {
+    match &f.detail {
+        FindingDetail::Finalizers { verdicts, .. } => verdicts
+            .iter()
+            .map(|v| format!("{}: {}", v.finalizer, v.verdict.evidence().join("; ")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => f.evidence.join("; "),
+    }
+}
+
+fn related_findings(all: &[Finding], pred: impl Fn(&Finding) -> bool) -> String {
+    let ids: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| pred(g))
+        .map(|(j, g)| format!("#{j} {}", g.kind))
+        .collect();
+    if ids.is_empty() {
+        String::new()
+    } else {
+        format!(" (see finding(s) {})", ids.join(", "))
+    }
+}
+
+/// The object a finding names, looked up again in the snapshot.
+fn find_record(f: &Finding, snapshot: &Snapshot) -> Option<ObjectRecord> {
+    let s = &f.subject;
+    if s.api_version == "v1" && s.kind == "Namespace" {
+        let ns = snapshot.namespace(&s.name)?;
+        return Some(ObjectRecord {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            resource: "namespaces".into(),
+            namespaced: false,
+            metadata: ns.metadata.clone(),
+        });
+    }
+    snapshot
+        .terminating
+        .iter()
+        .chain(&snapshot.namespace_content)
+        .find(|r| {
+            r.api_version == s.api_version
+                && r.kind == s.kind
+                && r.name() == s.name
+                && r.namespace() == s.namespace.as_deref()
+                && (s.uid.is_none() || r.metadata.uid == s.uid)
+        })
+        .cloned()
+}
+
+fn remove_finalizers(
+    i: usize,
+    f: &Finding,
+    rem: &FinalizerRemoval,
+    snapshot: &Snapshot,
+) -> PlannedStep {
+    let record = find_record(f, snapshot);
+    let (current, resource_version, uid) = match &record {
+        Some(r) => (
+            r.finalizers().to_vec(),
+            r.metadata.resource_version.clone(),
+            r.metadata.uid.clone(),
+        ),
+        None => (
+            rem.finalizers.clone(),
+            rem.resource_version.clone(),
+            f.subject.uid.clone(),
+        ),
+    };
+    let Some(uid) = uid else {
+        return refuse(
+            i,
+            format!(
+                "{} has no known uid, so a patch could not be bound to this incarnation",
+                f.subject
+            ),
+        );
+    };
+    // Re-argue every key against the snapshot: never strip a key whose
+    // owner is not dead, or a protection key in use.
+    let mut remove = Vec::new();
+    let mut notes = Vec::new();
+    let mut why_dead = Vec::new();
+    for key in &rem.orphan {
+        if !current.contains(key) {
+            notes.push(format!("{key} is already gone"));
+            continue;
+        }
+        if let Some(users) = protection_in_use(
+            key,
+            &f.subject.kind,
+            f.subject.namespace.as_deref(),
+            &f.subject.name,
+            snapshot,
+        ) {
+            notes.push(format!("{key} is in use ({}), kept", users.join("; ")));
+            continue;
+        }
+        match finalizer_owner(key, &f.subject.kind, snapshot) {
+            OwnerVerdict::Dead { evidence } => {
+                why_dead.push(format!("{key}: {}", evidence.join("; ")));
+                remove.push(key.clone());
+            }
+            other => notes.push(format!(
+                "{key}: owner {} on re-check ({}), kept",
+                other.label(),
+                other.evidence().join("; ")
+            )),
+        }
+    }
+    if remove.is_empty() {
+        return refuse(
+            i,
+            format!(
+                "no finalizer of {} can be removed on re-check: {}",
+                f.subject,
+                notes.join("; ")
+            ),
+        );
+    }
+    let action = RemoveFinalizers {
+        target: ObjectTarget {
+            api_version: f.subject.api_version.clone(),
+            kind: f.subject.kind.clone(),
+            resource: record
+                .as_ref()
+                .map_or(rem.resource.clone(), |r| r.resource.clone()),
+            namespace: f.subject.namespace.clone(),
+            name: f.subject.name.clone(),
+            uid,
+            resource_version,
+        },
+        current,
+        remove,
+    };
+    let kept = action.kept();
+    let mut rationale = format!(
+        "remove only [{}] from {}: no live owner ({})",
+        action.remove.join(", "),
+        f.subject,
+        why_dead.join("; ")
+    );
+    if !kept.is_empty() {
+        let _ = write!(rationale, "; [{}] stay", kept.join(", "));
+    }
+    if !notes.is_empty() {
+        let _ = write!(rationale, "; {}", notes.join("; "));
+    }
+    rationale.push_str("; the patch tests the uid and the current list, so a concurrent change makes it fail instead of being overwritten");
+    PlannedStep {
+        finding_index: i,
+        action: Action::RemoveFinalizers(action),
+        rationale,
+        force_level: FORCE_REMOVE_FINALIZER,
+    }
+}
+
+fn delete_api_service(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
+    let name = &f.subject.name;
+    let Some(api) = snapshot.api_service(name) else {
+        return refuse(
+            i,
+            format!("APIService {name} is not in the snapshot any more; nothing to delete"),
+        );
+    };
+    if api.spec.as_ref().and_then(|s| s.service.as_ref()).is_none() {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} is local (no spec.service); local registrations are never deleted"
+            ),
+        );
+    }
+    let Some(available) = api_service_available(api) else {
+        return refuse(
+            i,
+            format!("APIService {name} has no Available condition; not judged dead"),
+        );
+    };
+    if available.status == "True" {
+        return refuse(
+            i,
+            format!("APIService {name} is Available; a healthy APIService is never deleted"),
+        );
+    }
+    let reason = available.reason.clone().unwrap_or_default();
+    let message = available.message.clone().unwrap_or_default();
+    let blocks = match &f.detail {
+        FindingDetail::ApiService {
+            blocks_namespaces, ..
+        } => blocks_namespaces.clone(),
+        _ => Vec::new(),
+    };
+    if !BACKEND_GONE_REASONS.contains(&reason.as_str()) {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} is {} ({reason}: {message}): the aggregator could not check its backend, which does not prove the backend gone; fix that first",
+                available.status
+            ),
+        );
+    }
+    if blocks.is_empty() && reason != "ServiceNotFound" {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} is unavailable ({reason}: {message}) but its Service still exists and it blocks no Terminating namespace: restore the backend (e.g. scale it up) rather than delete the registration"
+            ),
+        );
+    }
+    let (Some(uid), Some(rv)) = (
+        api.metadata.uid.clone(),
+        api.metadata.resource_version.clone(),
+    ) else {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} has no uid/resourceVersion in the snapshot; a delete could not be preconditioned"
+            ),
+        );
+    };
+    let rationale = format!(
+        "APIService {name} is unavailable ({reason}: {message}){}; restoring its backend is the gentler fix when the extension is meant to stay, otherwise the registration is deleted after saving its manifest so it can be re-applied (check consumers such as HPAs of this group first)",
+        if blocks.is_empty() {
+            "; its backing Service is gone".to_owned()
+        } else {
+            format!(" and blocks deletion of namespace(s) {}", blocks.join(", "))
+        }
+    );
+    PlannedStep {
+        finding_index: i,
+        action: Action::DeleteApiService(DeleteApiService {
+            name: name.clone(),
+            uid,
+            resource_version: rv,
+            reason: format!("{reason}: {message}"),
+        }),
+        rationale,
+        force_level: FORCE_DELETE_REGISTRATION,
+    }
+}
+
+fn finalize_namespace(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
+    let name = &f.subject.name;
+    let Some(ns) = snapshot.namespace(name) else {
+        return refuse(
+            i,
+            format!("namespace {name} is not in the snapshot any more"),
+        );
+    };
+    let Some(uid) = ns.metadata.uid.clone() else {
+        return refuse(i, format!("namespace {name} has no uid in the snapshot"));
+    };
+    let current = ns
+        .spec
+        .as_ref()
+        .and_then(|s| s.finalizers.clone())
+        .unwrap_or_default();
+    let stuck = match &f.detail {
+        FindingDetail::NamespaceSpec { stuck_tokens, .. } => stuck_tokens.clone(),
+        _ => Vec::new(),
+    };
+    let remove_tokens: Vec<String> = current
+        .iter()
+        .filter(|t| stuck.contains(t))
+        .cloned()
+        .collect();
+    if remove_tokens.is_empty() {
+        return refuse(
+            i,
+            format!(
+                "namespace {name} no longer has any of the tokens [{}]",
+                stuck.join(", ")
+            ),
+        );
+    }
+    let mut content: Vec<String> = snapshot
+        .content_of(name)
+        .map(|r| format!("{} {}", r.kind, r.name()))
+        .collect();
+    content.sort();
+    content.dedup();
+    if !content.is_empty() {
+        let shown: Vec<&str> = content.iter().take(10).map(String::as_str).collect();
+        return refuse(
+            i,
+            format!(
+                "refusing /finalize on namespace {name}: content remains ({} object(s): {}{}); finalizing now would orphan it in storage. Remove the blockers and let the namespace controller finish",
+                content.len(),
+                shown.join(", "),
+                if content.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+    if !snapshot.discovery_failures.is_empty() {
+        return refuse(
+            i,
+            format!(
+                "refusing /finalize on namespace {name}: discovery failed for {}, so its content cannot be proven gone",
+                failing_group_versions(snapshot)
+            ),
+        );
+    }
+    if failing_namespace_condition(ns, NS_DISCOVERY_FAILURE).is_some() {
+        return refuse(
+            i,
+            format!(
+                "refusing /finalize on namespace {name}: its {NS_DISCOVERY_FAILURE} condition is set, so its content cannot be proven gone"
+            ),
+        );
+    }
+    let action = FinalizeNamespace {
+        name: name.clone(),
+        uid,
+        resource_version: ns.metadata.resource_version.clone(),
+        current,
+        remove_tokens,
+    };
+    let rationale = format!(
+        "namespace {name} is provably empty (no objects listed in it, discovery complete) but keeps spec.finalizers [{}] that nothing will remove; /finalize with only those tokens removed",
+        action.remove_tokens.join(", ")
+    );
+    PlannedStep {
+        finding_index: i,
+        action: Action::FinalizeNamespace(action),
+        rationale,
+        force_level: FORCE_FINALIZE,
+    }
+}

@@ -1,0 +1,202 @@
+//! What the doctor knows about a cluster: plain data, filled by a collector
+//! (the I/O half lives in another crate) and read by [`super::diagnose()`] and
+//! [`super::plan()`].
+//!
+//! A snapshot is serialisable so it can be saved beside a report as
+//! evidence and replayed as a test fixture. Field names are part of that
+//! file format: the JSON keys are the camelCase form of the Rust names
+//! (`takenAt`, `apiServices`, `namespaceContent`, ...), Kubernetes objects
+//! inside keep their own wire shape. Every list may be omitted in a file and
+//! reads as empty.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolume, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use serde::{Deserialize, Serialize};
+
+/// Everything one diagnosis looks at, taken at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// When the collector started reading the cluster. All ages (how long an
+    /// object has been terminating, whether a lease is fresh) are measured
+    /// against this instant, never against the wall clock, so a diagnosis
+    /// of a recorded snapshot is reproducible.
+    pub taken_at: Timestamp,
+    /// Every Namespace, full objects (`spec.finalizers`,
+    /// `metadata.finalizers`, `status.conditions`).
+    #[serde(default)]
+    pub namespaces: Vec<Namespace>,
+    /// Every APIService registration, full objects (`spec.service`,
+    /// `status.conditions`).
+    #[serde(default)]
+    pub api_services: Vec<APIService>,
+    /// Every object of any listable type whose `metadata.deletionTimestamp`
+    /// is set (metadata only). Namespaces may appear here too; they are
+    /// diagnosed from [`Snapshot::namespaces`].
+    #[serde(default)]
+    pub terminating: Vec<ObjectRecord>,
+    /// Every object (any listable namespaced type, metadata only) that lives
+    /// in a Terminating namespace, whether or not it is itself being
+    /// deleted. An empty list for a namespace is the proof that its content
+    /// is gone, which holds only when [`Snapshot::discovery_failures`] is
+    /// empty: the collector must record every type it could not list there.
+    #[serde(default)]
+    pub namespace_content: Vec<ObjectRecord>,
+    /// Every Pod, full objects: who uses which claim, and pod-level facts
+    /// (phase, container states, node) for pods stuck terminating.
+    #[serde(default)]
+    pub pods: Vec<Pod>,
+    /// Every Lease in every namespace: leader-election leases are the
+    /// evidence that a controller is alive.
+    #[serde(default)]
+    pub leases: Vec<Lease>,
+    /// Group/versions the collector could not discover or list. Partial
+    /// discovery is data, not an abort.
+    #[serde(default)]
+    pub discovery_failures: Vec<DiscoveryFailure>,
+    /// Recent core/v1 Events (may be empty).
+    #[serde(default)]
+    pub events: Vec<Event>,
+    /// (Added) Every PersistentVolume, full objects: `kubernetes.io/pv-protection`
+    /// is normal while the volume is `Bound`. May be left empty; the
+    /// doctor then judges pv-protection by its controller alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub persistent_volumes: Vec<PersistentVolume>,
+}
+
+/// One object, seen through the metadata-only API (what a
+/// `PartialObjectMetadata` LIST returns), plus where it lives in the API.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRecord {
+    /// `v1` for the core group, else `group/version`.
+    pub api_version: String,
+    /// The kind, e.g. `ConfigMap`.
+    pub kind: String,
+    /// The plural resource name used in API paths, e.g. `configmaps`.
+    pub resource: String,
+    /// Whether the resource is namespaced.
+    pub namespaced: bool,
+    /// The object's metadata as the API returned it.
+    pub metadata: ObjectMeta,
+}
+
+/// A group/version the collector could not discover (or a type it could
+/// not list), recorded instead of aborting.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryFailure {
+    /// e.g. `metrics.k8s.io/v1beta1`.
+    pub group_version: String,
+    /// The error as the client reported it.
+    pub message: String,
+}
+
+impl ObjectRecord {
+    /// The API group (`""` for core).
+    pub fn group(&self) -> &str {
+        split_api_version(&self.api_version).0
+    }
+
+    /// The API version within the group.
+    pub fn version(&self) -> &str {
+        split_api_version(&self.api_version).1
+    }
+
+    /// `metadata.name` (empty if absent).
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.namespace`, only for namespaced objects.
+    pub fn namespace(&self) -> Option<&str> {
+        if self.namespaced {
+            self.metadata.namespace.as_deref()
+        } else {
+            None
+        }
+    }
+
+    /// `metadata.finalizers` (empty if absent).
+    pub fn finalizers(&self) -> &[String] {
+        self.metadata.finalizers.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.deletionTimestamp`, if set.
+    pub fn deletion_timestamp(&self) -> Option<Timestamp> {
+        self.metadata.deletion_timestamp.as_ref().map(|t| t.0)
+    }
+}
+
+/// Splits `group/version` (or core `v1`) into its parts.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", api_version),
+    }
+}
+
+impl Snapshot {
+    /// How long ago (relative to [`Snapshot::taken_at`]) `at` was. Negative
+    /// when `at` is later than the snapshot (a pod's deletionTimestamp lies
+    /// in the future while its grace period runs).
+    pub fn age_of(&self, at: Timestamp) -> SignedDuration {
+        self.taken_at.duration_since(at)
+    }
+
+    /// The namespace called `name`, if the snapshot has it.
+    pub fn namespace(&self, name: &str) -> Option<&Namespace> {
+        self.namespaces
+            .iter()
+            .find(|ns| ns.metadata.name.as_deref() == Some(name))
+    }
+
+    /// The APIService called `name`, if the snapshot has it.
+    pub fn api_service(&self, name: &str) -> Option<&APIService> {
+        self.api_services
+            .iter()
+            .find(|a| a.metadata.name.as_deref() == Some(name))
+    }
+
+    /// Objects recorded as living in namespace `ns` (from
+    /// [`Snapshot::namespace_content`]).
+    pub fn content_of<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a ObjectRecord> + 'a {
+        self.namespace_content
+            .iter()
+            .filter(move |r| r.metadata.namespace.as_deref() == Some(ns))
+    }
+
+    /// Whether `lease` was renewed recently enough to count as held by a
+    /// live process: `renewTime` no older than three lease durations
+    /// (`leaseDurationSeconds`, 15 s when unset, the client-go default)
+    /// before [`Snapshot::taken_at`]. A renew time in the future (clock
+    /// skew) counts as fresh. A lease without `renewTime` is not fresh.
+    pub fn lease_is_fresh(&self, lease: &Lease) -> bool {
+        let Some(spec) = &lease.spec else {
+            return false;
+        };
+        let Some(renew) = &spec.renew_time else {
+            return false;
+        };
+        let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15).max(1));
+        self.age_of(renew.0) <= SignedDuration::from_secs(3 * duration)
+    }
+
+    /// The leases that are fresh (see [`Snapshot::lease_is_fresh`]).
+    pub fn fresh_leases(&self) -> impl Iterator<Item = &Lease> {
+        self.leases.iter().filter(|l| self.lease_is_fresh(l))
+    }
+}
+
+/// `namespace/name` of an object's metadata, or just `name` when
+/// cluster-scoped; used in evidence lines.
+pub fn display_name(meta: &ObjectMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or("<unnamed>");
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_owned(),
+    }
+}

@@ -1,0 +1,813 @@
+//! The scenario file format, as Rust types.
+//!
+//! Every struct and enum denies unknown fields: a misspelled key in a test
+//! that waits for a condition would otherwise be silently dropped, and the
+//! test would pass while checking nothing. Keys are camelCase, as in
+//! Kubernetes manifests. Step kinds and conditions are externally tagged
+//! enums (`- apply: ...`, `- gone: {...}`), which is also the one enum
+//! representation for which serde-saphyr keeps source locations.
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+
+use super::located::Located;
+use crate::duration::Duration;
+
+/// The overall deadline of a scenario that does not set `timeout`.
+pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_mins(5);
+
+/// How long an `expect` step waits when it does not set `timeout`.
+pub const DEFAULT_EXPECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One reproducible incident: set something up, break it the way it broke
+/// for someone, check that the symptoms are real, let the doctor diagnose
+/// and repair it, and check that the cluster recovered.
+///
+/// Built with [`load_file`](super::load_file) or [`load_str`](super::load_str),
+/// which also validate it; a `Scenario` obtained that way is internally
+/// consistent (every namespace it mentions is declared, every object
+/// reference has an `apiVersion`, and so on).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Short unique id, a DNS label of at most 40 characters. The runner
+    /// uses it in namespace names, report names and output folders.
+    pub name: Located<String>,
+    /// What incident this reproduces, in a sentence or two.
+    pub description: Located<String>,
+    /// The case number in `failure-catalog.md`, when the scenario is one of
+    /// the catalogued failures.
+    #[serde(
+        default,
+        deserialize_with = "catalog_case",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub catalog_case: Option<u32>,
+    /// Ids of the seed documents that describe the incident (`"001"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<Located<String>>,
+    /// Logical namespace names used by the steps. The runner maps each one
+    /// to a fresh real namespace per run, so scenarios can run side by side
+    /// and a failed run cannot poison the next one. Every `namespace:` in
+    /// the steps (and every `Namespace` object's name) must be listed here.
+    #[serde(default)]
+    pub namespaces: Vec<Located<String>>,
+    /// Deadline for the whole scenario (default 5m).
+    #[serde(default = "default_scenario_timeout")]
+    pub timeout: Located<Duration>,
+    /// The scenario must not run in parallel with others, typically because
+    /// it injects node-level faults. See also [`Scenario::runs_alone`].
+    #[serde(default)]
+    pub serial: bool,
+    /// What to do, in order. Never empty.
+    pub steps: Located<Vec<Located<Step>>>,
+    /// Where the scenario was read from, for error messages.
+    #[serde(skip)]
+    pub(crate) source: Source,
+}
+
+/// The file a scenario came from and its text, kept so that errors found
+/// after loading (a missing fixture) can still quote the offending line.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Source {
+    pub(crate) path: PathBuf,
+    pub(crate) text: Arc<str>,
+}
+
+impl Scenario {
+    /// The file this scenario was loaded from (the `origin` given to
+    /// [`load_str`](super::load_str)).
+    pub fn path(&self) -> &Path {
+        &self.source.path
+    }
+
+    /// The logical namespace names, in declaration order.
+    pub fn namespace_names(&self) -> impl Iterator<Item = &str> {
+        self.namespaces.iter().map(|ns| ns.as_str())
+    }
+
+    /// Every fixture file the `apply` steps reference, relative to the
+    /// fixtures directory, in order of first use and without repeats.
+    pub fn fixture_files(&self) -> Vec<&Path> {
+        let mut files: Vec<&Path> = Vec::new();
+        for step in self.steps.iter() {
+            if let Step::Apply(apply) = &step.value
+                && !files.contains(&apply.file.as_path())
+            {
+                files.push(apply.file.as_path());
+            }
+        }
+        files
+    }
+
+    /// Whether the runner must give this scenario the cluster to itself:
+    /// it says `serial: true`, or it injects a fault on a node, which other
+    /// scenarios' pods may share.
+    pub fn runs_alone(&self) -> bool {
+        self.serial
+            || self
+                .steps
+                .iter()
+                .any(|step| matches!(&step.value, Step::Fault(fault) if fault.is_node_level()))
+    }
+}
+
+impl fmt::Display for Scenario {
+    /// The scenario's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// One step of a scenario. Written as a single-key mapping whose key is the
+/// step kind: `- apply: ...`, `- delete: {...}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Step {
+    /// Create or update the objects in a manifest file.
+    Apply(ApplySpec),
+    /// Delete one object (without waiting for it to go: that is what an
+    /// `expect` step is for).
+    Delete(ObjectRef),
+    /// Inject a fault that cannot be expressed as a manifest.
+    Fault(Fault),
+    /// Wait until conditions hold, or fail at the timeout.
+    Expect(Expect),
+    /// Run the doctor and check what it found.
+    Doctor(DoctorCheck),
+}
+
+impl Step {
+    /// The step kind as written in the file (`apply`, `delete`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Step::Apply(_) => "apply",
+            Step::Delete(_) => "delete",
+            Step::Fault(_) => "fault",
+            Step::Expect(_) => "expect",
+            Step::Doctor(_) => "doctor",
+        }
+    }
+
+    /// A one-line description for progress output and reports, such as
+    /// `delete ConfigMap app/mymap` or `expect symptom within 60s: ...`.
+    pub fn summary(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Apply(apply) => write!(f, "apply {apply}"),
+            Step::Delete(object) => write!(f, "delete {object}"),
+            Step::Fault(fault) => write!(f, "inject {fault}"),
+            Step::Expect(expect) => expect.fmt(f),
+            Step::Doctor(doctor) => doctor.fmt(f),
+        }
+    }
+}
+
+/// What an `apply` step applies. Written either as a bare path
+/// (`apply: crd-orphan/crd.yaml`) or as a mapping
+/// (`apply: {file: crd-orphan/widget.yaml, namespace: app}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplySpec {
+    /// Manifest file, relative to the fixtures directory. It may hold
+    /// several YAML documents.
+    pub file: Located<PathBuf>,
+    /// Logical namespace for the file's namespaced objects that do not name
+    /// one themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Located<String>>,
+}
+
+impl fmt::Display for ApplySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(ns) = &self.namespace {
+            write!(f, " in namespace {ns}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The long form of [`ApplySpec`], as written.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ApplyLong {
+    file: Located<PathBuf>,
+    #[serde(default)]
+    namespace: Option<Located<String>>,
+}
+
+/// The two ways of writing an [`ApplySpec`], before positions are settled.
+enum ApplyForm {
+    Short(String),
+    Long(ApplyLong),
+}
+
+impl<'de> Deserialize<'de> for ApplyForm {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FormVisitor;
+
+        impl<'de> de::Visitor<'de> for FormVisitor {
+            type Value = ApplyForm;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a fixture path, or a mapping with `file` and optional `namespace`")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ApplyForm, E> {
+                Ok(ApplyForm::Short(v.to_owned()))
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<ApplyForm, A::Error> {
+                // Hand the same map to the derived impl, so unknown keys and
+                // missing `file` are reported exactly as for any other struct.
+                ApplyLong::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(ApplyForm::Long)
+            }
+        }
+
+        deserializer.deserialize_any(FormVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for ApplySpec {
+    /// Accepts both forms. A bare path takes the position of the `apply`
+    /// value itself, so a missing fixture is reported on the step's line.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let form = Located::<ApplyForm>::deserialize(deserializer)?;
+        Ok(match form.value {
+            ApplyForm::Short(file) => ApplySpec {
+                file: Located::new(PathBuf::from(file), form.position),
+                namespace: None,
+            },
+            ApplyForm::Long(long) => ApplySpec {
+                file: long.file,
+                namespace: long.namespace,
+            },
+        })
+    }
+}
+
+/// A reference to one Kubernetes object, by kind and name.
+///
+/// `namespace` and, for `kind: Namespace`, `name` are *logical* namespace
+/// names from [`Scenario::namespaces`]; the runner maps them to the real
+/// namespaces of the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectRef {
+    /// `group/version` (or `v1` for the core group). May be left out for
+    /// the well-known kinds of [`default_api_version`](super::default_api_version);
+    /// the loader fills it in, so it is always `Some` in a loaded scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// The object's kind, such as `ConfigMap`.
+    pub kind: Located<String>,
+    /// The object's name (a logical namespace name for `kind: Namespace`).
+    pub name: Located<String>,
+    /// Logical namespace, for namespaced kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Located<String>>,
+}
+
+impl ObjectRef {
+    /// The explicit apiVersion, or the well-known default for the kind.
+    pub fn api_version(&self) -> Option<&str> {
+        self.api_version
+            .as_deref()
+            .or_else(|| super::default_api_version(&self.kind))
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    /// `ConfigMap app/mymap`, or `Namespace app` for cluster-scoped objects.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// A fault injected on a node, because it cannot be caused through the API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Fault {
+    /// Keep a volume of the pod busy on its node (a nested bind mount under
+    /// the pod's volume directory), so the kubelet's unmount fails with
+    /// EBUSY and the pod stays Terminating. Failure catalog case 4.
+    BusyMount(PodRef),
+    /// Stop the pod's containerd shim, so the runtime can no longer stop
+    /// its containers and the pod stays Terminating. Failure catalog case 5.
+    WedgeShim(PodRef),
+}
+
+impl Fault {
+    /// The fault's name as written in the file.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::BusyMount(_) => "busyMount",
+            Fault::WedgeShim(_) => "wedgeShim",
+        }
+    }
+
+    /// The pod the fault targets.
+    pub fn pod(&self) -> &PodRef {
+        match self {
+            Fault::BusyMount(pod) | Fault::WedgeShim(pod) => pod,
+        }
+    }
+
+    /// Whether the fault touches a node (and so may disturb other
+    /// scenarios' pods on it). True for every fault there is today.
+    pub fn is_node_level(&self) -> bool {
+        match self {
+            Fault::BusyMount(_) | Fault::WedgeShim(_) => true,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on pod {}", self.kind(), self.pod())
+    }
+}
+
+/// A pod, by logical namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodRef {
+    /// The pod's name.
+    pub pod: Located<String>,
+    /// Its logical namespace.
+    pub namespace: Located<String>,
+}
+
+impl fmt::Display for PodRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.pod)
+    }
+}
+
+/// A gate: every condition must hold at the same time before the timeout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expect {
+    /// What the gate proves; see [`Phase`].
+    pub phase: Phase,
+    /// How long to wait (default 60s).
+    #[serde(default = "default_expect_timeout")]
+    pub timeout: Located<Duration>,
+    /// The conditions. Never empty.
+    pub that: Located<Vec<Condition>>,
+}
+
+impl fmt::Display for Expect {
+    /// `expect symptom within 60s: ConfigMap app/mymap is Terminating; ...`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "expect {} within {}: ", self.phase, self.timeout)?;
+        for (i, condition) in self.that.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            condition.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// What an `expect` step proves, which decides how its failure is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// The fidelity gate: the injected failure really shows the symptoms the
+    /// seed documents describe. If this fails the harness is broken, not
+    /// the doctor.
+    Symptom,
+    /// After the doctor: the cluster is healthy again. If this fails the
+    /// doctor's remedy did not work.
+    Recovered,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Symptom => "symptom",
+            Phase::Recovered => "recovered",
+        })
+    }
+}
+
+/// One thing an `expect` step waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Condition {
+    /// The object exists and has a `deletionTimestamp`.
+    Terminating(ObjectRef),
+    /// The object no longer exists.
+    Gone(ObjectRef),
+    /// The pod is in phase Running and not being deleted. Pods only.
+    Running(ObjectRef),
+    /// A namespace status condition has the given status (and reason,
+    /// message), as the namespace controller reports it while deleting.
+    NamespaceCondition(NamespaceConditionCheck),
+    /// An APIService status condition has the given status.
+    ApiServiceCondition(ApiServiceConditionCheck),
+    /// Nothing that lived in the namespace is left in storage: a namespace
+    /// of the same name, re-created, would be empty. The proof that forcing
+    /// a namespace away did not orphan its content.
+    NoContentLeft(NamespaceRef),
+    /// API discovery succeeds for every group and version (no aggregated
+    /// API is unavailable).
+    DiscoveryComplete {},
+    /// A kubelet's log contains a line.
+    KubeletLog(KubeletLogCheck),
+    /// An event matching all the given fields exists.
+    Event(EventCheck),
+}
+
+impl Condition {
+    /// The condition's name as written in the file.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Condition::Terminating(_) => "terminating",
+            Condition::Gone(_) => "gone",
+            Condition::Running(_) => "running",
+            Condition::NamespaceCondition(_) => "namespaceCondition",
+            Condition::ApiServiceCondition(_) => "apiServiceCondition",
+            Condition::NoContentLeft(_) => "noContentLeft",
+            Condition::DiscoveryComplete {} => "discoveryComplete",
+            Condition::KubeletLog(_) => "kubeletLog",
+            Condition::Event(_) => "event",
+        }
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::Terminating(object) => write!(f, "{object} is Terminating"),
+            Condition::Gone(object) => write!(f, "{object} is gone"),
+            Condition::Running(object) => write!(f, "{object} is Running"),
+            Condition::NamespaceCondition(check) => check.fmt(f),
+            Condition::ApiServiceCondition(check) => check.fmt(f),
+            Condition::NoContentLeft(ns) => {
+                write!(
+                    f,
+                    "nothing from namespace {} is left in storage",
+                    ns.namespace
+                )
+            }
+            Condition::DiscoveryComplete {} => f.write_str("API discovery is complete"),
+            Condition::KubeletLog(check) => check.fmt(f),
+            Condition::Event(check) => check.fmt(f),
+        }
+    }
+}
+
+/// Writes ` (reason R, message contains "M")` for the optional parts of a
+/// status condition check.
+fn fmt_reason_message(
+    f: &mut fmt::Formatter<'_>,
+    reason: Option<&str>,
+    message: Option<&str>,
+) -> fmt::Result {
+    match (reason, message) {
+        (None, None) => Ok(()),
+        (Some(r), None) => write!(f, " (reason {r})"),
+        (None, Some(m)) => write!(f, " (message contains {m:?})"),
+        (Some(r), Some(m)) => write!(f, " (reason {r}, message contains {m:?})"),
+    }
+}
+
+/// The namespace status condition types the namespace controller sets
+/// (`k8s.io/api/core/v1` `NamespaceConditionType`). A misspelled type
+/// would never match, so anything else is rejected when loading.
+pub const NAMESPACE_CONDITION_TYPES: &[&str] = &[
+    "NamespaceDeletionDiscoveryFailure",
+    "NamespaceDeletionGroupVersionParsingFailure",
+    "NamespaceDeletionContentFailure",
+    "NamespaceContentRemaining",
+    "NamespaceFinalizersRemaining",
+];
+
+/// The APIService status condition types (`apiregistration/v1`).
+pub const API_SERVICE_CONDITION_TYPES: &[&str] = &["Available"];
+
+/// Checks one status condition of a (logical) namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceConditionCheck {
+    /// Logical namespace.
+    pub namespace: Located<String>,
+    /// Condition type, one of [`NAMESPACE_CONDITION_TYPES`].
+    #[serde(rename = "type")]
+    pub condition_type: Located<String>,
+    /// Required status.
+    pub status: ConditionStatus,
+    /// Required reason, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Text the condition's message must contain, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<Located<String>>,
+}
+
+impl fmt::Display for NamespaceConditionCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "namespace {} has {}={}",
+            self.namespace, self.condition_type, self.status
+        )?;
+        fmt_reason_message(
+            f,
+            self.reason.as_deref(),
+            self.message_contains.as_ref().map(|m| m.as_str()),
+        )
+    }
+}
+
+/// Checks one status condition of an APIService (cluster-scoped, so the
+/// name is the real one, such as `v1beta1.metrics.k8s.io`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiServiceConditionCheck {
+    /// APIService name, `version.group`.
+    pub name: Located<String>,
+    /// Condition type, one of [`API_SERVICE_CONDITION_TYPES`].
+    #[serde(rename = "type")]
+    pub condition_type: Located<String>,
+    /// Required status.
+    pub status: ConditionStatus,
+    /// Required reason, if any (`ServiceNotFound`, `MissingEndpoints`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Text the condition's message must contain, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<Located<String>>,
+}
+
+impl fmt::Display for ApiServiceConditionCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "APIService {} has {}={}",
+            self.name, self.condition_type, self.status
+        )?;
+        fmt_reason_message(
+            f,
+            self.reason.as_deref(),
+            self.message_contains.as_ref().map(|m| m.as_str()),
+        )
+    }
+}
+
+/// The status of a Kubernetes status condition.
+///
+/// Written as a quoted string, exactly as in the API: `status: "True"`.
+/// YAML reads an unquoted `True` as a boolean, and a boolean here is
+/// rejected rather than converted, so the file says what the API says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionStatus {
+    /// `"True"`
+    True,
+    /// `"False"`
+    False,
+    /// `"Unknown"`
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The status as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+impl fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ConditionStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ConditionStatus {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StatusVisitor;
+
+        impl de::Visitor<'_> for StatusVisitor {
+            type Value = ConditionStatus;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a quoted condition status: "True", "False" or "Unknown""#)
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ConditionStatus, E> {
+                match v {
+                    "True" => Ok(ConditionStatus::True),
+                    "False" => Ok(ConditionStatus::False),
+                    "Unknown" => Ok(ConditionStatus::Unknown),
+                    other => Err(E::custom(format_args!(
+                        r#"invalid condition status {other:?}: expected "True", "False" or "Unknown" (capitalised, as the API writes it)"#
+                    ))),
+                }
+            }
+
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ConditionStatus, E> {
+                let quoted = if v { "True" } else { "False" };
+                Err(E::custom(format_args!(
+                    r#"condition status is the boolean {v}, but the API uses strings: quote it, as in status: "{quoted}""#
+                )))
+            }
+        }
+
+        // `deserialize_any` rather than `deserialize_str`: a YAML string
+        // target would quietly accept an unquoted `True` as text, and the
+        // point is to tell the writer that YAML saw a boolean there.
+        deserializer.deserialize_any(StatusVisitor)
+    }
+}
+
+/// A logical namespace, for conditions about a whole namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceRef {
+    /// Logical namespace.
+    pub namespace: Located<String>,
+}
+
+/// Looks for a line in a kubelet's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletLogCheck {
+    /// Text a log line must contain.
+    pub contains: Located<String>,
+    /// Read the log of the node this pod runs (or ran) on; every node's
+    /// kubelet log when left out. Needs `namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<Located<String>>,
+    /// Logical namespace of `pod`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Located<String>>,
+}
+
+impl fmt::Display for KubeletLogCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.pod, &self.namespace) {
+            (Some(pod), Some(ns)) => write!(f, "kubelet log of the node of pod {ns}/{pod}")?,
+            (Some(pod), None) => write!(f, "kubelet log of the node of pod {pod}")?,
+            (None, _) => f.write_str("a kubelet log")?,
+        }
+        write!(f, " contains {:?}", self.contains.as_str())
+    }
+}
+
+/// Looks for an event. Every field given must match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventCheck {
+    /// Logical namespace the event is recorded in.
+    pub namespace: Located<String>,
+    /// Kind of the involved object (`Pod`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involved_kind: Option<String>,
+    /// Name of the involved object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involved_name: Option<String>,
+    /// The event's reason (`FailedKillPod`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Text the event's message must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<Located<String>>,
+}
+
+impl fmt::Display for EventCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event")?;
+        if let Some(reason) = &self.reason {
+            write!(f, " {reason}")?;
+        }
+        match (&self.involved_kind, &self.involved_name) {
+            (Some(kind), Some(name)) => write!(f, " for {kind} {}/{name}", self.namespace)?,
+            (None, Some(name)) => write!(f, " for {}/{name}", self.namespace)?,
+            (Some(kind), None) => write!(f, " for a {kind} in namespace {}", self.namespace)?,
+            (None, None) => write!(f, " in namespace {}", self.namespace)?,
+        }
+        if let Some(message) = &self.message_contains {
+            write!(f, " with message containing {:?}", message.as_str())?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the doctor, which is told nothing about the scenario, and checks
+/// that it found what the scenario broke.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DoctorCheck {
+    /// Finding kinds (such as `OrphanFinalizer`) that must all be among the
+    /// doctor's findings. Other findings are allowed.
+    #[serde(default)]
+    pub expect_findings: Vec<Located<String>>,
+    /// Apply the remedy plan (default `true`); `false` only diagnoses.
+    #[serde(default = "default_true")]
+    pub apply: bool,
+}
+
+impl fmt::Display for DoctorCheck {
+    /// `doctor: expect OrphanFinalizer, then apply the plan`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("doctor: ")?;
+        if self.expect_findings.is_empty() {
+            f.write_str("diagnose")?;
+        } else {
+            f.write_str("expect ")?;
+            for (i, kind) in self.expect_findings.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                f.write_str(kind)?;
+            }
+        }
+        f.write_str(if self.apply {
+            ", then apply the plan"
+        } else {
+            " (diagnose only)"
+        })
+    }
+}
+
+fn default_scenario_timeout() -> Located<Duration> {
+    Located::unlocated(DEFAULT_SCENARIO_TIMEOUT)
+}
+
+fn default_expect_timeout() -> Located<Duration> {
+    Located::unlocated(DEFAULT_EXPECT_TIMEOUT)
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Reads `catalogCase` with messages that say what it is, rather than the
+/// YAML library's bare "invalid u32".
+fn catalog_case<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    struct CaseVisitor;
+
+    impl de::Visitor<'_> for CaseVisitor {
+        type Value = Option<u32>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a case number from failure-catalog.md (1, 2, ...)")
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
+            match u32::try_from(v) {
+                Ok(0) | Err(_) => Err(E::custom(format_args!(
+                    "catalogCase must be a case number from failure-catalog.md, counted from 1; got {v}"
+                ))),
+                Ok(case) => Ok(Some(case)),
+            }
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
+            match u64::try_from(v) {
+                Ok(v) => self.visit_u64(v),
+                Err(_) => Err(E::custom(format_args!(
+                    "catalogCase must be a case number from failure-catalog.md, counted from 1; got {v}"
+                ))),
+            }
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Option<u32>, E> {
+            Ok(None)
+        }
+    }
+
+    deserializer.deserialize_any(CaseVisitor)
+}

@@ -1,0 +1,260 @@
+//! Collect: one [`Snapshot`] of a live cluster, read from the outside as a
+//! person's kubectl would, only faster: discovery of every group/version in
+//! parallel, then metadata-only LISTs of every listable type in parallel.
+//! A group/version that cannot be discovered or listed is recorded in the
+//! snapshot (partial discovery is data, not an abort).
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::{
+    api::{
+        coordination::v1::Lease,
+        core::v1::{Event, Namespace, PersistentVolume, Pod},
+    },
+    apimachinery::pkg::apis::meta::v1::APIResource,
+    jiff::Timestamp,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+};
+use kube::{
+    Api, Client,
+    api::{ApiResource, ListParams},
+    core::PartialObjectMeta,
+};
+use unstuck_core::doctor::{DiscoveryFailure, ObjectRecord, Snapshot};
+
+/// How many requests collect keeps in flight at once.
+const CONCURRENCY: usize = 16;
+
+/// One listable resource type found by discovery.
+#[derive(Clone, Debug)]
+pub struct ListableType {
+    pub api_version: String,
+    pub kind: String,
+    pub resource: String,
+    pub namespaced: bool,
+}
+
+impl ListableType {
+    fn api_resource(&self) -> ApiResource {
+        let (group, version) = match self.api_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), self.api_version.clone()),
+        };
+        ApiResource {
+            group,
+            version,
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            plural: self.resource.clone(),
+        }
+    }
+}
+
+/// Discovery result: the types, and the group/versions that failed.
+pub struct Discovered {
+    pub types: Vec<ListableType>,
+    pub failures: Vec<DiscoveryFailure>,
+}
+
+/// Discovers every listable type, preferring nothing: every served
+/// version of every group is asked, because a dead aggregated API is
+/// exactly one such version.
+pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
+    let mut versions: Vec<String> = client.list_core_api_versions().await?.versions;
+    for g in client.list_api_groups().await?.groups {
+        versions.extend(g.versions.into_iter().map(|v| v.group_version));
+    }
+    let results: Vec<(String, Result<Vec<APIResource>, kube::Error>)> = stream::iter(versions)
+        .map(|gv| {
+            let client = client.clone();
+            async move {
+                let r = if gv.contains('/') {
+                    client.list_api_group_resources(&gv).await
+                } else {
+                    client.list_core_api_resources(&gv).await
+                };
+                (gv, r.map(|l| l.resources))
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut out = Discovered {
+        types: Vec::new(),
+        failures: Vec::new(),
+    };
+    for (gv, r) in results {
+        match r {
+            Ok(resources) => out.types.extend(
+                resources
+                    .into_iter()
+                    .filter(|r| !r.name.contains('/') && r.verbs.iter().any(|v| v == "list"))
+                    .map(|r| ListableType {
+                        api_version: gv.clone(),
+                        kind: r.kind,
+                        resource: r.name,
+                        namespaced: r.namespaced,
+                    }),
+            ),
+            Err(e) => out.failures.push(DiscoveryFailure {
+                group_version: gv,
+                message: e.to_string(),
+            }),
+        }
+    }
+    out.types
+        .sort_by(|a, b| (&a.api_version, &a.resource).cmp(&(&b.api_version, &b.resource)));
+    out.failures
+        .sort_by(|a, b| a.group_version.cmp(&b.group_version));
+    Ok(out)
+}
+
+/// What a collection cost, for reports and the benchmark.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct CollectStats {
+    pub types_listed: usize,
+    pub objects_seen: usize,
+    pub duration: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("discovery failed entirely (is the API server reachable?): {0}")]
+    Discovery(#[source] kube::Error),
+    #[error("listing {what} failed: {source}")]
+    List {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Reads the whole cluster into a [`Snapshot`].
+pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), CollectError> {
+    let start = Instant::now();
+    let taken_at = Timestamp::now();
+    let discovered = discover(client).await.map_err(CollectError::Discovery)?;
+    let mut failures = discovered.failures;
+
+    let lp = ListParams::default();
+    let (ns_api, svc_api, pod_api, lease_api, event_api, pv_api) = (
+        Api::<Namespace>::all(client.clone()),
+        Api::<APIService>::all(client.clone()),
+        Api::<Pod>::all(client.clone()),
+        Api::<Lease>::all(client.clone()),
+        Api::<Event>::all(client.clone()),
+        Api::<PersistentVolume>::all(client.clone()),
+    );
+    let (namespaces, api_services, pods, leases, events, pvs) = tokio::join!(
+        ns_api.list(&lp),
+        svc_api.list(&lp),
+        pod_api.list(&lp),
+        lease_api.list(&lp),
+        event_api.list(&lp),
+        pv_api.list(&lp),
+    );
+    let list = |what: &'static str| move |source| CollectError::List { what, source };
+    let namespaces = namespaces.map_err(list("namespaces"))?.items;
+    let terminating_ns: Vec<String> = namespaces
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_some())
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+
+    let listed: Vec<(
+        ListableType,
+        Result<Vec<PartialObjectMeta<kube::api::DynamicObject>>, kube::Error>,
+    )> = stream::iter(discovered.types.clone())
+        .map(|t| {
+            let client = client.clone();
+            async move {
+                let api: Api<kube::api::DynamicObject> = Api::all_with(client, &t.api_resource());
+                let r = api
+                    .list_metadata(&ListParams::default())
+                    .await
+                    .map(|l| l.items);
+                (t, r)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+
+    let mut terminating = Vec::new();
+    let mut namespace_content = Vec::new();
+    let mut objects_seen = 0;
+    for (t, r) in listed {
+        match r {
+            Ok(items) => {
+                objects_seen += items.len();
+                for item in items {
+                    let in_terminating_ns = t.namespaced
+                        && item
+                            .metadata
+                            .namespace
+                            .as_ref()
+                            .is_some_and(|ns| terminating_ns.contains(ns));
+                    let deleting = item.metadata.deletion_timestamp.is_some();
+                    if !(deleting || in_terminating_ns) {
+                        continue;
+                    }
+                    let record = ObjectRecord {
+                        api_version: t.api_version.clone(),
+                        kind: t.kind.clone(),
+                        resource: t.resource.clone(),
+                        namespaced: t.namespaced,
+                        metadata: item.metadata,
+                    };
+                    if in_terminating_ns {
+                        namespace_content.push(record.clone());
+                    }
+                    if deleting {
+                        terminating.push(record);
+                    }
+                }
+            }
+            Err(e) => failures.push(DiscoveryFailure {
+                group_version: t.api_version.clone(),
+                message: format!("list {}: {e}", t.resource),
+            }),
+        }
+    }
+    let sort = |v: &mut Vec<ObjectRecord>| {
+        v.sort_by(|a, b| {
+            (
+                &a.api_version,
+                &a.resource,
+                &a.metadata.namespace,
+                &a.metadata.name,
+            )
+                .cmp(&(
+                    &b.api_version,
+                    &b.resource,
+                    &b.metadata.namespace,
+                    &b.metadata.name,
+                ))
+        })
+    };
+    sort(&mut terminating);
+    sort(&mut namespace_content);
+
+    let snapshot = Snapshot {
+        taken_at,
+        namespaces,
+        api_services: api_services.map_err(list("apiservices"))?.items,
+        terminating,
+        namespace_content,
+        pods: pods.map_err(list("pods"))?.items,
+        leases: leases.map_err(list("leases"))?.items,
+        discovery_failures: failures,
+        events: events.map_err(list("events"))?.items,
+        persistent_volumes: pvs.map_err(list("persistentvolumes"))?.items,
+    };
+    let stats = CollectStats {
+        types_listed: discovered.types.len(),
+        objects_seen,
+        duration: start.elapsed(),
+    };
+    Ok((snapshot, stats))
+}

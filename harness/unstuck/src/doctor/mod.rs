@@ -1,0 +1,171 @@
+//! The doctor's I/O half: collect a snapshot, hand it to the pure
+//! diagnosis and planning in [`unstuck_core::doctor`], and apply the plan
+//! step by step, re-checking the cluster between rounds. Usable on its own
+//! against any cluster (`unstuck doctor`), dry-run unless told otherwise.
+
+pub mod apply;
+pub mod collect;
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use kube::Client;
+use serde::Serialize;
+use unstuck_core::doctor::{DiagnoseOptions, Finding, FindingKind, Plan, diagnose, plan};
+
+pub use self::{
+    apply::{ApiCall, AppliedStep, StepOutcome},
+    collect::{CollectError, CollectStats, collect},
+};
+
+/// Which objects the doctor may look at and act on.
+#[derive(Clone, Debug, Default)]
+pub enum Scope {
+    /// The whole cluster.
+    #[default]
+    Cluster,
+    /// Findings about these namespaces, objects in them, and cluster-scoped
+    /// registrations (APIServices) that block them.
+    Namespaces(Vec<String>),
+}
+
+impl Scope {
+    fn admits(&self, f: &Finding) -> bool {
+        let Scope::Namespaces(names) = self else {
+            return true;
+        };
+        match (&f.subject.namespace, f.subject.kind.as_str()) {
+            (Some(ns), _) => names.contains(ns),
+            (None, "Namespace") => names.contains(&f.subject.name),
+            // Cluster-scoped blockers (a dead APIService) matter to every namespace.
+            (None, _) => true,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DoctorOptions {
+    pub scope: Scope,
+    /// Make changes; otherwise only report the plan (the default).
+    pub apply: bool,
+    /// Where manifests are saved before any change.
+    pub backup_dir: PathBuf,
+    pub diagnose: DiagnoseOptions,
+    /// Rounds of collect → diagnose → plan → apply; a round that finds
+    /// nothing to change ends early.
+    pub max_rounds: usize,
+}
+
+impl DoctorOptions {
+    pub fn dry_run(backup_dir: PathBuf) -> Self {
+        Self {
+            scope: Scope::Cluster,
+            apply: false,
+            backup_dir,
+            diagnose: DiagnoseOptions::default(),
+            max_rounds: 3,
+        }
+    }
+}
+
+/// One round of the doctor.
+#[derive(Clone, Debug, Serialize)]
+pub struct Round {
+    pub collect: CollectStats,
+    pub findings: Vec<Finding>,
+    pub plan: Plan,
+    pub applied: Vec<AppliedStep>,
+}
+
+/// Everything the doctor saw and did.
+#[derive(Clone, Debug, Serialize)]
+pub struct DoctorReport {
+    pub applied_changes: bool,
+    pub rounds: Vec<Round>,
+    pub duration: Duration,
+}
+
+impl DoctorReport {
+    /// Findings of the first round: what was wrong before any remedy.
+    pub fn initial_findings(&self) -> &[Finding] {
+        self.rounds
+            .first()
+            .map(|r| r.findings.as_slice())
+            .unwrap_or_default()
+    }
+    pub fn found(&self, kind: FindingKind) -> bool {
+        self.initial_findings().iter().any(|f| f.kind == kind)
+    }
+    pub fn calls(&self) -> impl Iterator<Item = &ApiCall> {
+        self.rounds
+            .iter()
+            .flat_map(|r| r.applied.iter().flat_map(|a| a.calls.iter()))
+    }
+    pub fn backups(&self) -> impl Iterator<Item = &PathBuf> {
+        self.rounds
+            .iter()
+            .flat_map(|r| r.applied.iter().filter_map(|a| a.backup.as_ref()))
+    }
+    /// One line per finding and remedy, for terminals and reports.
+    pub fn summary_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for f in self.initial_findings() {
+            out.push(format!("{}: {}", f.kind.as_str(), f.summary));
+        }
+        for r in &self.rounds {
+            for a in &r.applied {
+                if let StepOutcome::Done(d) = &a.outcome {
+                    out.push(format!("  {} {}: {d}", a.action, a.target));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error(transparent)]
+    Collect(#[from] CollectError),
+}
+
+/// Runs the doctor.
+pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, DoctorError> {
+    let start = Instant::now();
+    let mut rounds = Vec::new();
+    for _ in 0..opts.max_rounds.max(1) {
+        let (snapshot, stats) = collect(client).await?;
+        let findings: Vec<Finding> = diagnose(&snapshot, &opts.diagnose)
+            .into_iter()
+            .filter(|f| opts.scope.admits(f))
+            .collect();
+        let plan = plan(&findings, &snapshot);
+        let mut applied = Vec::new();
+        if opts.apply {
+            for step in &plan.steps {
+                applied.push(apply::apply_step(client, step, &opts.backup_dir).await);
+            }
+        }
+        let changed = applied
+            .iter()
+            .any(|a| matches!(a.outcome, StepOutcome::Done(_)));
+        rounds.push(Round {
+            collect: stats,
+            findings,
+            plan,
+            applied,
+        });
+        if !opts.apply || !changed {
+            break;
+        }
+        // Let controllers react (the namespace controller re-syncs, objects go) before looking again.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    Ok(DoctorReport {
+        applied_changes: opts.apply,
+        rounds,
+        duration: start.elapsed(),
+    })
+}

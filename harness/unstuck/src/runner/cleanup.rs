@@ -1,0 +1,184 @@
+//! Cleanup of what a scenario created, on every path out. Registrations
+//! that block discovery go first (a dead APIService blocks every namespace
+//! deletion), then the scenario's namespaces — stripping finalizers from
+//! the harness's own leftovers where a failed run left them stuck — and
+//! last the cluster-scoped types (a CRD deleted while its objects still
+//! carry finalizers would itself get stuck).
+
+use std::time::Duration;
+
+use kube::{
+    Client,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use serde::Serialize;
+
+use super::{
+    Created,
+    objects::{NamespaceMap, api_for, resolve},
+};
+use crate::doctor::collect;
+
+/// What cleanup did; `forced` lists what needed its finalizers stripped.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CleanupReport {
+    pub deleted: Vec<String>,
+    pub forced: Vec<String>,
+    pub leaked: Vec<String>,
+}
+
+impl CleanupReport {
+    pub fn is_clean(&self) -> bool {
+        self.leaked.is_empty()
+    }
+}
+
+async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupReport) {
+    let Ok((ar, caps)) = resolve(client, &c.api_version, &c.kind).await else {
+        return;
+    };
+    let api = api_for(client, &ar, &caps, c.namespace.as_deref());
+    let label = format!(
+        "{} {}{}",
+        c.kind,
+        c.namespace
+            .as_ref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default(),
+        c.name
+    );
+    match api.get_opt(&c.name).await {
+        Ok(Some(obj)) => {
+            if force
+                && !obj
+                    .metadata
+                    .finalizers
+                    .clone()
+                    .unwrap_or_default()
+                    .is_empty()
+            {
+                let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                if api
+                    .patch(&c.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .is_ok()
+                {
+                    report.forced.push(label.clone());
+                }
+            }
+            if obj.metadata.deletion_timestamp.is_none()
+                && api
+                    .delete(&c.name, &DeleteParams::background())
+                    .await
+                    .is_ok()
+            {
+                report.deleted.push(label);
+            }
+        }
+        Ok(None) | Err(_) => {}
+    }
+}
+
+async fn gone(client: &Client, c: &Created) -> bool {
+    let Ok((ar, caps)) = resolve(client, &c.api_version, &c.kind).await else {
+        return true;
+    };
+    matches!(
+        api_for(client, &ar, &caps, c.namespace.as_deref())
+            .get_opt(&c.name)
+            .await,
+        Ok(None)
+    )
+}
+
+pub async fn cleanup(client: &Client, ns: &NamespaceMap, created: &[Created]) -> CleanupReport {
+    let mut report = CleanupReport::default();
+    // 1. Discovery blockers.
+    for c in created.iter().rev().filter(|c| c.kind == "APIService") {
+        delete(client, c, false, &mut report).await;
+    }
+    // 2. Namespaced objects and the namespaces, forcing the harness's own stuck leftovers.
+    for c in created.iter().rev().filter(|c| c.namespace.is_some()) {
+        delete(client, c, false, &mut report).await;
+    }
+    for c in created.iter().filter(|c| c.kind == "Namespace") {
+        delete(client, c, false, &mut report).await;
+    }
+    let namespaces: Vec<&Created> = created.iter().filter(|c| c.kind == "Namespace").collect();
+    for round in 0..60 {
+        let mut pending = Vec::new();
+        for c in &namespaces {
+            if !gone(client, c).await {
+                pending.push(*c);
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        if round >= 3 {
+            // Still there after a few seconds: something inside holds a
+            // finalizer no one will remove (a failed scenario's fault).
+            force_namespace_content(client, &pending, &mut report).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // 3. The rest (CRDs and other cluster-scoped objects), newest first.
+    for c in created
+        .iter()
+        .rev()
+        .filter(|c| c.namespace.is_none() && c.kind != "Namespace" && c.kind != "APIService")
+    {
+        delete(client, c, true, &mut report).await;
+    }
+    for c in created {
+        let mut left = !gone(client, c).await;
+        for _ in 0..30 {
+            if !left {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            left = !gone(client, c).await;
+        }
+        if left {
+            report.leaked.push(format!(
+                "{} {}{}",
+                c.kind,
+                c.namespace
+                    .as_ref()
+                    .map(|n| format!("{n}/"))
+                    .unwrap_or_default(),
+                c.name
+            ));
+        }
+    }
+    let _ = ns;
+    report
+}
+
+async fn force_namespace_content(
+    client: &Client,
+    pending: &[&Created],
+    report: &mut CleanupReport,
+) {
+    let Ok((snapshot, _)) = collect::collect(client).await else {
+        return;
+    };
+    for c in pending {
+        for rec in snapshot.content_of(&c.name) {
+            if rec
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+            {
+                let created = Created {
+                    api_version: rec.api_version.clone(),
+                    kind: rec.kind.clone(),
+                    namespace: rec.metadata.namespace.clone(),
+                    name: rec.metadata.name.clone().unwrap_or_default(),
+                };
+                delete(client, &created, true, report).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! Checking one `expect` condition against the live cluster. A check that
+//! holds returns the evidence, quoted from the cluster as a person would
+//! see it; one that does not says what it saw instead.
+
+use std::path::Path;
+
+use k8s_openapi::{
+    api::core::v1::{Event, Namespace, Pod},
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, ListParams},
+};
+use unstuck_core::scenario::{Condition, ObjectRef};
+
+use super::objects::{NamespaceMap, api_for, resolve};
+use crate::doctor::collect;
+
+/// What a condition check needs besides the client.
+pub struct CheckContext<'a> {
+    pub client: &'a Client,
+    pub namespaces: &'a NamespaceMap,
+    /// The node's kubelet log, when the provider can read it.
+    pub kubelet_log: Option<&'a Path>,
+}
+
+/// Holds (with evidence) or not (with what was seen).
+pub type CheckResult = Result<String, String>;
+
+pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
+    match cond {
+        Condition::Terminating(r) => {
+            let obj = get(ctx, r)
+                .await?
+                .ok_or_else(|| format!("{} does not exist", describe(ctx, r)))?;
+            match &obj.metadata.deletion_timestamp {
+                Some(ts) => Ok(format!(
+                    "{} has deletionTimestamp {} and finalizers {:?}",
+                    describe(ctx, r),
+                    ts.0,
+                    obj.metadata.finalizers.unwrap_or_default()
+                )),
+                None => Err(format!(
+                    "{} exists but is not being deleted",
+                    describe(ctx, r)
+                )),
+            }
+        }
+        Condition::Gone(r) => match get(ctx, r).await? {
+            None => Ok(format!("{} is gone (GET returns 404)", describe(ctx, r))),
+            Some(obj) => Err(format!(
+                "{} still exists (deletionTimestamp {:?}, finalizers {:?})",
+                describe(ctx, r),
+                obj.metadata.deletion_timestamp.map(|t| t.0.to_string()),
+                obj.metadata.finalizers.unwrap_or_default()
+            )),
+        },
+        Condition::Running(r) => {
+            let ns = ctx.namespaces.real(
+                r.namespace
+                    .as_deref()
+                    .map(String::as_str)
+                    .unwrap_or("default"),
+            );
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            let pod = pods
+                .get_opt(&r.name)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("pod {ns}/{} does not exist", *r.name))?;
+            match pod.status.and_then(|s| s.phase) {
+                Some(p) if p == "Running" => Ok(format!("pod {ns}/{} is Running", *r.name)),
+                other => Err(format!("pod {ns}/{} phase {other:?}", *r.name)),
+            }
+        }
+        Condition::NamespaceCondition(c) => {
+            let ns = ctx.namespaces.real(&c.namespace);
+            let api: Api<Namespace> = Api::all(ctx.client.clone());
+            let obj = api
+                .get_opt(&ns)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("namespace {ns} does not exist"))?;
+            let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
+            let found = conds
+                .iter()
+                .find(|x| x.type_ == *c.condition_type)
+                .ok_or_else(|| {
+                    format!(
+                        "namespace {ns} has no {} condition (has: {:?})",
+                        *c.condition_type,
+                        conds.iter().map(|x| &x.type_).collect::<Vec<_>>()
+                    )
+                })?;
+            let message = found.message.clone().unwrap_or_default();
+            let reason = found.reason.clone().unwrap_or_default();
+            let quoted = format!(
+                "Namespace {ns}: {}={} ({reason}): \"{message}\"",
+                found.type_, found.status
+            );
+            let status_ok = found.status == c.status.as_str();
+            let reason_ok = c.reason.as_ref().is_none_or(|r| *r == reason);
+            let message_ok = c
+                .message_contains
+                .as_ref()
+                .is_none_or(|m| message.contains(m.as_str()));
+            if status_ok && reason_ok && message_ok {
+                Ok(quoted)
+            } else {
+                Err(quoted)
+            }
+        }
+        Condition::ApiServiceCondition(c) => {
+            let api: Api<APIService> = Api::all(ctx.client.clone());
+            let obj = api
+                .get_opt(&c.name)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("APIService {} does not exist", *c.name))?;
+            let service = obj.spec.as_ref().and_then(|s| s.service.as_ref()).map(|s| {
+                format!(
+                    "{}/{}",
+                    s.namespace.clone().unwrap_or_default(),
+                    s.name.clone().unwrap_or_default()
+                )
+            });
+            let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
+            let found = conds
+                .iter()
+                .find(|x| x.type_ == *c.condition_type)
+                .ok_or_else(|| {
+                    format!(
+                        "APIService {} has no {} condition yet",
+                        *c.name, *c.condition_type
+                    )
+                })?;
+            let message = found.message.clone().unwrap_or_default();
+            let reason = found.reason.clone().unwrap_or_default();
+            let quoted = format!(
+                "APIService {} (service {}): {}={} ({reason}): \"{message}\"",
+                *c.name,
+                service.unwrap_or_else(|| "Local".into()),
+                found.type_,
+                found.status
+            );
+            let ok = found.status == c.status.as_str()
+                && c.reason.as_ref().is_none_or(|r| *r == reason)
+                && c.message_contains
+                    .as_ref()
+                    .is_none_or(|m| message.contains(m.as_str()));
+            if ok { Ok(quoted) } else { Err(quoted) }
+        }
+        Condition::NoContentLeft(r) => {
+            let ns = ctx.namespaces.real(&r.namespace);
+            let discovered = collect::discover(ctx.client)
+                .await
+                .map_err(|e| e.to_string())?;
+            if !discovered.failures.is_empty() {
+                return Err(format!(
+                    "cannot prove {ns} empty: discovery fails for {:?}",
+                    discovered
+                        .failures
+                        .iter()
+                        .map(|f| &f.group_version)
+                        .collect::<Vec<_>>()
+                ));
+            }
+            // Objects of a deleted namespace stay listable cluster-wide
+            // (kubernetes#36891), so list across all namespaces by field.
+            let lp = ListParams::default().fields(&format!("metadata.namespace={ns}"));
+            let mut left = Vec::new();
+            let namespaced: Vec<_> = discovered.types.iter().filter(|t| t.namespaced).collect();
+            for t in &namespaced {
+                let (group, version) = t
+                    .api_version
+                    .split_once('/')
+                    .map(|(g, v)| (g.to_string(), v.to_string()))
+                    .unwrap_or((String::new(), t.api_version.clone()));
+                let ar = kube::api::ApiResource {
+                    group,
+                    version,
+                    api_version: t.api_version.clone(),
+                    kind: t.kind.clone(),
+                    plural: t.resource.clone(),
+                };
+                let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
+                let items = api
+                    .list_metadata(&lp)
+                    .await
+                    .map_err(|e| format!("list {}: {e}", t.resource))?
+                    .items;
+                left.extend(
+                    items
+                        .into_iter()
+                        .map(|i| format!("{} {}", t.kind, i.metadata.name.unwrap_or_default())),
+                );
+            }
+            if left.is_empty() {
+                Ok(format!(
+                    "no object of {} namespaced types is left in storage for namespace {ns}",
+                    namespaced.len()
+                ))
+            } else {
+                Err(format!(
+                    "left in storage for namespace {ns}: {}",
+                    left.join(", ")
+                ))
+            }
+        }
+        Condition::DiscoveryComplete {} => {
+            let discovered = collect::discover(ctx.client)
+                .await
+                .map_err(|e| e.to_string())?;
+            if discovered.failures.is_empty() {
+                Ok(format!(
+                    "discovery complete: {} listable types, no failing group/version",
+                    discovered.types.len()
+                ))
+            } else {
+                Err(format!(
+                    "discovery fails for: {}",
+                    discovered
+                        .failures
+                        .iter()
+                        .map(|f| format!("{} ({})", f.group_version, f.message))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ))
+            }
+        }
+        Condition::KubeletLog(k) => {
+            let path = ctx
+                .kubelet_log
+                .ok_or("this cluster provider gives no access to the kubelet log")?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            // A pod is named in kubelet lines as ns/name or, in volume
+            // operations, only by its UID: accept either.
+            let mut pod_keys = Vec::new();
+            if let (Some(p), Some(ns)) = (&k.pod, &k.namespace) {
+                let ns = ctx.namespaces.real(ns);
+                pod_keys.push(format!("{ns}/{}", p.as_str()));
+                let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+                if let Ok(Some(pod)) = pods.get_opt(p).await
+                    && let Some(uid) = pod.metadata.uid
+                {
+                    pod_keys.push(uid);
+                }
+            }
+            let hit = text.lines().rev().find(|l| {
+                l.contains(k.contains.as_str())
+                    && (pod_keys.is_empty() || pod_keys.iter().any(|key| l.contains(key)))
+            });
+            match hit {
+                Some(line) => Ok(format!("kubelet log: {}", line.trim())),
+                None => Err(format!(
+                    "no kubelet log line contains \"{}\"",
+                    k.contains.as_str()
+                )),
+            }
+        }
+        Condition::Event(e) => {
+            let ns = ctx.namespaces.real(&e.namespace);
+            let api: Api<Event> = Api::namespaced(ctx.client.clone(), &ns);
+            let events = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|err| err.to_string())?
+                .items;
+            let hit = events.iter().find(|ev| {
+                e.reason
+                    .as_ref()
+                    .is_none_or(|r| ev.reason.as_deref() == Some(r.as_str()))
+                    && e.involved_name
+                        .as_ref()
+                        .is_none_or(|n| ev.involved_object.name.as_deref() == Some(n.as_str()))
+                    && e.involved_kind
+                        .as_ref()
+                        .is_none_or(|k| ev.involved_object.kind.as_deref() == Some(k.as_str()))
+                    && e.message_contains.as_ref().is_none_or(|m| {
+                        ev.message
+                            .as_deref()
+                            .unwrap_or_default()
+                            .contains(m.as_str())
+                    })
+            });
+            match hit {
+                Some(ev) => Ok(format!(
+                    "Event {} {}/{}: {} \"{}\"",
+                    ev.type_.clone().unwrap_or_default(),
+                    ev.involved_object.kind.clone().unwrap_or_default(),
+                    ev.involved_object.name.clone().unwrap_or_default(),
+                    ev.reason.clone().unwrap_or_default(),
+                    ev.message.clone().unwrap_or_default()
+                )),
+                None => Err(format!("no matching event among {} in {ns}", events.len())),
+            }
+        }
+    }
+}
+
+fn describe(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {
+    match real_namespace(ctx, r) {
+        Some(ns) => format!("{} {ns}/{}", *r.kind, *r.name),
+        None => format!("{} {}", *r.kind, real_name(ctx, r)),
+    }
+}
+
+/// A Namespace's name in a scenario is a logical namespace name.
+fn real_name(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {
+    if r.kind.as_str() == "Namespace" {
+        ctx.namespaces.real(&r.name)
+    } else {
+        r.name.to_string()
+    }
+}
+
+fn real_namespace(ctx: &CheckContext<'_>, r: &ObjectRef) -> Option<String> {
+    r.namespace.as_ref().map(|ns| ctx.namespaces.real(ns))
+}
+
+/// GETs the referenced object; `None` when it does not exist.
+pub async fn get(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Option<DynamicObject>, String> {
+    let api_version = r
+        .api_version()
+        .ok_or_else(|| format!("{} has no apiVersion", *r.kind))?;
+    let (ar, caps) = resolve(ctx.client, api_version, &r.kind).await?;
+    let ns = real_namespace(ctx, r);
+    let api = api_for(ctx.client, &ar, &caps, ns.as_deref());
+    api.get_opt(&real_name(ctx, r))
+        .await
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,444 @@
+//! The runner: one scenario from setup to cleanup. Steps run in order;
+//! every wait has a deadline that names what it waited for; cleanup runs
+//! on every way out (success, failure, timeout) and reports anything that
+//! needed force.
+
+mod cleanup;
+pub mod conditions;
+pub mod objects;
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use kube::{
+    Client,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use serde::Serialize;
+use unstuck_core::scenario::{Condition, DoctorCheck, Expect, Phase, Scenario, Step};
+
+use self::{
+    conditions::{CheckContext, check},
+    objects::{NamespaceMap, api_for, read_manifests, resolve},
+};
+use crate::{
+    doctor::{self, DoctorOptions, DoctorReport, Scope},
+    wait::{self, Poll},
+};
+
+/// Where and against what a scenario runs.
+#[derive(Clone)]
+pub struct RunContext {
+    pub client: Client,
+    pub fixtures_dir: PathBuf,
+    /// This scenario's output folder (evidence, backups, doctor report).
+    pub out_dir: PathBuf,
+    pub kubelet_log: Option<PathBuf>,
+}
+
+/// The verdict of one scenario.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum Outcome {
+    Passed,
+    Failed { step: usize, reason: String },
+}
+
+/// One step as it ran.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRecord {
+    pub index: usize,
+    pub kind: String,
+    pub summary: String,
+    pub duration_ms: u128,
+    pub ok: bool,
+    /// Quoted facts: what the cluster showed when the step passed, or why it failed.
+    pub evidence: Vec<String>,
+}
+
+/// Everything a report needs about one scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioReport {
+    pub name: String,
+    pub description: String,
+    pub catalog_case: Option<u32>,
+    pub file: PathBuf,
+    pub namespaces: NamespaceMap,
+    pub outcome: Outcome,
+    pub steps: Vec<StepRecord>,
+    /// The symptom gate's evidence, quoted from the cluster.
+    pub symptoms: Vec<String>,
+    /// `Kind: summary` of each finding the doctor made before any remedy.
+    pub findings: Vec<String>,
+    /// Remedies the doctor carried out.
+    pub remedies: Vec<String>,
+    /// From the start of the doctor step to its diagnosis.
+    pub time_to_detect_ms: Option<u128>,
+    /// From the start of the doctor step to the recovered gate passing.
+    pub time_to_recover_ms: Option<u128>,
+    pub duration_ms: u128,
+    pub cleanup: cleanup::CleanupReport,
+    pub out_dir: PathBuf,
+    #[serde(skip)]
+    pub doctor: Option<DoctorReport>,
+}
+
+impl ScenarioReport {
+    pub fn passed(&self) -> bool {
+        self.outcome == Outcome::Passed
+    }
+}
+
+/// A short random id for this run's namespaces.
+pub fn run_id() -> String {
+    let n = k8s_openapi::jiff::Timestamp::now().as_nanosecond() as u64
+        ^ (u64::from(std::process::id()) << 20);
+    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..6)
+        .map(|_| {
+            let c = b"abcdefghijklmnopqrstuvwxyz0123456789"[(x % 36) as usize] as char;
+            x /= 36;
+            c
+        })
+        .collect()
+}
+
+/// Runs one scenario to its verdict; cleanup always runs.
+pub async fn run_scenario(ctx: &RunContext, scenario: &Scenario) -> ScenarioReport {
+    let started = Instant::now();
+    let ns = NamespaceMap::new(scenario.namespace_names(), &run_id());
+    let _ = std::fs::create_dir_all(&ctx.out_dir);
+    let mut run = ScenarioRun {
+        ctx,
+        scenario,
+        ns: ns.clone(),
+        created: Vec::new(),
+        report: ScenarioReport {
+            name: scenario.name.to_string(),
+            description: scenario.description.to_string(),
+            catalog_case: scenario.catalog_case,
+            file: scenario.path().to_path_buf(),
+            namespaces: ns,
+            outcome: Outcome::Passed,
+            steps: Vec::new(),
+            symptoms: Vec::new(),
+            findings: Vec::new(),
+            remedies: Vec::new(),
+            time_to_detect_ms: None,
+            time_to_recover_ms: None,
+            duration_ms: 0,
+            cleanup: Default::default(),
+            out_dir: ctx.out_dir.clone(),
+            doctor: None,
+        },
+        doctor_started: None,
+    };
+
+    let deadline = scenario.timeout.as_std();
+    let outcome = match tokio::time::timeout(deadline, run.steps()).await {
+        Ok(o) => o,
+        Err(_) => Outcome::Failed {
+            step: run.report.steps.len() + 1,
+            reason: format!(
+                "the scenario's {} timeout ran out during step {}",
+                *scenario.timeout,
+                run.report.steps.len() + 1
+            ),
+        },
+    };
+    run.report.outcome = outcome;
+    run.report.cleanup = cleanup::cleanup(&ctx.client, &run.ns, &run.created).await;
+    run.report.duration_ms = started.elapsed().as_millis();
+    if let Ok(text) = serde_json::to_string_pretty(&run.report) {
+        let _ = std::fs::write(ctx.out_dir.join("scenario.json"), text);
+    }
+    run.report
+}
+
+/// An object the scenario created, for cleanup.
+#[derive(Clone, Debug)]
+pub struct Created {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+struct ScenarioRun<'a> {
+    ctx: &'a RunContext,
+    scenario: &'a Scenario,
+    ns: NamespaceMap,
+    created: Vec<Created>,
+    report: ScenarioReport,
+    doctor_started: Option<Instant>,
+}
+
+impl ScenarioRun<'_> {
+    async fn steps(&mut self) -> Outcome {
+        if let Err(e) = self.create_namespaces().await {
+            return Outcome::Failed { step: 0, reason: e };
+        }
+        for (i, step) in self.scenario.steps.iter().enumerate() {
+            let index = i + 1;
+            let t = Instant::now();
+            let result = self.step(step).await;
+            let (ok, evidence) = match &result {
+                Ok(ev) => (true, ev.clone()),
+                Err(why) => (false, vec![why.clone()]),
+            };
+            self.report.steps.push(StepRecord {
+                index,
+                kind: step.kind().to_string(),
+                summary: step.summary(),
+                duration_ms: t.elapsed().as_millis(),
+                ok,
+                evidence,
+            });
+            if let Err(reason) = result {
+                return Outcome::Failed {
+                    step: index,
+                    reason: format!("step {index} ({}): {reason}", step.summary()),
+                };
+            }
+        }
+        Outcome::Passed
+    }
+
+    async fn create_namespaces(&mut self) -> Result<(), String> {
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(self.ctx.client.clone());
+        for real in self.ns.real_names() {
+            let obj: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": real, "labels": {"unstuck.dev/scenario": self.scenario.name.as_str()}}
+            }))
+            .expect("static namespace");
+            api.create(&Default::default(), &obj)
+                .await
+                .map_err(|e| format!("creating namespace {real}: {e}"))?;
+            self.created.push(Created {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                namespace: None,
+                name: real,
+            });
+        }
+        Ok(())
+    }
+
+    async fn step(&mut self, step: &Step) -> Result<Vec<String>, String> {
+        match step {
+            Step::Apply(a) => {
+                self.apply(&a.file, a.namespace.as_deref().map(String::as_str))
+                    .await
+            }
+            Step::Delete(r) => {
+                let api_version = r.api_version().ok_or("no apiVersion")?;
+                let (ar, caps) = resolve(&self.ctx.client, api_version, &r.kind).await?;
+                let ns = r.namespace.as_ref().map(|n| self.ns.real(n));
+                let name = if r.kind.as_str() == "Namespace" {
+                    self.ns.real(&r.name)
+                } else {
+                    r.name.to_string()
+                };
+                let api = api_for(&self.ctx.client, &ar, &caps, ns.as_deref());
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .map_err(|e| format!("deleting {} {name}: {e}", *r.kind))?;
+                Ok(vec![format!(
+                    "DELETE {} {}{name} accepted",
+                    *r.kind,
+                    ns.map(|n| format!("{n}/")).unwrap_or_default()
+                )])
+            }
+            Step::Fault(f) => Err(format!(
+                "fault '{}' needs node access, which this runner does not provide yet; node-level faults are not supported in this build",
+                f.kind()
+            )),
+            Step::Expect(e) => self.expect(e).await,
+            Step::Doctor(d) => self.doctor(d).await,
+        }
+    }
+
+    async fn apply(&mut self, file: &Path, namespace: Option<&str>) -> Result<Vec<String>, String> {
+        let path = self.ctx.fixtures_dir.join(file);
+        let mut evidence = Vec::new();
+        for mut doc in read_manifests(&path)? {
+            let api_version = doc["apiVersion"]
+                .as_str()
+                .ok_or_else(|| format!("{}: a document has no apiVersion", path.display()))?
+                .to_string();
+            let kind = doc["kind"]
+                .as_str()
+                .ok_or_else(|| format!("{}: a document has no kind", path.display()))?
+                .to_string();
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .ok_or_else(|| format!("{}: a {kind} has no metadata.name", path.display()))?
+                .to_string();
+            let (ar, caps) = resolve(&self.ctx.client, &api_version, &kind).await?;
+            let real_ns = match (&caps.scope, namespace) {
+                (kube::discovery::Scope::Namespaced, Some(ns)) => Some(self.ns.real(ns)),
+                (kube::discovery::Scope::Namespaced, None) => {
+                    return Err(format!(
+                        "{}: {kind} {name} is namespaced; give the apply step a `namespace:`",
+                        path.display()
+                    ));
+                }
+                (kube::discovery::Scope::Cluster, _) => None,
+            };
+            if let Some(ns) = &real_ns {
+                doc["metadata"]["namespace"] = serde_json::Value::String(ns.clone());
+            }
+            let api = api_for(&self.ctx.client, &ar, &caps, real_ns.as_deref());
+            let pp = PatchParams::apply("unstuck").force();
+            // Just after a CRD is created its kind may 404 for a moment.
+            wait::until(
+                format!("apply of {kind} {name}"),
+                Duration::from_secs(30),
+                Duration::from_millis(500),
+                || {
+                    let (api, doc, pp, name) = (api.clone(), doc.clone(), pp.clone(), name.clone());
+                    async move {
+                        match api.patch(&name, &pp, &Patch::Apply(&doc)).await {
+                            Ok(_) => Poll::Ready(()),
+                            Err(e) => Poll::Pending(e.to_string()),
+                        }
+                    }
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            self.created.push(Created {
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                namespace: real_ns.clone(),
+                name: name.clone(),
+            });
+            evidence.push(format!(
+                "applied {kind} {}{name}",
+                real_ns.map(|n| format!("{n}/")).unwrap_or_default()
+            ));
+        }
+        Ok(evidence)
+    }
+
+    async fn expect(&mut self, e: &Expect) -> Result<Vec<String>, String> {
+        let ctx = CheckContext {
+            client: &self.ctx.client,
+            namespaces: &self.ns,
+            kubelet_log: self.ctx.kubelet_log.as_deref(),
+        };
+        let conds: &Vec<Condition> = &e.that;
+        let what = format!(
+            "{} gate: {}",
+            phase_name(e.phase),
+            conds
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        let evidence = wait::until(what, e.timeout.as_std(), Duration::from_millis(500), || {
+            let ctx = &ctx;
+            async move {
+                let mut held = Vec::new();
+                for c in conds {
+                    match check(ctx, c).await {
+                        Ok(ev) => held.push(ev),
+                        Err(seen) => return Poll::Pending(format!("{c}: {seen}")),
+                    }
+                }
+                Poll::Ready(held)
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        match e.phase {
+            Phase::Symptom => self.report.symptoms.extend(evidence.iter().cloned()),
+            Phase::Recovered => {
+                if let Some(t) = self.doctor_started {
+                    self.report.time_to_recover_ms = Some(t.elapsed().as_millis());
+                }
+            }
+        }
+        Ok(evidence)
+    }
+
+    async fn doctor(&mut self, d: &DoctorCheck) -> Result<Vec<String>, String> {
+        self.doctor_started = Some(Instant::now());
+        let opts = DoctorOptions {
+            scope: Scope::Namespaces(self.ns.real_names()),
+            apply: d.apply,
+            backup_dir: self.ctx.out_dir.join("backups"),
+            ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
+        };
+        let report = doctor::run(&self.ctx.client, &opts)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(first) = report.rounds.first() {
+            self.report.time_to_detect_ms = Some(first.collect.duration.as_millis());
+        }
+        if let Ok(text) = serde_json::to_string_pretty(&report) {
+            let _ = std::fs::write(self.ctx.out_dir.join("doctor.json"), text);
+        }
+        self.report.findings = report
+            .initial_findings()
+            .iter()
+            .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
+            .collect();
+        self.report.remedies = report
+            .rounds
+            .iter()
+            .flat_map(|r| r.applied.iter())
+            .filter_map(|a| match &a.outcome {
+                doctor::StepOutcome::Done(detail) => {
+                    Some(format!("{} {}: {detail}", a.action, a.target))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut evidence = report.summary_lines();
+        let found: Vec<&str> = report
+            .initial_findings()
+            .iter()
+            .map(|f| f.kind.as_str())
+            .collect();
+        let missing: Vec<&str> = d
+            .expect_findings
+            .iter()
+            .map(|k| k.as_str())
+            .filter(|k| !found.contains(k))
+            .collect();
+        let failed: Vec<String> = report
+            .rounds
+            .iter()
+            .flat_map(|r| r.applied.iter())
+            .filter_map(|a| match &a.outcome {
+                doctor::StepOutcome::Failed(why) => {
+                    Some(format!("{} {}: {why}", a.action, a.target))
+                }
+                _ => None,
+            })
+            .collect();
+        self.report.doctor = Some(report);
+        if !missing.is_empty() {
+            return Err(format!(
+                "the doctor did not find {missing:?} (found {found:?})"
+            ));
+        }
+        if !failed.is_empty() {
+            return Err(format!("remedy steps failed: {}", failed.join("; ")));
+        }
+        evidence.insert(0, format!("found {found:?}"));
+        Ok(evidence)
+    }
+}
+
+fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::Symptom => "symptom",
+        Phase::Recovered => "recovered",
+    }
+}

@@ -1,0 +1,204 @@
+//! The local provider against real components: a cluster comes up, runs a
+//! pod, deletes a namespace, computes a real APIService condition, and
+//! goes down leaving nothing behind, also when its harness is killed.
+//! Needs root and the components built by ci/setup.sh (CI runs both).
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::core::v1::{Namespace, Pod},
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, PostParams},
+};
+use unstuck::{
+    cluster::local::{self, LocalCluster, UpOptions},
+    wait::{self, Poll},
+};
+
+fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("valid object")
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_local_cluster_runs_a_pod_deletes_a_namespace_reports_apiservices_and_leaves_nothing() {
+    let mut opts = UpOptions::new("it-lifecycle");
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let layout = cluster.layout().clone();
+    let client = cluster.client();
+
+    // A busybox pod reaches Running.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({"metadata": {"name": "it-demo"}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "it-demo");
+    let pod: Pod = from_json(serde_json::json!({
+        "metadata": {"name": "bb"},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": local::config::TEST_IMAGE, "imagePullPolicy": "Never",
+                            "command": ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]}]
+        }
+    }));
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait::until(
+        "pod it-demo/bb to be Running",
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || {
+            let pods = pods.clone();
+            async move {
+                match pods.get("bb").await.map(|p| p.status.and_then(|s| s.phase)) {
+                    Ok(Some(phase)) if phase == "Running" => Poll::Ready(()),
+                    other => Poll::Pending(format!("{other:?}")),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+
+    // Deleting the namespace removes it (and the pod) for real.
+    namespaces
+        .delete("it-demo", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until(
+        "namespace it-demo to be gone",
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || {
+            let namespaces = namespaces.clone();
+            async move {
+                match namespaces.get_opt("it-demo").await {
+                    Ok(None) => Poll::Ready(()),
+                    other => Poll::Pending(format!(
+                        "{:?}",
+                        other.map(|n| n.and_then(|n| n.status).and_then(|s| s.phase))
+                    )),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+
+    // The aggregator computes Available=False (ServiceNotFound) for a registration whose Service is missing.
+    let apiservices: Api<APIService> = Api::all(client.clone());
+    let svc: APIService = from_json(serde_json::json!({
+        "metadata": {"name": "v1beta1.metrics.k8s.io"},
+        "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                 "insecureSkipTLSVerify": true, "service": {"name": "prometheus-adapter", "namespace": "monitoring"}}
+    }));
+    apiservices
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap();
+    let (reason, message) = wait::until(
+        "APIService v1beta1.metrics.k8s.io Available=False",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let apiservices = apiservices.clone();
+            async move {
+                let got = apiservices.get("v1beta1.metrics.k8s.io").await;
+                let cond = got
+                    .ok()
+                    .and_then(|a| a.status)
+                    .and_then(|s| s.conditions)
+                    .and_then(|c| c.into_iter().find(|c| c.type_ == "Available"));
+                match cond {
+                    Some(c) if c.status == "False" => {
+                        Poll::Ready((c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+                    }
+                    other => Poll::Pending(format!("{other:?}")),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(reason, "ServiceNotFound", "message: {message}");
+    assert!(
+        message.contains("service/prometheus-adapter in \"monitoring\" is not present"),
+        "{message}"
+    );
+
+    // Down leaves no process, mount, link, cgroup or directory.
+    let report = cluster.down().await;
+    assert!(report.errors.is_empty(), "teardown problems: {report}");
+    assert!(
+        report.stopped.contains(&"kubelet".to_string())
+            && report.stopped.contains(&"etcd".to_string()),
+        "{report}"
+    );
+    let left = local::leftovers(&layout);
+    assert!(left.is_empty(), "left behind: {left:#?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_killed_harness_takes_its_cluster_with_it() {
+    // `cluster up --hold` owns its cluster the way `unstuck run` does.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .args(["cluster", "up", "it-killed", "--hold"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let up = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("is up"))
+    });
+    assert!(
+        up.await.unwrap(),
+        "the holding harness never reported the cluster up"
+    );
+    let layout = local::list()
+        .into_iter()
+        .find(|c| c.name == "it-killed")
+        .expect("cluster listed");
+    let layout = local::Layout::new(
+        "it-killed",
+        layout.slot.unwrap(),
+        layout.dir.parent().unwrap(),
+    );
+    assert!(
+        !local::leftovers(&layout).is_empty(),
+        "a running cluster has processes and links"
+    );
+
+    child.kill().unwrap(); // SIGKILL: no handler runs in the harness.
+    child.wait().unwrap();
+    wait::until(
+        "the reaper to remove everything of it-killed",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let left = local::leftovers(&layout);
+            async move {
+                if left.is_empty() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending(left.join(", "))
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+}
