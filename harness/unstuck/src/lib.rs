@@ -10,6 +10,7 @@ pub mod components;
 pub mod doctor;
 pub mod exec;
 pub mod host;
+pub mod report;
 pub mod runner;
 pub mod wait;
 

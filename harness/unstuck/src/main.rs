@@ -24,9 +24,77 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Run scenarios: bring up a throwaway local cluster (unless --kubeconfig),
+    /// inject each failure, let the doctor recover it, prove recovery, report.
+    Run(RunArgs),
+    /// Diagnose objects stuck in Terminating on a live cluster and plan (or,
+    /// with --apply, carry out) the remedy. Dry-run by default.
+    Doctor(DoctorArgs),
+    /// List the scenarios in a directory (and check that they load).
+    Scenarios {
+        #[arg(long, default_value = "scenarios")]
+        dir: PathBuf,
+        #[arg(long, default_value = "fixtures")]
+        fixtures: PathBuf,
+    },
     /// Internal: the reaper that tears a cluster down when its harness dies.
     #[command(name = "__reap", hide = true)]
     Reap { dir: PathBuf },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Directory of scenario files.
+    #[arg(long, default_value = "scenarios")]
+    scenarios: PathBuf,
+    /// Directory the scenarios' `apply` paths are relative to.
+    #[arg(long, default_value = "fixtures")]
+    fixtures: PathBuf,
+    /// Only scenarios whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Where the run's folder (reports, evidence, backups) is created.
+    #[arg(long, default_value = "unstuck-runs")]
+    out: PathBuf,
+    /// Run against an existing cluster instead of a throwaway local one.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Confirms that scenarios may create, break and repair objects on the
+    /// --kubeconfig cluster (one unstuck did not create).
+    #[arg(long)]
+    allow_existing_cluster: bool,
+    /// Kubernetes version of the local cluster.
+    #[arg(long, env = "UNSTUCK_K8S_VERSION", default_value = unstuck::components::DEFAULT_K8S_VERSION)]
+    k8s_version: String,
+    /// Scenarios run side by side at most.
+    #[arg(long, default_value_t = 4)]
+    parallel: usize,
+}
+
+#[derive(clap::Args)]
+struct DoctorArgs {
+    /// Cluster to examine (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Limit to these namespaces (repeatable); default the whole cluster.
+    #[arg(long = "namespace", short = 'n')]
+    namespaces: Vec<String>,
+    /// Carry out the plan. Without it nothing is changed.
+    #[arg(long)]
+    apply: bool,
+    /// How long a deletion must hang to count as stuck, e.g. 30s, 5m.
+    #[arg(long, default_value = "60s")]
+    stuck_after: String,
+    /// Where manifests are saved before any change.
+    #[arg(long, default_value = "unstuck-backups")]
+    backup_dir: PathBuf,
+    /// Print the full report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Save what the doctor saw (the first snapshot) to this JSON file:
+    /// evidence, and a fixture for the diagnosis tests.
+    #[arg(long)]
+    save_snapshot: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -85,7 +153,183 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Cluster { command } => cluster(command).await,
+        Command::Run(args) => run_scenarios(args).await,
+        Command::Doctor(args) => doctor(args).await,
+        Command::Scenarios { dir, fixtures } => {
+            let scenarios = load_scenarios(&dir, &fixtures)?;
+            for s in &scenarios {
+                println!(
+                    "{:<32} {:<7} {}",
+                    s.name.as_str(),
+                    s.catalog_case.map_or("-".to_string(), |c| format!("case {c}")),
+                    s.description.as_str()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+fn load_scenarios(dir: &std::path::Path, fixtures: &std::path::Path) -> Result<Vec<unstuck::core::scenario::Scenario>> {
+    let scenarios = unstuck::core::scenario::load_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if scenarios.is_empty() {
+        anyhow::bail!("no scenario files (*.yaml) in {}", dir.display());
+    }
+    for s in &scenarios {
+        s.validate_fixtures(fixtures).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(scenarios)
+}
+
+async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
+    use unstuck::runner::suite::{SuiteOptions, run_suite};
+    let mut scenarios = load_scenarios(&args.scenarios, &args.fixtures)?;
+    if let Some(f) = &args.filter {
+        scenarios.retain(|s| s.name.contains(f.as_str()));
+        if scenarios.is_empty() {
+            anyhow::bail!("no scenario name contains '{f}'; `unstuck scenarios` lists them");
+        }
+    }
+    let stamp = k8s_openapi::jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ").to_string();
+    let out_dir = args.out.join(&stamp);
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let fixtures = std::fs::canonicalize(&args.fixtures).with_context(|| format!("fixtures dir {}", args.fixtures.display()))?;
+
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_shutdown_signal().await;
+        eprintln!("[unstuck] interrupted: stopping scenarios, cleaning up (Ctrl-C again to force)");
+        let _ = cancel_tx.send(true);
+        wait_for_shutdown_signal().await;
+        std::process::exit(130);
+    });
+
+    let (report, cluster) = if let Some(kubeconfig) = &args.kubeconfig {
+        if !args.allow_existing_cluster {
+            anyhow::bail!(
+                "{} names a cluster unstuck did not create; scenarios create, break and repair objects there.\n  \
+                 If that is what you want, add --allow-existing-cluster",
+                kubeconfig.display()
+            );
+        }
+        let client = local::client_for(kubeconfig).await?;
+        let version = client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|_| "unknown".into());
+        let opts = SuiteOptions {
+            client,
+            fixtures_dir: fixtures,
+            out_dir: out_dir.clone(),
+            kubelet_log: None,
+            parallelism: args.parallel,
+            cluster: kubeconfig.display().to_string(),
+            k8s_version: version,
+        };
+        (run_suite(&opts, scenarios, cancel_rx).await, None)
+    } else {
+        let name = format!("run-{}", unstuck::runner::run_id());
+        let mut up = UpOptions::new(&name);
+        up.k8s_version = args.k8s_version.clone();
+        up.reaper = Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
+        eprintln!("[unstuck] bringing up local cluster '{name}' (Kubernetes {})", up.k8s_version);
+        let cluster = LocalCluster::up(up).await.context("bringing up the local cluster")?;
+        eprintln!("[unstuck] node Ready in {:.1} s; running {} scenario(s)", cluster.timings.node_ready.as_secs_f64(), scenarios.len());
+        let opts = SuiteOptions {
+            client: cluster.client(),
+            fixtures_dir: fixtures,
+            out_dir: out_dir.clone(),
+            kubelet_log: Some(cluster.layout().log_file("kubelet")),
+            parallelism: args.parallel,
+            cluster: format!("local cluster '{name}'"),
+            k8s_version: cluster.k8s_version().to_string(),
+        };
+        (run_suite(&opts, scenarios, cancel_rx).await, Some(cluster))
+    };
+    if let Some(cluster) = cluster {
+        // Keep the component logs with the run's evidence before they go.
+        let logs = cluster.layout().logs_dir();
+        let kept = out_dir.join("cluster-logs");
+        let _ = std::fs::create_dir_all(&kept);
+        for entry in std::fs::read_dir(&logs).into_iter().flatten().flatten() {
+            let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
+        }
+        let layout = cluster.layout().clone();
+        let td = cluster.down().await;
+        let left = local::leftovers(&layout);
+        eprintln!("[unstuck] local cluster down: {td}");
+        if !left.is_empty() {
+            eprintln!("[unstuck] LEFT BEHIND: {}", left.join(", "));
+        }
+    }
+    let files = report.write_all(&out_dir).context("writing reports")?;
+    print!("{}", report.terminal());
+    for f in files {
+        eprintln!("[unstuck] wrote {}", f.display());
+    }
+    Ok(if report.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
+    use unstuck::doctor::{self, DoctorOptions, Scope};
+    let client = match &args.kubeconfig {
+        Some(p) => local::client_for(p).await?,
+        None => {
+            let cfg = kube::Config::infer().await.map_err(|_| {
+                anyhow::anyhow!("no cluster to examine: pass --kubeconfig PATH or set KUBECONFIG (no ~/.kube/config found)")
+            })?;
+            local::client_from_config(cfg)?
+        }
+    };
+    let stuck_after: unstuck::core::duration::Duration = args
+        .stuck_after
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--stuck-after: {e}"))?;
+    let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
+    opts.apply = args.apply;
+    opts.diagnose.stuck_after = stuck_after.as_std();
+    if !args.namespaces.is_empty() {
+        opts.scope = Scope::Namespaces(args.namespaces.clone());
+    }
+    let report = doctor::run(&client, &opts).await?;
+    if let (Some(path), Some(round)) = (&args.save_snapshot, report.rounds.first()) {
+        std::fs::write(path, serde_json::to_string_pretty(&round.snapshot)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let first = report.rounds.first();
+    if let Some(r) = first {
+        println!(
+            "scanned {} types, {} objects in {:.2} s",
+            r.collect.types_listed,
+            r.collect.objects_seen,
+            r.collect.duration.as_secs_f64()
+        );
+    }
+    if report.initial_findings().is_empty() {
+        println!("nothing stuck found");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for f in report.initial_findings() {
+        println!("\n{}: {}", f.kind.as_str(), f.summary);
+        for e in &f.evidence {
+            println!("    {e}");
+        }
+    }
+    if let Some(r) = first {
+        println!("\nplan:\n{}", r.plan.render_dry_run());
+    }
+    if args.apply {
+        for line in report.summary_lines() {
+            println!("{line}");
+        }
+        for b in report.backups() {
+            println!("backup: {}", b.display());
+        }
+    } else {
+        println!("dry run: nothing was changed. Re-run with --apply to carry out the plan.");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn wait_for_shutdown_signal() {

@@ -16,6 +16,7 @@
 pub mod conditions;
 pub mod diagnose;
 pub mod finding;
+pub mod node;
 pub mod owner;
 pub mod plan;
 pub mod snapshot;

@@ -140,6 +140,13 @@ pub enum Step {
     Expect(Expect),
     /// Run the doctor and check what it found.
     Doctor(DoctorCheck),
+    /// Start a small live controller of the harness's own for a finalizer:
+    /// it holds a leader-election Lease named after the finalizer's domain
+    /// (the evidence a real controller leaves) and removes its finalizer
+    /// from objects that have been deleting for `finishAfter`. It runs
+    /// until the scenario ends. Used to prove the doctor leaves finalizers
+    /// with a live owner alone.
+    Controller(ControllerSpec),
 }
 
 impl Step {
@@ -151,6 +158,7 @@ impl Step {
             Step::Fault(_) => "fault",
             Step::Expect(_) => "expect",
             Step::Doctor(_) => "doctor",
+            Step::Controller(_) => "controller",
         }
     }
 
@@ -169,6 +177,11 @@ impl fmt::Display for Step {
             Step::Fault(fault) => write!(f, "inject {fault}"),
             Step::Expect(expect) => expect.fmt(f),
             Step::Doctor(doctor) => doctor.fmt(f),
+            Step::Controller(c) => write!(
+                f,
+                "run a live controller for {} in {} (finishes after {})",
+                *c.finalizer, *c.namespace, c.finish_after
+            ),
         }
     }
 }
@@ -719,6 +732,24 @@ impl fmt::Display for EventCheck {
         }
         Ok(())
     }
+}
+
+/// A live controller run by the harness (see [`Step::Controller`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControllerSpec {
+    /// The finalizer key it serves, `domain/path`.
+    pub finalizer: Located<String>,
+    /// The logical namespace it watches and holds its Lease in.
+    pub namespace: Located<String>,
+    /// How long an object stays deleting before the controller finishes
+    /// its cleanup and removes the finalizer (default 30s).
+    #[serde(default = "default_finish_after")]
+    pub finish_after: Duration,
+}
+
+fn default_finish_after() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// Runs the doctor, which is told nothing about the scenario, and checks

@@ -103,6 +103,18 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
                 doctor_check(doctor)?;
                 doctor_seen = true;
             }
+            Step::Controller(c) => {
+                ctx.declared(&c.namespace)?;
+                if !c.finalizer.contains('/') {
+                    return Err(problem(
+                        c.finalizer.position,
+                        format!(
+                            "controller finalizer '{}' must be domain/path (e.g. example.com/cleanup): the domain names its Lease",
+                            *c.finalizer
+                        ),
+                    ));
+                }
+            }
         }
     }
     Ok(())

@@ -73,6 +73,10 @@ impl DoctorOptions {
 /// One round of the doctor.
 #[derive(Clone, Debug, Serialize)]
 pub struct Round {
+    /// What the round saw (kept out of the JSON report: it holds every
+    /// pod and event; save it separately with `doctor --save-snapshot`).
+    #[serde(skip)]
+    pub snapshot: unstuck_core::doctor::Snapshot,
     pub collect: CollectStats,
     pub findings: Vec<Finding>,
     pub plan: Plan,
@@ -152,6 +156,7 @@ pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, 
             .iter()
             .any(|a| matches!(a.outcome, StepOutcome::Done(_)));
         rounds.push(Round {
+            snapshot,
             collect: stats,
             findings,
             plan,

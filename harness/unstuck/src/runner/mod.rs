@@ -5,6 +5,8 @@
 
 mod cleanup;
 pub mod conditions;
+mod controller;
+pub mod suite;
 pub mod objects;
 
 use std::{
@@ -27,6 +29,10 @@ use crate::{
     doctor::{self, DoctorOptions, DoctorReport, Scope},
     wait::{self, Poll},
 };
+
+/// How long a deletion must hang before the doctor in a scenario calls it
+/// stuck. Short, because the symptom gate has already shown it hangs.
+pub const STUCK_AFTER: Duration = Duration::from_secs(3);
 
 /// Where and against what a scenario runs.
 #[derive(Clone)]
@@ -107,6 +113,17 @@ pub fn run_id() -> String {
 
 /// Runs one scenario to its verdict; cleanup always runs.
 pub async fn run_scenario(ctx: &RunContext, scenario: &Scenario) -> ScenarioReport {
+    let (_keep, never) = tokio::sync::watch::channel(false);
+    run_scenario_until(ctx, scenario, never).await
+}
+
+/// Like [`run_scenario`], but stops early (still cleaning up) once
+/// `cancel` turns true: Ctrl-C of a whole run.
+pub async fn run_scenario_until(
+    ctx: &RunContext,
+    scenario: &Scenario,
+    mut cancel: tokio::sync::watch::Receiver<bool>,
+) -> ScenarioReport {
     let started = Instant::now();
     let ns = NamespaceMap::new(scenario.namespace_names(), &run_id());
     let _ = std::fs::create_dir_all(&ctx.out_dir);
@@ -134,22 +151,33 @@ pub async fn run_scenario(ctx: &RunContext, scenario: &Scenario) -> ScenarioRepo
             doctor: None,
         },
         doctor_started: None,
+        last_injection: None,
+        controllers: Vec::new(),
     };
 
     let deadline = scenario.timeout.as_std();
-    let outcome = match tokio::time::timeout(deadline, run.steps()).await {
-        Ok(o) => o,
-        Err(_) => Outcome::Failed {
-            step: run.report.steps.len() + 1,
-            reason: format!(
-                "the scenario's {} timeout ran out during step {}",
-                *scenario.timeout,
-                run.report.steps.len() + 1
-            ),
-        },
+    let interrupted = async move {
+        while !*cancel.borrow() {
+            if cancel.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(deadline, run.steps()) => r.unwrap_or_else(|_| Outcome::Failed {
+            step: 0,
+            reason: format!("the scenario's {} timeout ran out", *scenario.timeout),
+        }),
+        _ = interrupted => Outcome::Failed { step: 0, reason: "interrupted".into() },
+    };
+    // The step that was running when time ran out or the run was stopped.
+    let outcome = match outcome {
+        Outcome::Failed { step: 0, reason } => Outcome::Failed { step: run.report.steps.len() + 1, reason },
+        o => o,
     };
     run.report.outcome = outcome;
     run.report.cleanup = cleanup::cleanup(&ctx.client, &run.ns, &run.created).await;
+    run.controllers.clear();
     run.report.duration_ms = started.elapsed().as_millis();
     if let Ok(text) = serde_json::to_string_pretty(&run.report) {
         let _ = std::fs::write(ctx.out_dir.join("scenario.json"), text);
@@ -173,6 +201,14 @@ struct ScenarioRun<'a> {
     created: Vec<Created>,
     report: ScenarioReport,
     doctor_started: Option<Instant>,
+    /// When the stuck state was last known to be in place: the last
+    /// injection (delete or fault) or symptom gate. The doctor looks only
+    /// once that state has aged [`STUCK_AFTER`]: a namespace's content,
+    /// for instance, starts deleting only when the namespace controller
+    /// gets to it, seconds after the namespace itself.
+    last_injection: Option<Instant>,
+    /// Live controllers the scenario started; they run through cleanup.
+    controllers: Vec<controller::LiveController>,
 }
 
 impl ScenarioRun<'_> {
@@ -246,6 +282,7 @@ impl ScenarioRun<'_> {
                 api.delete(&name, &DeleteParams::default())
                     .await
                     .map_err(|e| format!("deleting {} {name}: {e}", *r.kind))?;
+                self.last_injection = Some(Instant::now());
                 Ok(vec![format!(
                     "DELETE {} {}{name} accepted",
                     *r.kind,
@@ -258,6 +295,11 @@ impl ScenarioRun<'_> {
             )),
             Step::Expect(e) => self.expect(e).await,
             Step::Doctor(d) => self.doctor(d).await,
+            Step::Controller(c) => {
+                let ns = self.ns.real(&c.namespace);
+                self.controllers.push(controller::start(self.ctx.client.clone(), ns.clone(), c.finalizer.to_string(), c.finish_after.as_std()));
+                Ok(vec![format!("live controller for {} running in {ns}, holding Lease {ns}/{}", *c.finalizer, c.finalizer.split('/').next().unwrap_or_default())])
+            }
         }
     }
 
@@ -277,6 +319,14 @@ impl ScenarioRun<'_> {
                 .as_str()
                 .ok_or_else(|| format!("{}: a {kind} has no metadata.name", path.display()))?
                 .to_string();
+            // A Namespace in a fixture is one of the scenario's logical namespaces.
+            let name = if kind == "Namespace" {
+                let real = self.ns.real(&name);
+                doc["metadata"]["name"] = serde_json::Value::String(real.clone());
+                real
+            } else {
+                name
+            };
             let (ar, caps) = resolve(&self.ctx.client, &api_version, &kind).await?;
             let real_ns = match (&caps.scope, namespace) {
                 (kube::discovery::Scope::Namespaced, Some(ns)) => Some(self.ns.real(ns)),
@@ -356,7 +406,10 @@ impl ScenarioRun<'_> {
         .await
         .map_err(|e| e.to_string())?;
         match e.phase {
-            Phase::Symptom => self.report.symptoms.extend(evidence.iter().cloned()),
+            Phase::Symptom => {
+                self.report.symptoms.extend(evidence.iter().cloned());
+                self.last_injection = Some(Instant::now());
+            }
             Phase::Recovered => {
                 if let Some(t) = self.doctor_started {
                     self.report.time_to_recover_ms = Some(t.elapsed().as_millis());
@@ -367,8 +420,15 @@ impl ScenarioRun<'_> {
     }
 
     async fn doctor(&mut self, d: &DoctorCheck) -> Result<Vec<String>, String> {
+        // The doctor calls an object stuck only once it has been deleting
+        // for STUCK_AFTER; let the injected state age that long first, as
+        // a person meets a cluster that has been stuck for a while.
+        if let Some(t) = self.last_injection {
+            tokio::time::sleep(STUCK_AFTER.saturating_sub(t.elapsed())).await;
+        }
         self.doctor_started = Some(Instant::now());
         let opts = DoctorOptions {
+            diagnose: unstuck_core::doctor::DiagnoseOptions { stuck_after: STUCK_AFTER },
             scope: Scope::Namespaces(self.ns.real_names()),
             apply: d.apply,
             backup_dir: self.ctx.out_dir.join("backups"),

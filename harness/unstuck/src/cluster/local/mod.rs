@@ -602,7 +602,15 @@ pub async fn client_for(path: &Path) -> Result<Client, LocalError> {
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(|e| err(e.to_string()))?;
-    Client::try_from(cfg).map_err(|e| err(e.to_string()))
+    client_from_config(cfg).map_err(|e| err(e.to_string()))
+}
+
+/// A client that does not retry 503s: kube's default policy backs off for
+/// many minutes on them, and a dead aggregated API answers 503 forever.
+/// To the doctor that answer is data, to be recorded at once.
+pub fn client_from_config(mut cfg: kube::Config) -> Result<Client, kube::Error> {
+    cfg.default_retry = false;
+    Client::try_from(cfg)
 }
 
 /// A plain HTTP GET to 127.0.0.1 (etcd's health endpoint speaks HTTP/1).

@@ -1,0 +1,189 @@
+//! [`NodeFinding`] -> the remedy ladder, least force first.
+//!
+//! The ladder follows the catalog (cases 4 and 5) and the seeds:
+//! - wedged runtime: [`NodeRemedy::KillShim`] (SIGKILL the stopped shim;
+//!   containerd notices the shim is gone, cleans the task up, and the
+//!   kubelet's next kill succeeds), then [`NodeRemedy::RestartRuntime`]
+//!   (what seed 000 did with docker);
+//! - busy volume: [`NodeRemedy::ReleaseHolder`] (stop the processes
+//!   holding the pod's directory, unmount the stray nested mount; seed
+//!   003 killed the stray glusterfs process), then
+//!   [`NodeRemedy::LazyUnmount`] (MNT_DETACH, works while still held);
+//!   when nothing is left to release, [`NodeRemedy::AwaitKubelet`]: its
+//!   retry backoff reaches 2m2s, so give it that long before anything
+//!   stronger;
+//! - always last, and only when allowed: [`NodeRemedy::ForceDelete`],
+//!   which removes the object without the kubelet and leaves the node
+//!   dirty.
+//!
+//! The planner lists the whole ladder for the current finding; whoever
+//! applies it takes one step, re-collects and re-plans, so a step is only
+//! taken when the evidence still calls for it.
+
+use std::path::PathBuf;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::diagnose::{NodeCause, NodeFinding, ProcessTarget, kubelet_mounts_of};
+
+/// One remedy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all_fields = "camelCase")]
+pub enum NodeRemedy {
+    /// SIGKILL these stopped or unresponsive shims.
+    KillShim { shims: Vec<ProcessTarget> },
+    /// Restart the node's container runtime daemon.
+    RestartRuntime,
+    /// Stop these processes (SIGTERM, then SIGKILL), then unmount these
+    /// stray mounts (deepest first, not lazily).
+    ReleaseHolder {
+        stop: Vec<ProcessTarget>,
+        unmount: Vec<PathBuf>,
+    },
+    /// Detach these mounts even while busy (`umount -l`).
+    LazyUnmount { paths: Vec<PathBuf> },
+    /// Nothing on the node blocks any more: wait for the kubelet's next
+    /// retry (when known) before anything stronger.
+    AwaitKubelet { until: Option<Timestamp> },
+    /// Delete the pod object with grace period 0, without the kubelet.
+    ForceDelete {
+        namespace: String,
+        name: String,
+        uid: Option<String>,
+    },
+}
+
+impl NodeRemedy {
+    /// The remedy's name, as reports and tests spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NodeRemedy::KillShim { .. } => "KillShim",
+            NodeRemedy::RestartRuntime => "RestartRuntime",
+            NodeRemedy::ReleaseHolder { .. } => "ReleaseHolder",
+            NodeRemedy::LazyUnmount { .. } => "LazyUnmount",
+            NodeRemedy::AwaitKubelet { .. } => "AwaitKubelet",
+            NodeRemedy::ForceDelete { .. } => "ForceDelete",
+        }
+    }
+}
+
+/// One rung of the ladder.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStep {
+    pub remedy: NodeRemedy,
+    /// Why this step, from the evidence.
+    pub why: String,
+    /// Bypasses the kubelet: only with explicit permission, and reported.
+    pub force: bool,
+}
+
+/// The ladder for a finding, least force first. Empty when the pod is not
+/// stuck.
+pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
+    if !f.stuck {
+        return Vec::new();
+    }
+    let mut steps = Vec::new();
+    let step = |remedy, why: String| NodeStep {
+        remedy,
+        why,
+        force: false,
+    };
+
+    if f.causes.contains(&NodeCause::WedgedRuntime) {
+        if !f.wedged_shims.is_empty() {
+            let shims: Vec<ProcessTarget> = f.wedged_shims.iter().map(ProcessTarget::from).collect();
+            let pids: Vec<String> = shims.iter().map(|s| s.pid.to_string()).collect();
+            steps.push(step(
+                NodeRemedy::KillShim { shims },
+                format!(
+                    "shim(s) {} of the pod answer nothing; killing them lets containerd reap the tasks and the kubelet's next kill succeed",
+                    pids.join(", ")
+                ),
+            ));
+        }
+        steps.push(step(
+            NodeRemedy::RestartRuntime,
+            "restarting containerd makes it reconnect to (or clean up after) every shim; seed 000's remedy".to_owned(),
+        ));
+    }
+
+    if f.causes.contains(&NodeCause::BusyVolume) {
+        let stop: Vec<ProcessTarget> = f.stoppable_holders().map(ProcessTarget::from).collect();
+        let unmount: Vec<PathBuf> = f
+            .stray_mounts()
+            .map(|m| m.mount.mount_point.clone())
+            .collect();
+        let mut lazy = unmount.clone();
+        for v in &f.busy_volumes {
+            lazy.extend(kubelet_mounts_of(&f.mounts, &v.volume).map(|m| m.mount.mount_point.clone()));
+        }
+        if f.busy_volumes.is_empty() && lazy.is_empty() {
+            // Mounts remain but the log names no volume: all of them.
+            lazy.extend(f.mounts.iter().map(|m| m.mount.mount_point.clone()));
+        }
+        lazy.dedup();
+        if !stop.is_empty() || !unmount.is_empty() {
+            let mut why = Vec::new();
+            if !stop.is_empty() {
+                why.push(format!(
+                    "process(es) {} hold the pod's directory",
+                    stop.iter()
+                        .map(|p| format!("{} ({})", p.pid, p.command))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if !unmount.is_empty() {
+                why.push(format!(
+                    "stray mount(s) {} keep the volume directory busy",
+                    unmount
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            steps.push(step(
+                NodeRemedy::ReleaseHolder { stop, unmount },
+                format!("{}; releasing them lets the kubelet's next TearDown succeed", why.join("; ")),
+            ));
+        }
+        if !lazy.is_empty() {
+            steps.push(step(
+                NodeRemedy::LazyUnmount { paths: lazy },
+                "a lazy unmount detaches the mount even while it is still held".to_owned(),
+            ));
+        }
+        if steps.iter().all(|s| !matches!(s.remedy, NodeRemedy::ReleaseHolder { .. } | NodeRemedy::LazyUnmount { .. })) {
+            steps.push(step(
+                NodeRemedy::AwaitKubelet {
+                    until: f.next_kubelet_retry,
+                },
+                "nothing on the node blocks the volume any more; the kubelet retries with a backoff of up to 2m2s".to_owned(),
+            ));
+        }
+    }
+
+    if f.causes.contains(&NodeCause::Unknown) {
+        steps.push(step(
+            NodeRemedy::AwaitKubelet {
+                until: f.next_kubelet_retry,
+            },
+            "no cause visible on the node; give the kubelet its retry before anything stronger".to_owned(),
+        ));
+    }
+
+    steps.push(NodeStep {
+        remedy: NodeRemedy::ForceDelete {
+            namespace: f.pod.namespace.clone().unwrap_or_default(),
+            name: f.pod.name.clone(),
+            uid: f.pod.uid.clone(),
+        },
+        why: "last resort: removes the pod object without the kubelet; its containers, mounts and directory may stay on the node".to_owned(),
+        force: true,
+    });
+    steps
+}

@@ -1,0 +1,394 @@
+//! [`Node`] for the `local` provider: the node is this machine, so files,
+//! /proc and mounts are read directly and actions are syscalls.
+#![allow(unsafe_code)] // one mount(2) call for a tmpfs; see mount_tmpfs.
+
+use std::{
+    io::{Read, Seek, SeekFrom},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use super::{Holder, HolderUse, HolderUseKind, Node, NodeError, ProcRef, RuntimeRestart};
+use crate::{
+    cluster::local::{
+        LocalCluster, config,
+        layout::Layout,
+        process::{self, Lifetime},
+        state::{self, ClusterState, ProcessRef},
+    },
+    components::{self, Binaries},
+    exec::{Cmd, RunError},
+    host,
+    wait::{self, Poll},
+};
+
+/// The node of a local cluster.
+#[derive(Clone, Debug)]
+pub struct LocalNode {
+    name: String,
+    kubelet_dir: PathBuf,
+    layout: Layout,
+    bins: Binaries,
+}
+
+impl LocalNode {
+    /// The node of a cluster this process brought up.
+    pub fn of(cluster: &LocalCluster) -> Self {
+        Self::new(cluster.layout().clone(), cluster.binaries().clone())
+    }
+
+    pub fn new(layout: Layout, bins: Binaries) -> Self {
+        Self {
+            name: layout.node_name(),
+            kubelet_dir: layout.kubelet_dir(),
+            layout,
+            bins,
+        }
+    }
+
+    /// The node of the local cluster called `cluster`, also one made by
+    /// another process (`unstuck cluster up`), from its state record.
+    pub fn open(cluster: &str) -> Result<Self, NodeError> {
+        let dir = state::state_root().join(cluster);
+        let failed = |what: String| NodeError::Failed {
+            node: format!("{cluster}-node"),
+            what,
+        };
+        let st = ClusterState::load(&dir)
+            .map_err(|e| failed(e.to_string()))?
+            .ok_or_else(|| failed(format!("no local cluster named '{cluster}' ({})", dir.display())))?;
+        let bins = components::locate(&st.k8s_version).map_err(|e| failed(e.to_string()))?;
+        Ok(Self::new(st.layout, bins))
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn io(&self, what: impl Into<String>) -> impl FnOnce(std::io::Error) -> NodeError {
+        let (node, what) = (self.name.clone(), what.into());
+        move |source| NodeError::Io { node, what, source }
+    }
+
+    fn failed(&self, what: impl Into<String>) -> NodeError {
+        NodeError::Failed {
+            node: self.name.clone(),
+            what: what.into(),
+        }
+    }
+
+    /// The live containerd of this cluster: the recorded one, or (when it
+    /// was restarted by hand) whichever runs with this cluster's config.
+    fn find_containerd(&self, st: &ClusterState) -> Option<ProcessRef> {
+        let recorded = st
+            .components
+            .iter()
+            .find(|c| c.name == "containerd")
+            .map(|c| c.process.clone())
+            .filter(ProcessRef::is_alive);
+        recorded.or_else(|| {
+            let config_arg = format!("--config={}", self.layout.dir.join("containerd.toml").display());
+            host::processes()
+                .into_iter()
+                .find(|p| {
+                    p.state != 'Z'
+                        && p.cmdline.first().is_some_and(|a| a.ends_with("/containerd"))
+                        && p.cmdline.iter().any(|a| *a == config_arg)
+                })
+                .map(|p| ProcessRef {
+                    pid: p.pid,
+                    start_time: p.start_time,
+                })
+        })
+    }
+}
+
+/// Paths under `/proc/PID/{cwd,root,fd/*}` that lie at or below `dir`.
+fn uses_under(pid: i32, dir: &Path) -> Vec<HolderUse> {
+    let link = |p: PathBuf| -> Option<PathBuf> {
+        let target = std::fs::read_link(p).ok()?;
+        let text = target.to_string_lossy();
+        // An unlinked file or directory reads as "<path> (deleted)".
+        let clean = text.strip_suffix(" (deleted)").unwrap_or(&text);
+        Some(PathBuf::from(clean))
+    };
+    let base = PathBuf::from(format!("/proc/{pid}"));
+    let mut uses = Vec::new();
+    for (kind, name) in [(HolderUseKind::Cwd, "cwd"), (HolderUseKind::Root, "root")] {
+        if let Some(p) = link(base.join(name))
+            && p.starts_with(dir)
+        {
+            uses.push(HolderUse { kind, path: p });
+        }
+    }
+    if let Ok(fds) = std::fs::read_dir(base.join("fd")) {
+        let mut fds: Vec<(u32, PathBuf)> = fds
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+            .collect();
+        fds.sort();
+        for (n, p) in fds {
+            if let Some(target) = link(p)
+                && target.starts_with(dir)
+            {
+                uses.push(HolderUse {
+                    kind: HolderUseKind::Fd(n),
+                    path: target,
+                });
+            }
+        }
+    }
+    uses
+}
+
+impl Node for LocalNode {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kubelet_dir(&self) -> &Path {
+        &self.kubelet_dir
+    }
+
+    fn kubelet_log_path(&self) -> Option<PathBuf> {
+        Some(self.layout.log_file("kubelet"))
+    }
+
+    fn containerd_address(&self) -> PathBuf {
+        self.layout.containerd_socket()
+    }
+
+    fn ctr(&self) -> Cmd {
+        Cmd::new(&self.bins.ctr)
+            .arg("--address")
+            .arg(self.layout.containerd_socket())
+            .args(["-n", "k8s.io"])
+            .timeout(Duration::from_secs(30))
+    }
+
+    async fn run(&self, cmd: Cmd) -> Result<String, RunError> {
+        cmd.output().await
+    }
+
+    async fn read_file(&self, path: &Path) -> Result<String, NodeError> {
+        tokio::fs::read_to_string(path)
+            .await
+            .map_err(self.io(format!("reading {}", path.display())))
+    }
+
+    async fn kubelet_log_tail(&self, max_bytes: u64) -> Result<Option<String>, NodeError> {
+        let Some(path) = self.kubelet_log_path() else {
+            return Ok(None);
+        };
+        let what = format!("reading the tail of {}", path.display());
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io(what)(e)),
+        };
+        let len = file.metadata().map_err(self.io(what.clone()))?.len();
+        let start = len.saturating_sub(max_bytes);
+        file.seek(SeekFrom::Start(start))
+            .map_err(self.io(what.clone()))?;
+        let mut buf = Vec::new();
+        file.read_to_end(&mut buf).map_err(self.io(what))?;
+        let mut text = String::from_utf8_lossy(&buf).into_owned();
+        if start > 0 {
+            // Drop the partial first line.
+            text = text.split_once('\n').map(|(_, r)| r.to_owned()).unwrap_or_default();
+        }
+        Ok(Some(text))
+    }
+
+    async fn list_dir(&self, path: &Path) -> Result<Vec<String>, NodeError> {
+        let entries = match std::fs::read_dir(path) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io(format!("listing {}", path.display()))(e)),
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn mounts(&self) -> Result<Vec<host::Mount>, NodeError> {
+        let text = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(self.io("reading /proc/self/mountinfo"))?;
+        Ok(host::parse_mountinfo(&text))
+    }
+
+    async fn processes(&self) -> Result<Vec<host::Process>, NodeError> {
+        Ok(host::processes())
+    }
+
+    /// Never lists the calling process itself: a remedy must not stop the doctor.
+    async fn holders_of(&self, path: &Path) -> Result<Vec<Holder>, NodeError> {
+        let me = std::process::id() as i32;
+        Ok(host::processes()
+            .into_iter()
+            .filter(|p| p.pid != me && p.state != 'Z')
+            .filter_map(|p| {
+                let uses = uses_under(p.pid, path);
+                (!uses.is_empty()).then(|| Holder {
+                    pid: p.pid,
+                    start_time: p.start_time,
+                    state: p.state,
+                    command: p.command_line(),
+                    uses,
+                })
+            })
+            .collect())
+    }
+
+    async fn signal(&self, pid: i32, signal: i32) -> Result<(), NodeError> {
+        host::signal(pid, signal).map_err(self.io(format!("sending signal {signal} to {pid}")))
+    }
+
+    async fn make_dir(&self, path: &Path) -> Result<(), NodeError> {
+        std::fs::create_dir_all(path).map_err(self.io(format!("creating {}", path.display())))
+    }
+
+    async fn remove_dir(&self, path: &Path) -> Result<(), NodeError> {
+        match std::fs::remove_dir(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(self.io(format!("removing {}", path.display()))(e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn mount_tmpfs(&self, target: &Path, label: &str) -> Result<(), NodeError> {
+        use std::os::unix::ffi::OsStrExt;
+        let what = format!("mounting a tmpfs on {}", target.display());
+        let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL byte in path");
+        let src = std::ffi::CString::new(label).map_err(|_| self.io(what.clone())(invalid()))?;
+        let tgt = std::ffi::CString::new(target.as_os_str().as_bytes())
+            .map_err(|_| self.io(what.clone())(invalid()))?;
+        let fstype = c"tmpfs";
+        let data = c"size=1m,mode=0755";
+        // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                tgt.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(self.io(what)(std::io::Error::last_os_error()))
+        }
+    }
+
+    async fn unmount(&self, path: &Path, lazy: bool) -> Result<(), NodeError> {
+        host::unmount(path, lazy).map_err(self.io(format!(
+            "{}unmounting {}",
+            if lazy { "lazily " } else { "" },
+            path.display()
+        )))
+    }
+
+    async fn start_background(&self, argv: &[String]) -> Result<ProcRef, NodeError> {
+        // `setsid` in a background job of a non-interactive sh is not a
+        // group leader, so it execs in place: `$!` is the program's pid.
+        let out = Cmd::new("sh")
+            .args(["-c", r#"setsid "$@" </dev/null >/dev/null 2>&1 & echo $!"#, "sh"])
+            .args(argv.iter().cloned())
+            .timeout(Duration::from_secs(10))
+            .output()
+            .await
+            .map_err(|source| NodeError::Run {
+                node: self.name.clone(),
+                source,
+            })?;
+        let pid: i32 = out
+            .trim()
+            .parse()
+            .map_err(|_| self.failed(format!("starting {argv:?}: no pid in {out:?}")))?;
+        // Until exec, the child still shows sh's command line.
+        let want = argv.first().cloned().unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match host::process(pid) {
+                Some(p) if p.cmdline.first() == Some(&want) => return Ok(ProcRef::of(&p)),
+                Some(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => {
+                    return Err(self.failed(format!(
+                        "starting {argv:?}: process {pid} is {}",
+                        other.map_or("gone".to_owned(), |p| format!("running {}", p.command_line()))
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Stops the recorded containerd (SIGTERM, SIGKILL after 10 s), starts
+    /// it again with the command line `up` used, records the new pid in
+    /// state.json (so `down` and the reaper stop the right one), and waits
+    /// until it answers. The new process is [`Lifetime::Detached`]: the
+    /// caller may be a short-lived test thread, and PR_SET_PDEATHSIG would
+    /// kill the daemon when that thread ends; teardown finds it anyway by
+    /// its command line, which names the cluster directory.
+    async fn restart_runtime(&self) -> Result<RuntimeRestart, NodeError> {
+        let started = Instant::now();
+        let dir = &self.layout.dir;
+        let mut st = ClusterState::load(dir)
+            .map_err(|e| self.failed(e.to_string()))?
+            .ok_or_else(|| self.failed(format!("no state record in {}", dir.display())))?;
+        let old = self.find_containerd(&st);
+        let killed = match &old {
+            Some(p) => process::stop(p, Duration::from_secs(10)).await,
+            None => false,
+        };
+        let cmd = config::component_commands(&self.layout, &self.bins)
+            .into_iter()
+            .find(|c| c.name == "containerd")
+            .ok_or_else(|| self.failed("no containerd command line"))?;
+        let mut child = process::spawn(&cmd, &self.layout.log_file("containerd"), Lifetime::Detached)
+            .map_err(|e| self.failed(e.to_string()))?;
+        let new_pid = child.id() as i32;
+        // Reap it whenever it ends, so it never lingers as our zombie.
+        std::thread::spawn(move || child.wait());
+        let new_ref = ProcessRef::of(new_pid)
+            .ok_or_else(|| self.failed(format!("containerd {new_pid} exited right after start")))?;
+        match st.components.iter_mut().find(|c| c.name == "containerd") {
+            Some(c) => c.process = new_ref,
+            None => st.components.push(state::ComponentProcess {
+                name: "containerd".into(),
+                process: new_ref,
+            }),
+        }
+        st.save().map_err(|e| self.failed(e.to_string()))?;
+        let version = self.ctr().arg("version").timeout(Duration::from_secs(5));
+        wait::until(
+            "the restarted containerd to answer",
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || {
+                let version = version.clone();
+                async move {
+                    match version.output().await {
+                        Ok(_) => Poll::Ready(()),
+                        Err(e) => Poll::Pending(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await
+        .map_err(|e| self.failed(e.to_string()))?;
+        Ok(RuntimeRestart {
+            old_pid: old.map(|p| p.pid),
+            new_pid,
+            killed,
+            took: started.elapsed(),
+        })
+    }
+}

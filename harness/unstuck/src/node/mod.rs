@@ -1,0 +1,236 @@
+//! Access to a Kubernetes node's host: its files, mounts, processes and
+//! container runtime, and the few actions the node-level fault injectors
+//! and the node doctor take there.
+//!
+//! [`Node`] is the one interface both use. [`LocalNode`] implements it for
+//! the `local` provider, whose node is this machine. The methods are the
+//! primitives a `docker exec` into a kind node or a privileged pod with
+//! `hostPID` and the host's root mounted could also provide (each maps to
+//! one shell command there), so those can implement the trait later
+//! without touching the injectors or the doctor.
+
+pub mod local;
+
+use std::{
+    future::Future,
+    path::{Path, PathBuf},
+};
+
+pub use self::local::LocalNode;
+use crate::{
+    exec::{Cmd, RunError},
+    host,
+};
+pub use unstuck_core::doctor::node::{Holder, HolderUse, HolderUseKind, RuntimeFacts, ShimFact};
+
+/// A failed node operation, with what was being done and where.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("on node {node}: {what} failed: {source}")]
+    Io {
+        node: String,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("on node {node}: {source}")]
+    Run {
+        node: String,
+        #[source]
+        source: RunError,
+    },
+    #[error("on node {node}: {what}")]
+    Failed { node: String, what: String },
+}
+
+/// A process on a node, named by pid and start time so that a recycled pid
+/// is never mistaken for it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProcRef {
+    pub pid: i32,
+    pub start_time: u64,
+    pub command: String,
+}
+
+impl ProcRef {
+    pub fn of(p: &host::Process) -> Self {
+        Self {
+            pid: p.pid,
+            start_time: p.start_time,
+            command: p.command_line(),
+        }
+    }
+
+    /// This process in `procs`, if it still runs (zombies count as gone).
+    pub fn find<'a>(&self, procs: &'a [host::Process]) -> Option<&'a host::Process> {
+        procs
+            .iter()
+            .find(|p| p.pid == self.pid && p.start_time == self.start_time && p.state != 'Z')
+    }
+}
+
+/// What a runtime restart did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RuntimeRestart {
+    pub old_pid: Option<i32>,
+    pub new_pid: i32,
+    /// Whether the old daemon ignored SIGTERM and had to be killed.
+    pub killed: bool,
+    pub took: std::time::Duration,
+}
+
+/// A Kubernetes node's host, as the fault injectors and the node doctor
+/// need it. Every method may run remotely, so all are async and fallible.
+///
+/// Paths are the node's paths. Signals are plain numbers (`libc::SIGSTOP`
+/// etc.) and a negative pid names a process group, as with kill(2).
+pub trait Node: Send + Sync {
+    /// The node's name in the API (`spec.nodeName` of its pods).
+    fn name(&self) -> &str;
+
+    /// The kubelet's root directory (`--root-dir`), where pods live under `pods/<uid>`.
+    fn kubelet_dir(&self) -> &Path;
+
+    /// The kubelet's log file, when it logs to a file (`None` for a
+    /// journald-only node: then [`Node::kubelet_log_tail`] must use another way).
+    fn kubelet_log_path(&self) -> Option<PathBuf>;
+
+    /// The containerd socket the kubelet talks to; shims name it in `-address`.
+    fn containerd_address(&self) -> PathBuf;
+
+    /// A `ctr` command already pointed at the node's containerd and the
+    /// CRI namespace (`k8s.io`); add a subcommand and pass it to [`Node::run`].
+    fn ctr(&self) -> Cmd;
+
+    /// Runs a command on the node; stdout on success.
+    fn run(&self, cmd: Cmd) -> impl Future<Output = Result<String, RunError>> + Send;
+
+    /// Reads a whole text file.
+    fn read_file(&self, path: &Path) -> impl Future<Output = Result<String, NodeError>> + Send;
+
+    /// The last `max_bytes` of the kubelet's log (whole lines only), or
+    /// `None` when the node has no readable kubelet log.
+    fn kubelet_log_tail(
+        &self,
+        max_bytes: u64,
+    ) -> impl Future<Output = Result<Option<String>, NodeError>> + Send;
+
+    /// Names in a directory (sorted; empty when it does not exist).
+    fn list_dir(&self, path: &Path) -> impl Future<Output = Result<Vec<String>, NodeError>> + Send;
+
+    /// The node's mount table (the host mount namespace).
+    fn mounts(&self) -> impl Future<Output = Result<Vec<host::Mount>, NodeError>> + Send;
+
+    /// Every process on the node.
+    fn processes(&self) -> impl Future<Output = Result<Vec<host::Process>, NodeError>> + Send;
+
+    /// Processes whose cwd, root or open file descriptors lie at or under
+    /// `path`: what `fuser -m`/`lsof +D` would name.
+    fn holders_of(&self, path: &Path) -> impl Future<Output = Result<Vec<Holder>, NodeError>> + Send;
+
+    /// Sends a signal; a process that is already gone is not an error.
+    fn signal(&self, pid: i32, signal: i32) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Creates a directory (and its parents); existing is fine.
+    fn make_dir(&self, path: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Removes an empty directory; a missing one is fine.
+    fn remove_dir(&self, path: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Mounts a fresh tmpfs (source name `label`, so it is recognisable in
+    /// the mount table) on an existing directory.
+    fn mount_tmpfs(
+        &self,
+        target: &Path,
+        label: &str,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Unmounts `path`; `lazy` detaches it even while busy (`umount -l`).
+    fn unmount(&self, path: &Path, lazy: bool) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Starts `argv` in the background in a new session, not as a child
+    /// of the caller (so it outlives the call and no zombie is left to
+    /// reap), and returns it. Its process group id is its pid.
+    fn start_background(
+        &self,
+        argv: &[String],
+    ) -> impl Future<Output = Result<ProcRef, NodeError>> + Send;
+
+    /// Restarts the container runtime daemon (containerd) with its own
+    /// command line, and waits until it answers again.
+    fn restart_runtime(&self) -> impl Future<Output = Result<RuntimeRestart, NodeError>> + Send;
+}
+
+/// The runtime's view of the pod with UID `pod_uid`: its containerd
+/// containers (by the CRI's `io.kubernetes.pod.uid` label), their tasks,
+/// and the shim processes serving them (matched by `-id` and this node's
+/// `-address`). `extra_ids` adds container IDs known from elsewhere (the
+/// pod's status), for when containerd no longer lists them. Never fails:
+/// a query that fails is recorded in [`RuntimeFacts::errors`], because a
+/// runtime that does not answer is itself evidence.
+pub async fn runtime_facts(node: &impl Node, pod_uid: &str, extra_ids: &[String]) -> RuntimeFacts {
+    use unstuck_core::doctor::node::{parse_ctr_container_info, parse_ctr_tasks, parse_shim_cmdline};
+    let mut facts = RuntimeFacts::default();
+    let filter = format!("labels.\"io.kubernetes.pod.uid\"=={pod_uid}");
+    let ids: Vec<String> = match node
+        .run(node.ctr().args(["containers", "ls", "-q"]).arg(&filter))
+        .await
+    {
+        Ok(out) => out.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+        Err(e) => {
+            facts.errors.push(e.to_string());
+            Vec::new()
+        }
+    };
+    for id in &ids {
+        match node.run(node.ctr().args(["containers", "info"]).arg(id)).await {
+            Ok(json) => match parse_ctr_container_info(&json) {
+                Some(c) => facts.containers.push(c),
+                None => facts
+                    .errors
+                    .push(format!("unreadable `ctr containers info {id}` output")),
+            },
+            Err(e) => facts.errors.push(e.to_string()),
+        }
+    }
+    let mut all_ids = facts.ids();
+    all_ids.extend(ids);
+    all_ids.extend(extra_ids.iter().cloned());
+    all_ids.sort();
+    all_ids.dedup();
+    // `ctr task ls` asks every shim for its state; a stopped shim costs
+    // containerd a 2 s deadline per task, hence the generous timeout.
+    match node
+        .run(node.ctr().args(["tasks", "ls"]).timeout(std::time::Duration::from_secs(60)))
+        .await
+    {
+        Ok(out) => facts.tasks = parse_ctr_tasks(&out)
+            .into_iter()
+            .filter(|t| all_ids.contains(&t.id))
+            .collect(),
+        Err(e) => facts.errors.push(e.to_string()),
+    }
+    let address = node.containerd_address().display().to_string();
+    match node.processes().await {
+        Ok(procs) => {
+            for p in procs.iter().filter(|p| p.state != 'Z') {
+                let Some((id, namespace, addr)) = parse_shim_cmdline(&p.cmdline) else {
+                    continue;
+                };
+                if addr.as_deref() == Some(address.as_str()) && all_ids.contains(&id) {
+                    facts.shims.push(ShimFact {
+                        pid: p.pid,
+                        start_time: p.start_time,
+                        state: p.state,
+                        id,
+                        namespace,
+                        address: addr,
+                        command: p.command_line(),
+                    });
+                }
+            }
+        }
+        Err(e) => facts.errors.push(e.to_string()),
+    }
+    facts
+}

@@ -1,0 +1,146 @@
+//! Reports of a run in the forms CI and people read: a terminal summary,
+//! JSON (everything, for tools), JUnit XML (for CI test tabs) and Markdown
+//! (for CI step summaries). All are written into the run's folder next to
+//! the per-scenario evidence.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use serde::Serialize;
+
+use crate::runner::{Outcome, ScenarioReport};
+
+/// A whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub started_at: String,
+    pub cluster: String,
+    pub k8s_version: String,
+    pub duration_ms: u128,
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+impl RunReport {
+    pub fn passed(&self) -> usize {
+        self.scenarios.iter().filter(|s| s.passed()).count()
+    }
+    pub fn failed(&self) -> usize {
+        self.scenarios.len() - self.passed()
+    }
+
+    /// Writes report.json, junit.xml and summary.md into `dir`.
+    pub fn write_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let json = dir.join("report.json");
+        std::fs::write(&json, serde_json::to_string_pretty(self).map_err(io::Error::other)?)?;
+        let junit = dir.join("junit.xml");
+        std::fs::write(&junit, self.junit().map_err(io::Error::other)?)?;
+        let md = dir.join("summary.md");
+        std::fs::write(&md, self.markdown())?;
+        Ok(vec![json, junit, md])
+    }
+
+    /// JUnit XML: one suite per run, one test case per scenario, the
+    /// evidence in system-out so CI shows it beside the verdict.
+    pub fn junit(&self) -> Result<String, quick_junit::SerializeError> {
+        let mut report = Report::new("unstuck");
+        let mut suite = TestSuite::new(format!("unstuck scenarios on {} ({})", self.cluster, self.k8s_version));
+        for s in &self.scenarios {
+            let status = match &s.outcome {
+                Outcome::Passed => TestCaseStatus::success(),
+                Outcome::Failed { reason, .. } => {
+                    let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    st.set_message(reason.clone());
+                    st
+                }
+            };
+            let mut case = TestCase::new(s.name.clone(), status);
+            case.set_classname(format!("unstuck.case{}", s.catalog_case.map_or("-".into(), |c| c.to_string())));
+            case.set_time(Duration::from_millis(s.duration_ms as u64));
+            case.set_system_out(evidence_text(s));
+            suite.add_test_case(case);
+        }
+        report.add_test_suite(suite);
+        report.to_string()
+    }
+
+    /// A Markdown table for `$GITHUB_STEP_SUMMARY` and the like.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "## unstuck: {} passed, {} failed ({} on {})\n\n| scenario | result | symptom observed | finding | remedy | recovered in |\n|---|---|---|---|---|---|\n",
+            self.passed(),
+            self.failed(),
+            self.k8s_version,
+            self.cluster
+        );
+        for s in &self.scenarios {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                s.name,
+                if s.passed() { "✅ passed" } else { "❌ failed" },
+                md_cell(s.symptoms.first().map(String::as_str).unwrap_or("-")),
+                md_cell(s.findings.first().map(String::as_str).unwrap_or("-")),
+                md_cell(s.remedies.first().map(String::as_str).unwrap_or("-")),
+                s.time_to_recover_ms.map_or("-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
+            ));
+        }
+        for s in self.scenarios.iter().filter(|s| !s.passed()) {
+            if let Outcome::Failed { reason, .. } = &s.outcome {
+                out.push_str(&format!("\n**{}** failed: {}\n", s.name, md_cell(reason)));
+            }
+        }
+        out
+    }
+
+    /// The terminal summary: per scenario, the quoted symptom, the finding,
+    /// the remedy and the time to recover.
+    pub fn terminal(&self) -> String {
+        let mut out = String::new();
+        for s in &self.scenarios {
+            let verdict = if s.passed() { "PASS" } else { "FAIL" };
+            out.push_str(&format!("{verdict}  {}  ({:.1} s)\n", s.name, s.duration_ms as f64 / 1000.0));
+            for sym in &s.symptoms {
+                out.push_str(&format!("      symptom:   {sym}\n"));
+            }
+            for f in &s.findings {
+                out.push_str(&format!("      finding:   {f}\n"));
+            }
+            for r in &s.remedies {
+                out.push_str(&format!("      remedy:    {r}\n"));
+            }
+            if let Some(ms) = s.time_to_recover_ms {
+                out.push_str(&format!("      recovered in {:.1} s (detected in {:.2} s)\n", ms as f64 / 1000.0, s.time_to_detect_ms.unwrap_or(0) as f64 / 1000.0));
+            }
+            if let Outcome::Failed { reason, .. } = &s.outcome {
+                out.push_str(&format!("      failure:   {reason}\n"));
+            }
+            if !s.cleanup.forced.is_empty() {
+                out.push_str(&format!("      cleanup had to force: {}\n", s.cleanup.forced.join(", ")));
+            }
+            if !s.cleanup.leaked.is_empty() {
+                out.push_str(&format!("      LEAKED: {}\n", s.cleanup.leaked.join(", ")));
+            }
+        }
+        out.push_str(&format!("{} passed, {} failed\n", self.passed(), self.failed()));
+        out
+    }
+}
+
+fn evidence_text(s: &ScenarioReport) -> String {
+    let mut out = String::new();
+    for step in &s.steps {
+        out.push_str(&format!("[{}] {} {} ({} ms)\n", step.index, if step.ok { "ok  " } else { "FAIL" }, step.summary, step.duration_ms));
+        for e in &step.evidence {
+            out.push_str(&format!("      {e}\n"));
+        }
+    }
+    out
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}

@@ -1,0 +1,83 @@
+//! A small live controller of the harness's own, for scenarios that must
+//! prove the doctor leaves a finalizer with a live owner alone. It behaves
+//! like a real operator in the two ways the doctor can see from outside:
+//! it holds a fresh leader-election Lease named after its finalizer's
+//! domain, and it does finish its finalizer, only slowly.
+
+use std::time::Duration;
+
+use k8s_openapi::{api::coordination::v1::Lease, jiff::Timestamp};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
+};
+use tokio::task::JoinHandle;
+
+use crate::doctor::collect;
+
+/// A running controller; dropping it stops it.
+pub struct LiveController {
+    task: JoinHandle<()>,
+}
+
+impl Drop for LiveController {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the controller for `finalizer` in `namespace`.
+pub fn start(client: Client, namespace: String, finalizer: String, finish_after: Duration) -> LiveController {
+    let task = tokio::spawn(async move {
+        let domain = finalizer.split('/').next().unwrap_or_default().to_string();
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+        let holder = format!("unstuck-live-controller-{namespace}");
+        let mut tick = 0u64;
+        let mut types: Vec<collect::ListableType> = Vec::new();
+        loop {
+            let now = Timestamp::now();
+            let lease = serde_json::json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": domain, "namespace": namespace},
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                         "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
+            });
+            if let Err(e) = leases.patch(&domain, &PatchParams::apply("unstuck-live-controller").force(), &Patch::Apply(&lease)).await {
+                tracing::debug!("live controller: lease renewal failed: {e}");
+            }
+            if tick % 5 == 0
+                && let Ok(d) = collect::discover(&client).await
+            {
+                types = d.types.into_iter().filter(|t| t.namespaced).collect();
+            }
+            for t in &types {
+                finish_due(&client, &namespace, t, &finalizer, finish_after, now).await;
+            }
+            tick += 1;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    });
+    LiveController { task }
+}
+
+async fn finish_due(client: &Client, ns: &str, t: &collect::ListableType, finalizer: &str, after: Duration, now: Timestamp) {
+    let (group, version) = t.api_version.split_once('/').map(|(g, v)| (g.to_string(), v.to_string())).unwrap_or((String::new(), t.api_version.clone()));
+    let ar = ApiResource { group, version, api_version: t.api_version.clone(), kind: t.kind.clone(), plural: t.resource.clone() };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let Ok(list) = api.list_metadata(&ListParams::default()).await else { return };
+    for item in list.items {
+        let finalizers = item.metadata.finalizers.clone().unwrap_or_default();
+        let Some(deleted) = item.metadata.deletion_timestamp.as_ref() else { continue };
+        if !finalizers.iter().any(|f| f == finalizer) || now.duration_since(deleted.0).as_secs_f64() < after.as_secs_f64() {
+            continue;
+        }
+        let kept: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+        let patch = serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+            {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+        ]);
+        if let (Some(name), Ok(p)) = (item.metadata.name.as_deref(), serde_json::from_value::<json_patch::Patch>(patch)) {
+            let _ = api.patch(name, &PatchParams::default(), &Patch::<()>::Json(p)).await;
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Every scenario in scenarios/ as a named test, against one shared real
+//! local cluster: each scenario in its own namespaces, independent ones in
+//! parallel, the ones that must run alone with the cluster to themselves.
+//! After the run the cluster is torn down and must leave nothing behind.
+//! The JSON and JUnit reports land in target/unstuck-test-runs/.
+
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::{Arc, Mutex},
+};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use unstuck::{
+    cluster::local::{self, LocalCluster, UpOptions},
+    report::RunReport,
+    runner::{RunContext, ScenarioReport, run_scenario, suite::ExclusiveGate},
+};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let root = repo_root();
+    let fixtures = root.join("fixtures");
+    let scenarios = match unstuck::core::scenario::load_dir(&root.join("scenarios")) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("scenarios do not load:\n{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for s in &scenarios {
+        if let Err(e) = s.validate_fixtures(&fixtures) {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let names: Vec<String> = scenarios.iter().map(|s| format!("scenario::{}", s.name.as_str())).collect();
+    if args.list {
+        let trials = names.into_iter().map(|n| Trial::test(n, || Ok(()))).collect();
+        return libtest_mimic::run(&args, trials).exit_code();
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let mut opts = UpOptions::new("it-scenarios");
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    // block_on polls on this (main) thread, which outlives the cluster: the
+    // components' parent-death signal is tied to it.
+    let cluster = match rt.block_on(LocalCluster::up(opts)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("local cluster did not come up: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stamp = k8s_openapi::jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ").to_string();
+    let out_dir = root.join("target/unstuck-test-runs").join(stamp);
+    let gate = ExclusiveGate::default();
+    let reports: Arc<Mutex<Vec<ScenarioReport>>> = Arc::default();
+
+    let trials = scenarios
+        .into_iter()
+        .zip(names)
+        .map(|(scenario, name)| {
+            let ctx = RunContext {
+                client: cluster.client(),
+                fixtures_dir: fixtures.clone(),
+                out_dir: out_dir.join(scenario.name.as_str()),
+                kubelet_log: Some(cluster.layout().log_file("kubelet")),
+            };
+            let (handle, gate, reports) = (rt.handle().clone(), gate.clone(), reports.clone());
+            Trial::test(name, move || {
+                let report = handle.block_on(gate.run(scenario.runs_alone(), run_scenario(&ctx, &scenario)));
+                let verdict = if report.passed() {
+                    Ok(())
+                } else {
+                    let one = RunReport {
+                        started_at: String::new(),
+                        cluster: String::new(),
+                        k8s_version: String::new(),
+                        duration_ms: report.duration_ms,
+                        scenarios: vec![report.clone()],
+                    };
+                    Err(Failed::from(one.terminal()))
+                };
+                let leaked = report.cleanup.leaked.clone();
+                reports.lock().expect("reports lock").push(report);
+                if verdict.is_ok() && !leaked.is_empty() {
+                    return Err(Failed::from(format!("scenario passed but its cleanup leaked: {leaked:?}")));
+                }
+                verdict
+            })
+        })
+        .collect();
+
+    let conclusion = libtest_mimic::run(&args, trials);
+
+    let run = RunReport {
+        started_at: String::new(),
+        cluster: "it-scenarios".into(),
+        k8s_version: cluster.k8s_version().to_string(),
+        duration_ms: 0,
+        scenarios: std::mem::take(&mut *reports.lock().expect("reports lock")),
+    };
+    if let Err(e) = run.write_all(&out_dir) {
+        eprintln!("writing reports to {}: {e}", out_dir.display());
+    }
+    let layout = cluster.layout().clone();
+    let teardown = rt.block_on(cluster.down());
+    let left = local::leftovers(&layout);
+    eprintln!("scenario cluster down: {teardown}; reports in {}", out_dir.display());
+    if !left.is_empty() || !teardown.errors.is_empty() {
+        eprintln!("the scenario cluster left things behind: {left:?} {:?}", teardown.errors);
+        return ExitCode::FAILURE;
+    }
+    conclusion.exit_code()
+}
