@@ -183,6 +183,15 @@ fn load_scenarios(dir: &std::path::Path, fixtures: &std::path::Path) -> Result<V
 
 async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
     use unstuck::runner::suite::{SuiteOptions, run_suite};
+    if let Some(kubeconfig) = &args.kubeconfig {
+        if !args.allow_existing_cluster {
+            anyhow::bail!(
+                "{} names a cluster unstuck did not create; scenarios create, break and repair objects there.\n  \
+                 If that is what you want, add --allow-existing-cluster",
+                kubeconfig.display()
+            );
+        }
+    }
     let mut scenarios = load_scenarios(&args.scenarios, &args.fixtures)?;
     if let Some(f) = &args.filter {
         scenarios.retain(|s| s.name.contains(f.as_str()));
@@ -205,13 +214,6 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
     });
 
     let (report, cluster) = if let Some(kubeconfig) = &args.kubeconfig {
-        if !args.allow_existing_cluster {
-            anyhow::bail!(
-                "{} names a cluster unstuck did not create; scenarios create, break and repair objects there.\n  \
-                 If that is what you want, add --allow-existing-cluster",
-                kubeconfig.display()
-            );
-        }
         let client = local::client_for(kubeconfig).await?;
         let version = client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|_| "unknown".into());
         let opts = SuiteOptions {

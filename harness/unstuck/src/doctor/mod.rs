@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod collect;
+pub mod node;
 
 use std::{
     path::PathBuf,

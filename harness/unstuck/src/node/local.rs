@@ -93,7 +93,7 @@ impl LocalNode {
                 .find(|p| {
                     p.state != 'Z'
                         && p.cmdline.first().is_some_and(|a| a.ends_with("/containerd"))
-                        && p.cmdline.iter().any(|a| *a == config_arg)
+                        && p.cmdline.contains(&config_arg)
                 })
                 .map(|p| ProcessRef {
                     pid: p.pid,
