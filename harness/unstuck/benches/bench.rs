@@ -25,7 +25,10 @@ const OBJECTS_PER_NAMESPACE: usize = 40;
 const SCAN_ROUNDS: usize = 5;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 fn secs(d: Duration) -> String {
@@ -47,45 +50,84 @@ fn owned(name: &str) -> UpOptions {
 async fn main() {
     let root = repo_root();
     let version = components::DEFAULT_K8S_VERSION;
-    println!("unstuck benchmark (Kubernetes {version}, {} cores)", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "unstuck benchmark (Kubernetes {version}, {} cores)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
 
     // Set-up: cold as recorded by ci/setup.sh when it built this cache, warm measured now.
     let cache = components::cache_dir();
-    let read = |p: PathBuf| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let read = |p: PathBuf| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
     let k8s_cold = read(cache.join("k8s").join(version).join("build-seconds"));
-    let etcd_cold = read(cache.join("etcd").join(components::DEFAULT_ETCD_VERSION).join("build-seconds"));
+    let etcd_cold = read(
+        cache
+            .join("etcd")
+            .join(components::DEFAULT_ETCD_VERSION)
+            .join("build-seconds"),
+    );
     match (k8s_cold, etcd_cold) {
-        (Some(k), Some(e)) => println!("set-up, cold (recorded when this cache was built): Kubernetes {k} s + etcd {e} s = {} s", k + e),
+        (Some(k), Some(e)) => println!(
+            "set-up, cold (recorded when this cache was built): Kubernetes {k} s + etcd {e} s = {} s",
+            k + e
+        ),
         _ => println!("set-up, cold: not recorded (cache built by an older ci/setup.sh)"),
     }
     let t = Instant::now();
-    let warm = Cmd::new("bash").arg(root.join("ci/setup.sh")).timeout(Duration::from_secs(3600)).run_raw().await.expect("ci/setup.sh runs");
-    assert!(warm.status.success(), "ci/setup.sh failed: {}", String::from_utf8_lossy(&warm.stderr));
+    let warm = Cmd::new("bash")
+        .arg(root.join("ci/setup.sh"))
+        .timeout(Duration::from_secs(3600))
+        .run_raw()
+        .await
+        .expect("ci/setup.sh runs");
+    assert!(
+        warm.status.success(),
+        "ci/setup.sh failed: {}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
     let warm_setup = t.elapsed();
     println!("set-up, warm: {}", secs(warm_setup));
     if let (Some(k), Some(e)) = (k8s_cold, etcd_cold) {
-        println!("  warm/cold ratio: 1/{:.0}", (k + e) as f64 / warm_setup.as_secs_f64());
+        println!(
+            "  warm/cold ratio: 1/{:.0}",
+            (k + e) as f64 / warm_setup.as_secs_f64()
+        );
     }
 
     // Cluster up to node Ready, and down.
     let (mut ups, mut downs) = (Vec::new(), Vec::new());
     for i in 0..UP_DOWN_ROUNDS {
         let t = Instant::now();
-        let c = LocalCluster::up(owned(&format!("bench-updown-{i}"))).await.expect("cluster up");
+        let c = LocalCluster::up(owned(&format!("bench-updown-{i}")))
+            .await
+            .expect("cluster up");
         ups.push(t.elapsed());
         let t = Instant::now();
         let report = c.down().await;
         downs.push(t.elapsed());
         assert!(report.errors.is_empty(), "{report}");
     }
-    println!("cluster up to node Ready: median {} over {UP_DOWN_ROUNDS} ({:?})", secs(median(ups.clone())), ups.iter().map(|d| secs(*d)).collect::<Vec<_>>());
-    println!("cluster down: median {} over {UP_DOWN_ROUNDS}", secs(median(downs)));
+    println!(
+        "cluster up to node Ready: median {} over {UP_DOWN_ROUNDS} ({:?})",
+        secs(median(ups.clone())),
+        ups.iter().map(|d| secs(*d)).collect::<Vec<_>>()
+    );
+    println!(
+        "cluster down: median {} over {UP_DOWN_ROUNDS}",
+        secs(median(downs))
+    );
 
-    let cluster = LocalCluster::up(owned("bench-main")).await.expect("cluster up");
+    let cluster = LocalCluster::up(owned("bench-main"))
+        .await
+        .expect("cluster up");
     let client = cluster.client();
 
     // Per case: time to detect and to recover, from one suite run.
-    let scenarios = unstuck::core::scenario::load_dir(&root.join("scenarios")).expect("scenarios load");
+    let scenarios =
+        unstuck::core::scenario::load_dir(&root.join("scenarios")).expect("scenarios load");
     let out = std::env::temp_dir().join(format!("unstuck-bench-{}", std::process::id()));
     let opts = SuiteOptions {
         client: client.clone(),
@@ -98,14 +140,18 @@ async fn main() {
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let report = run_suite(&opts, scenarios, never).await;
-    println!("per case (sequential, detect = doctor's diagnosis, recover = doctor start to recovered gate):");
+    println!(
+        "per case (sequential, detect = doctor's diagnosis, recover = doctor start to recovered gate):"
+    );
     for s in &report.scenarios {
         println!(
             "  {:<32} {}  detect {:>8}  recover {:>8}",
             s.name,
             if s.passed() { "pass" } else { "FAIL" },
-            s.time_to_detect_ms.map_or("-".into(), |ms| format!("{ms} ms")),
-            s.time_to_recover_ms.map_or("-".into(), |ms| format!("{ms} ms")),
+            s.time_to_detect_ms
+                .map_or("-".into(), |ms| format!("{ms} ms")),
+            s.time_to_recover_ms
+                .map_or("-".into(), |ms| format!("{ms} ms")),
         );
     }
     let _ = std::fs::remove_dir_all(&out);
@@ -114,10 +160,16 @@ async fn main() {
     let t = Instant::now();
     let nss: Vec<String> = (0..NAMESPACES).map(|i| format!("bench-{i:02}")).collect();
     for ns in &nss {
-        let obj: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).expect("namespace");
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &obj).await.expect("create namespace");
+        let obj: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))
+            .expect("namespace");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("create namespace");
     }
-    let creates = nss.iter().flat_map(|ns| (0..OBJECTS_PER_NAMESPACE).map(move |j| (ns.clone(), j)));
+    let creates = nss
+        .iter()
+        .flat_map(|ns| (0..OBJECTS_PER_NAMESPACE).map(move |j| (ns.clone(), j)));
     stream::iter(creates)
         .for_each_concurrent(32, |(ns, j)| {
             let client = client.clone();
@@ -127,7 +179,10 @@ async fn main() {
             }
         })
         .await;
-    println!("populated {NAMESPACES} namespaces x {OBJECTS_PER_NAMESPACE} objects in {}", secs(t.elapsed()));
+    println!(
+        "populated {NAMESPACES} namespaces x {OBJECTS_PER_NAMESPACE} objects in {}",
+        secs(t.elapsed())
+    );
 
     // The doctor's full scan: discovery + metadata-only LIST of every type, cluster-wide.
     let mut scans = Vec::new();
@@ -138,7 +193,10 @@ async fn main() {
         scans.push(stats.duration);
     }
     let scan = median(scans);
-    println!("doctor full scan (whole cluster, {seen} objects): median {} over {SCAN_ROUNDS}", secs(scan));
+    println!(
+        "doctor full scan (whole cluster, {seen} objects): median {} over {SCAN_ROUNDS}",
+        secs(scan)
+    );
 
     // The seed's pipeline, per namespace, as a person runs it.
     let kubectl = cluster.binaries().kubectl();
@@ -149,14 +207,33 @@ async fn main() {
         )
     };
     let t = Instant::now();
-    Cmd::new("sh").args(["-c", &pipeline(&nss[0])]).env("KUBECONFIG", cluster.kubeconfig()).timeout(Duration::from_secs(600)).output().await.expect("pipeline runs");
+    Cmd::new("sh")
+        .args(["-c", &pipeline(&nss[0])])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .timeout(Duration::from_secs(600))
+        .output()
+        .await
+        .expect("pipeline runs");
     let one_ns = t.elapsed();
     println!("seed pipeline, one namespace: {}", secs(one_ns));
     let t = Instant::now();
-    let all: String = nss.iter().map(|ns| pipeline(ns)).collect::<Vec<_>>().join("; ");
-    Cmd::new("sh").args(["-c", &all]).env("KUBECONFIG", cluster.kubeconfig()).timeout(Duration::from_secs(3600)).output().await.expect("pipeline runs");
+    let all: String = nss
+        .iter()
+        .map(|ns| pipeline(ns))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Cmd::new("sh")
+        .args(["-c", &all])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .timeout(Duration::from_secs(3600))
+        .output()
+        .await
+        .expect("pipeline runs");
     let every_ns = t.elapsed();
-    println!("seed pipeline, all {NAMESPACES} namespaces: {}", secs(every_ns));
+    println!(
+        "seed pipeline, all {NAMESPACES} namespaces: {}",
+        secs(every_ns)
+    );
     println!(
         "ratio: doctor full-cluster scan is {:.0}x faster than the pipeline over every namespace ({:.1}x faster than the pipeline over a single namespace)",
         every_ns.as_secs_f64() / scan.as_secs_f64(),

@@ -161,7 +161,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 println!(
                     "{:<32} {:<7} {}",
                     s.name.as_str(),
-                    s.catalog_case.map_or("-".to_string(), |c| format!("case {c}")),
+                    s.catalog_case
+                        .map_or("-".to_string(), |c| format!("case {c}")),
                     s.description.as_str()
                 );
             }
@@ -170,27 +171,31 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn load_scenarios(dir: &std::path::Path, fixtures: &std::path::Path) -> Result<Vec<unstuck::core::scenario::Scenario>> {
+fn load_scenarios(
+    dir: &std::path::Path,
+    fixtures: &std::path::Path,
+) -> Result<Vec<unstuck::core::scenario::Scenario>> {
     let scenarios = unstuck::core::scenario::load_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     if scenarios.is_empty() {
         anyhow::bail!("no scenario files (*.yaml) in {}", dir.display());
     }
     for s in &scenarios {
-        s.validate_fixtures(fixtures).map_err(|e| anyhow::anyhow!("{e}"))?;
+        s.validate_fixtures(fixtures)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     Ok(scenarios)
 }
 
 async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
     use unstuck::runner::suite::{SuiteOptions, run_suite};
-    if let Some(kubeconfig) = &args.kubeconfig {
-        if !args.allow_existing_cluster {
-            anyhow::bail!(
-                "{} names a cluster unstuck did not create; scenarios create, break and repair objects there.\n  \
-                 If that is what you want, add --allow-existing-cluster",
-                kubeconfig.display()
-            );
-        }
+    if let Some(kubeconfig) = &args.kubeconfig
+        && !args.allow_existing_cluster
+    {
+        anyhow::bail!(
+            "{} names a cluster unstuck did not create; scenarios create, break and repair objects there.\n  \
+             If that is what you want, add --allow-existing-cluster",
+            kubeconfig.display()
+        );
     }
     let mut scenarios = load_scenarios(&args.scenarios, &args.fixtures)?;
     if let Some(f) = &args.filter {
@@ -199,10 +204,13 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
             anyhow::bail!("no scenario name contains '{f}'; `unstuck scenarios` lists them");
         }
     }
-    let stamp = k8s_openapi::jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ").to_string();
+    let stamp = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
     let out_dir = args.out.join(&stamp);
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let fixtures = std::fs::canonicalize(&args.fixtures).with_context(|| format!("fixtures dir {}", args.fixtures.display()))?;
+    let fixtures = std::fs::canonicalize(&args.fixtures)
+        .with_context(|| format!("fixtures dir {}", args.fixtures.display()))?;
 
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -215,7 +223,11 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
 
     let (report, cluster) = if let Some(kubeconfig) = &args.kubeconfig {
         let client = local::client_for(kubeconfig).await?;
-        let version = client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|_| "unknown".into());
+        let version = client
+            .apiserver_version()
+            .await
+            .map(|v| v.git_version)
+            .unwrap_or_else(|_| "unknown".into());
         let opts = SuiteOptions {
             client,
             fixtures_dir: fixtures,
@@ -230,10 +242,20 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
         let name = format!("run-{}", unstuck::runner::run_id());
         let mut up = UpOptions::new(&name);
         up.k8s_version = args.k8s_version.clone();
-        up.reaper = Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
-        eprintln!("[unstuck] bringing up local cluster '{name}' (Kubernetes {})", up.k8s_version);
-        let cluster = LocalCluster::up(up).await.context("bringing up the local cluster")?;
-        eprintln!("[unstuck] node Ready in {:.1} s; running {} scenario(s)", cluster.timings.node_ready.as_secs_f64(), scenarios.len());
+        up.reaper =
+            Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
+        eprintln!(
+            "[unstuck] bringing up local cluster '{name}' (Kubernetes {})",
+            up.k8s_version
+        );
+        let cluster = LocalCluster::up(up)
+            .await
+            .context("bringing up the local cluster")?;
+        eprintln!(
+            "[unstuck] node Ready in {:.1} s; running {} scenario(s)",
+            cluster.timings.node_ready.as_secs_f64(),
+            scenarios.len()
+        );
         let opts = SuiteOptions {
             client: cluster.client(),
             fixtures_dir: fixtures,
@@ -266,7 +288,11 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
     for f in files {
         eprintln!("[unstuck] wrote {}", f.display());
     }
-    Ok(if report.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if report.failed() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 async fn doctor(args: DoctorArgs) -> Result<ExitCode> {

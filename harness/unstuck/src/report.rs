@@ -36,7 +36,10 @@ impl RunReport {
     pub fn write_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
         std::fs::create_dir_all(dir)?;
         let json = dir.join("report.json");
-        std::fs::write(&json, serde_json::to_string_pretty(self).map_err(io::Error::other)?)?;
+        std::fs::write(
+            &json,
+            serde_json::to_string_pretty(self).map_err(io::Error::other)?,
+        )?;
         let junit = dir.join("junit.xml");
         std::fs::write(&junit, self.junit().map_err(io::Error::other)?)?;
         let md = dir.join("summary.md");
@@ -48,7 +51,10 @@ impl RunReport {
     /// evidence in system-out so CI shows it beside the verdict.
     pub fn junit(&self) -> Result<String, quick_junit::SerializeError> {
         let mut report = Report::new("unstuck");
-        let mut suite = TestSuite::new(format!("unstuck scenarios on {} ({})", self.cluster, self.k8s_version));
+        let mut suite = TestSuite::new(format!(
+            "unstuck scenarios on {} ({})",
+            self.cluster, self.k8s_version
+        ));
         for s in &self.scenarios {
             let status = match &s.outcome {
                 Outcome::Passed => TestCaseStatus::success(),
@@ -59,7 +65,10 @@ impl RunReport {
                 }
             };
             let mut case = TestCase::new(s.name.clone(), status);
-            case.set_classname(format!("unstuck.case{}", s.catalog_case.map_or("-".into(), |c| c.to_string())));
+            case.set_classname(format!(
+                "unstuck.case{}",
+                s.catalog_case.map_or("-".into(), |c| c.to_string())
+            ));
             case.set_time(Duration::from_millis(s.duration_ms as u64));
             case.set_system_out(evidence_text(s));
             suite.add_test_case(case);
@@ -81,11 +90,16 @@ impl RunReport {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
                 s.name,
-                if s.passed() { "✅ passed" } else { "❌ failed" },
+                if s.passed() {
+                    "✅ passed"
+                } else {
+                    "❌ failed"
+                },
                 md_cell(s.symptoms.first().map(String::as_str).unwrap_or("-")),
                 md_cell(s.findings.first().map(String::as_str).unwrap_or("-")),
                 md_cell(s.remedies.first().map(String::as_str).unwrap_or("-")),
-                s.time_to_recover_ms.map_or("-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
+                s.time_to_recover_ms
+                    .map_or("-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
             ));
         }
         for s in self.scenarios.iter().filter(|s| !s.passed()) {
@@ -102,7 +116,11 @@ impl RunReport {
         let mut out = String::new();
         for s in &self.scenarios {
             let verdict = if s.passed() { "PASS" } else { "FAIL" };
-            out.push_str(&format!("{verdict}  {}  ({:.1} s)\n", s.name, s.duration_ms as f64 / 1000.0));
+            out.push_str(&format!(
+                "{verdict}  {}  ({:.1} s)\n",
+                s.name,
+                s.duration_ms as f64 / 1000.0
+            ));
             for sym in &s.symptoms {
                 out.push_str(&format!("      symptom:   {sym}\n"));
             }
@@ -113,19 +131,47 @@ impl RunReport {
                 out.push_str(&format!("      remedy:    {r}\n"));
             }
             if let Some(ms) = s.time_to_recover_ms {
-                out.push_str(&format!("      recovered in {:.1} s (detected in {:.2} s)\n", ms as f64 / 1000.0, s.time_to_detect_ms.unwrap_or(0) as f64 / 1000.0));
+                out.push_str(&format!(
+                    "      recovered in {:.1} s (detected in {:.2} s)\n",
+                    ms as f64 / 1000.0,
+                    s.time_to_detect_ms.unwrap_or(0) as f64 / 1000.0
+                ));
             }
             if let Outcome::Failed { reason, .. } = &s.outcome {
                 out.push_str(&format!("      failure:   {reason}\n"));
             }
             if !s.cleanup.forced.is_empty() {
-                out.push_str(&format!("      cleanup had to force: {}\n", s.cleanup.forced.join(", ")));
+                out.push_str(&format!(
+                    "      cleanup had to force: {}\n",
+                    s.cleanup.forced.join(", ")
+                ));
             }
             if !s.cleanup.leaked.is_empty() {
                 out.push_str(&format!("      LEAKED: {}\n", s.cleanup.leaked.join(", ")));
             }
         }
-        out.push_str(&format!("{} passed, {} failed\n", self.passed(), self.failed()));
+        out.push_str(&format!(
+            "\n{:<32} {:<6} {:>10} {:>12} {:>9}\n",
+            "scenario", "result", "detect", "recover", "total"
+        ));
+        for s in &self.scenarios {
+            let ms = |v: Option<u128>| {
+                v.map_or("-".to_string(), |ms| format!("{:.2} s", ms as f64 / 1000.0))
+            };
+            out.push_str(&format!(
+                "{:<32} {:<6} {:>10} {:>12} {:>9}\n",
+                s.name,
+                if s.passed() { "pass" } else { "FAIL" },
+                ms(s.time_to_detect_ms),
+                ms(s.time_to_recover_ms),
+                format!("{:.1} s", s.duration_ms as f64 / 1000.0)
+            ));
+        }
+        out.push_str(&format!(
+            "{} passed, {} failed\n",
+            self.passed(),
+            self.failed()
+        ));
         out
     }
 }
@@ -133,7 +179,13 @@ impl RunReport {
 fn evidence_text(s: &ScenarioReport) -> String {
     let mut out = String::new();
     for step in &s.steps {
-        out.push_str(&format!("[{}] {} {} ({} ms)\n", step.index, if step.ok { "ok  " } else { "FAIL" }, step.summary, step.duration_ms));
+        out.push_str(&format!(
+            "[{}] {} {} ({} ms)\n",
+            step.index,
+            if step.ok { "ok  " } else { "FAIL" },
+            step.summary,
+            step.duration_ms
+        ));
         for e in &step.evidence {
             out.push_str(&format!("      {e}\n"));
         }

@@ -18,23 +18,43 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn components_not_built_names_the_setup_command() {
-    let o = unstuck(&["cluster", "up", "it-nobuild", "--k8s-version", "v1.99.0"], &[]);
+    let o = unstuck(
+        &["cluster", "up", "it-nobuild", "--k8s-version", "v1.99.0"],
+        &[],
+    );
     assert!(!o.status.success());
     let err = stderr(&o);
-    assert!(err.contains("Kubernetes v1.99.0 components are not built"), "{err}");
-    assert!(err.contains("sudo ci/setup.sh --k8s-version v1.99.0"), "{err}");
+    assert!(
+        err.contains("Kubernetes v1.99.0 components are not built"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sudo ci/setup.sh --k8s-version v1.99.0"),
+        "{err}"
+    );
 }
 
 #[test]
 fn not_root_is_refused_with_the_fix() {
     // setpriv (util-linux) drops to the nobody user for this one command.
     let o = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_unstuck"), "cluster", "up", "it-notroot"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_unstuck"),
+            "cluster",
+            "up",
+            "it-notroot",
+        ])
         .output()
         .expect("setpriv runs");
     assert!(!o.status.success());
     let err = stderr(&o);
-    assert!(err.contains("must run as root") && err.contains("sudo"), "{err}");
+    assert!(
+        err.contains("must run as root") && err.contains("sudo"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -42,7 +62,10 @@ fn a_bad_cluster_name_says_what_is_allowed() {
     let o = unstuck(&["cluster", "up", "Bad_Name"], &[]);
     assert!(!o.status.success());
     let err = stderr(&o);
-    assert!(err.contains("cluster name 'Bad_Name' is not valid") && err.contains("a-z, 0-9 and '-'"), "{err}");
+    assert!(
+        err.contains("cluster name 'Bad_Name' is not valid") && err.contains("a-z, 0-9 and '-'"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -82,5 +105,9 @@ fn down_of_an_unknown_cluster_says_how_to_list_them() {
     let o = unstuck(&["cluster", "down", "it-never-existed"], &[]);
     assert!(!o.status.success());
     let err = stderr(&o);
-    assert!(err.contains("no local cluster named 'it-never-existed'") && err.contains("unstuck cluster list"), "{err}");
+    assert!(
+        err.contains("no local cluster named 'it-never-existed'")
+            && err.contains("unstuck cluster list"),
+        "{err}"
+    );
 }

@@ -18,7 +18,10 @@ use unstuck::{
 };
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 fn main() -> ExitCode {
@@ -38,13 +41,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let names: Vec<String> = scenarios.iter().map(|s| format!("scenario::{}", s.name.as_str())).collect();
+    let names: Vec<String> = scenarios
+        .iter()
+        .map(|s| format!("scenario::{}", s.name.as_str()))
+        .collect();
     if args.list {
-        let trials = names.into_iter().map(|n| Trial::test(n, || Ok(()))).collect();
+        let trials = names
+            .into_iter()
+            .map(|n| Trial::test(n, || Ok(())))
+            .collect();
         return libtest_mimic::run(&args, trials).exit_code();
     }
 
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     let mut opts = UpOptions::new("it-scenarios");
     opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
     // block_on polls on this (main) thread, which outlives the cluster: the
@@ -56,7 +68,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let stamp = k8s_openapi::jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ").to_string();
+    let stamp = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
     let out_dir = root.join("target/unstuck-test-runs").join(stamp);
     let gate = ExclusiveGate::default();
     let reports: Arc<Mutex<Vec<ScenarioReport>>> = Arc::default();
@@ -73,7 +87,8 @@ fn main() -> ExitCode {
             };
             let (handle, gate, reports) = (rt.handle().clone(), gate.clone(), reports.clone());
             Trial::test(name, move || {
-                let report = handle.block_on(gate.run(scenario.runs_alone(), run_scenario(&ctx, &scenario)));
+                let report =
+                    handle.block_on(gate.run(scenario.runs_alone(), run_scenario(&ctx, &scenario)));
                 let verdict = if report.passed() {
                     Ok(())
                 } else {
@@ -89,7 +104,9 @@ fn main() -> ExitCode {
                 let leaked = report.cleanup.leaked.clone();
                 reports.lock().expect("reports lock").push(report);
                 if verdict.is_ok() && !leaked.is_empty() {
-                    return Err(Failed::from(format!("scenario passed but its cleanup leaked: {leaked:?}")));
+                    return Err(Failed::from(format!(
+                        "scenario passed but its cleanup leaked: {leaked:?}"
+                    )));
                 }
                 verdict
             })
@@ -111,9 +128,15 @@ fn main() -> ExitCode {
     let layout = cluster.layout().clone();
     let teardown = rt.block_on(cluster.down());
     let left = local::leftovers(&layout);
-    eprintln!("scenario cluster down: {teardown}; reports in {}", out_dir.display());
+    eprintln!(
+        "scenario cluster down: {teardown}; reports in {}",
+        out_dir.display()
+    );
     if !left.is_empty() || !teardown.errors.is_empty() {
-        eprintln!("the scenario cluster left things behind: {left:?} {:?}", teardown.errors);
+        eprintln!(
+            "the scenario cluster left things behind: {left:?} {:?}",
+            teardown.errors
+        );
         return ExitCode::FAILURE;
     }
     conclusion.exit_code()

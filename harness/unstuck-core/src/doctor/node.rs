@@ -43,8 +43,8 @@ pub use klog::{
 pub use mounts::{MountFact, MountRole, PodMount, classify_pod_mounts, parse_mountinfo, pod_dir};
 pub use plan::{NodeRemedy, NodeStep, plan_node};
 pub use runtime::{
-    ContainerKind, RuntimeContainer, ShimFact, TaskFact, parse_ctr_container_info,
-    parse_ctr_tasks, parse_shim_cmdline,
+    ContainerKind, RuntimeContainer, ShimFact, TaskFact, parse_ctr_container_info, parse_ctr_tasks,
+    parse_shim_cmdline,
 };
 
 /// Everything the node doctor looks at for one pod, taken at one moment.

@@ -110,6 +110,9 @@ pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
     Ok(out)
 }
 
+/// One type's metadata-only LIST, or why it failed.
+type MetadataList = Result<Vec<PartialObjectMeta<kube::api::DynamicObject>>, kube::Error>;
+
 /// What a collection cost, for reports and the benchmark.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct CollectStats {
@@ -162,10 +165,7 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         .filter_map(|n| n.metadata.name.clone())
         .collect();
 
-    let listed: Vec<(
-        ListableType,
-        Result<Vec<PartialObjectMeta<kube::api::DynamicObject>>, kube::Error>,
-    )> = stream::iter(discovered.types.clone())
+    let listed: Vec<(ListableType, MetadataList)> = stream::iter(discovered.types.clone())
         .map(|t| {
             let client = client.clone();
             async move {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::{
     api::core::v1::{Event, Pod},
-    jiff::Timestamp,
+    jiff::{SignedDuration, Timestamp},
 };
 use kube::{
     Api, Client,
@@ -187,18 +187,18 @@ pub async fn stuck_pods(
         .await
         .map_err(api(format!("listing pods on node {node_name}")))?;
     let now = Timestamp::now();
-    let threshold = i64::try_from(stuck_after.as_secs()).unwrap_or(i64::MAX);
+    let threshold = SignedDuration::try_from(stuck_after).unwrap_or(SignedDuration::MAX);
     let mut out: Vec<StuckPod> = list
         .items
         .into_iter()
         .filter_map(|p| {
             let m = p.metadata;
-            let overdue = now.duration_since(m.deletion_timestamp?.0).as_secs();
+            let overdue = now.duration_since(m.deletion_timestamp?.0);
             (overdue > threshold && m.deletion_grace_period_seconds != Some(0)).then(|| StuckPod {
                 namespace: m.namespace.unwrap_or_default(),
                 name: m.name.unwrap_or_default(),
                 uid: m.uid.unwrap_or_default(),
-                overdue_seconds: overdue,
+                overdue_seconds: overdue.as_secs(),
             })
         })
         .collect();
@@ -534,11 +534,17 @@ async fn apply_step(
             for s in shims {
                 let line = match still_there(node, s).await {
                     Ok(None) => format!("shim {} already gone", s.pid),
-                    Ok(Some(_)) => match signal_and_wait(node, s, libc::SIGKILL, Duration::from_secs(5)).await {
-                        Ok(true) => format!("SIGKILL to shim {} ({}): gone", s.pid, s.command),
-                        Ok(false) => fail(format!("SIGKILL to shim {}: still there after 5 s", s.pid), &mut ok),
-                        Err(e) => fail(format!("SIGKILL to shim {}: {e}", s.pid), &mut ok),
-                    },
+                    Ok(Some(_)) => {
+                        match signal_and_wait(node, s, libc::SIGKILL, Duration::from_secs(5)).await
+                        {
+                            Ok(true) => format!("SIGKILL to shim {} ({}): gone", s.pid, s.command),
+                            Ok(false) => fail(
+                                format!("SIGKILL to shim {}: still there after 5 s", s.pid),
+                                &mut ok,
+                            ),
+                            Err(e) => fail(format!("SIGKILL to shim {}: {e}", s.pid), &mut ok),
+                        }
+                    }
                     Err(e) => fail(format!("checking shim {}: {e}", s.pid), &mut ok),
                 };
                 lines.push(line);
@@ -551,7 +557,11 @@ async fn apply_step(
                     r.old_pid.map_or("<none>".to_owned(), |p| p.to_string()),
                     r.new_pid,
                     r.took,
-                    if r.killed { " (the old one had to be killed)" } else { "" }
+                    if r.killed {
+                        " (the old one had to be killed)"
+                    } else {
+                        ""
+                    }
                 ),
                 Err(e) => fail(format!("restarting containerd: {e}"), &mut ok),
             });
@@ -561,11 +571,26 @@ async fn apply_step(
                 let line = match still_there(node, p).await {
                     Ok(None) => format!("process {} already gone", p.pid),
                     Ok(Some(_)) => {
-                        match signal_and_wait(node, p, libc::SIGTERM, Duration::from_secs(5)).await {
-                            Ok(true) => format!("stopped process {} ({}) with SIGTERM", p.pid, p.command),
-                            Ok(false) => match signal_and_wait(node, p, libc::SIGKILL, Duration::from_secs(5)).await {
-                                Ok(true) => format!("killed process {} ({}): it ignored SIGTERM", p.pid, p.command),
-                                Ok(false) => fail(format!("process {} survives SIGKILL", p.pid), &mut ok),
+                        match signal_and_wait(node, p, libc::SIGTERM, Duration::from_secs(5)).await
+                        {
+                            Ok(true) => {
+                                format!("stopped process {} ({}) with SIGTERM", p.pid, p.command)
+                            }
+                            Ok(false) => match signal_and_wait(
+                                node,
+                                p,
+                                libc::SIGKILL,
+                                Duration::from_secs(5),
+                            )
+                            .await
+                            {
+                                Ok(true) => format!(
+                                    "killed process {} ({}): it ignored SIGTERM",
+                                    p.pid, p.command
+                                ),
+                                Ok(false) => {
+                                    fail(format!("process {} survives SIGKILL", p.pid), &mut ok)
+                                }
                                 Err(e) => fail(format!("SIGKILL to {}: {e}", p.pid), &mut ok),
                             },
                             Err(e) => fail(format!("SIGTERM to {}: {e}", p.pid), &mut ok),
@@ -614,7 +639,9 @@ async fn apply_step(
             lines.push(match pods.delete(name, &dp).await {
                 Ok(_) => {
                     *force_used = true;
-                    format!("FORCE deleted pod {namespace}/{name} (grace period 0) without the kubelet")
+                    format!(
+                        "FORCE deleted pod {namespace}/{name} (grace period 0) without the kubelet"
+                    )
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => "pod already gone".to_owned(),
                 Err(e) => fail(format!("force delete of {namespace}/{name}: {e}"), &mut ok),
@@ -649,15 +676,28 @@ async fn prove(
         let mut left = Vec::new();
         for m in node.mounts().await? {
             if m.mount_point.starts_with(&dir) {
-                left.push(format!("mount {} ({} {})", m.mount_point.display(), m.fs_type, m.source));
+                left.push(format!(
+                    "mount {} ({} {})",
+                    m.mount_point.display(),
+                    m.fs_type,
+                    m.source
+                ));
             }
         }
         for h in node.holders_of(&dir).await? {
-            left.push(format!("process {} ({}) holds {}", h.pid, h.command, dir.display()));
+            left.push(format!(
+                "process {} ({}) holds {}",
+                h.pid,
+                h.command,
+                dir.display()
+            ));
         }
         let rt = runtime_facts(node, &uid, ids).await;
         for t in &rt.tasks {
-            left.push(format!("runtime task {} (pid {}, {})", t.id, t.pid, t.status));
+            left.push(format!(
+                "runtime task {} (pid {}, {})",
+                t.id, t.pid, t.status
+            ));
         }
         for c in &rt.containers {
             left.push(format!("runtime container {} ({:?})", c.id, c.kind));
@@ -676,7 +716,8 @@ async fn prove(
                     start_time: s.start_time,
                     command: s.command.clone(),
                 };
-                let gone = signal_and_wait(node, &target, libc::SIGKILL, Duration::from_secs(5)).await?;
+                let gone =
+                    signal_and_wait(node, &target, libc::SIGKILL, Duration::from_secs(5)).await?;
                 report.proof.push(format!(
                     "cleanup: SIGKILL to stopped shim {} left behind by the runtime ({})",
                     s.pid,
@@ -689,13 +730,20 @@ async fn prove(
             left.push(format!("shim {} (-id {}) state {}", s.pid, s.id, s.state));
         }
         if left.is_empty() {
-            report.proof.push(format!("nothing is mounted under {} any more", dir.display()));
+            report.proof.push(format!(
+                "nothing is mounted under {} any more",
+                dir.display()
+            ));
             report
                 .proof
                 .push("no process holds the pod's directory".to_owned());
             report.proof.push(format!(
                 "the runtime lists no container, task or shim for the pod (IDs {})",
-                if ids.is_empty() { "<none known>".to_owned() } else { ids.join(", ") }
+                if ids.is_empty() {
+                    "<none known>".to_owned()
+                } else {
+                    ids.join(", ")
+                }
             ));
             break;
         }

@@ -67,7 +67,11 @@ pub async fn inject(
     opts: &BusyMountOptions,
 ) -> Result<Injected, FaultError> {
     let (pod, _) = target_pod(client, node, namespace, name).await?;
-    let volumes_dir = node.kubelet_dir().join("pods").join(&pod.uid).join("volumes");
+    let volumes_dir = node
+        .kubelet_dir()
+        .join("pods")
+        .join(&pod.uid)
+        .join("volumes");
     let mut candidates = Vec::new();
     for plugin in node.list_dir(&volumes_dir).await? {
         for vol in node.list_dir(&volumes_dir.join(&plugin)).await? {

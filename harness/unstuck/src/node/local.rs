@@ -56,7 +56,12 @@ impl LocalNode {
         };
         let st = ClusterState::load(&dir)
             .map_err(|e| failed(e.to_string()))?
-            .ok_or_else(|| failed(format!("no local cluster named '{cluster}' ({})", dir.display())))?;
+            .ok_or_else(|| {
+                failed(format!(
+                    "no local cluster named '{cluster}' ({})",
+                    dir.display()
+                ))
+            })?;
         let bins = components::locate(&st.k8s_version).map_err(|e| failed(e.to_string()))?;
         Ok(Self::new(st.layout, bins))
     }
@@ -87,12 +92,17 @@ impl LocalNode {
             .map(|c| c.process.clone())
             .filter(ProcessRef::is_alive);
         recorded.or_else(|| {
-            let config_arg = format!("--config={}", self.layout.dir.join("containerd.toml").display());
+            let config_arg = format!(
+                "--config={}",
+                self.layout.dir.join("containerd.toml").display()
+            );
             host::processes()
                 .into_iter()
                 .find(|p| {
                     p.state != 'Z'
-                        && p.cmdline.first().is_some_and(|a| a.ends_with("/containerd"))
+                        && p.cmdline
+                            .first()
+                            .is_some_and(|a| a.ends_with("/containerd"))
                         && p.cmdline.contains(&config_arg)
                 })
                 .map(|p| ProcessRef {
@@ -195,7 +205,10 @@ impl Node for LocalNode {
         let mut text = String::from_utf8_lossy(&buf).into_owned();
         if start > 0 {
             // Drop the partial first line.
-            text = text.split_once('\n').map(|(_, r)| r.to_owned()).unwrap_or_default();
+            text = text
+                .split_once('\n')
+                .map(|(_, r)| r.to_owned())
+                .unwrap_or_default();
         }
         Ok(Some(text))
     }
@@ -298,7 +311,11 @@ impl Node for LocalNode {
         // `setsid` in a background job of a non-interactive sh is not a
         // group leader, so it execs in place: `$!` is the program's pid.
         let out = Cmd::new("sh")
-            .args(["-c", r#"setsid "$@" </dev/null >/dev/null 2>&1 & echo $!"#, "sh"])
+            .args([
+                "-c",
+                r#"setsid "$@" </dev/null >/dev/null 2>&1 & echo $!"#,
+                "sh",
+            ])
             .args(argv.iter().cloned())
             .timeout(Duration::from_secs(10))
             .output()
@@ -323,7 +340,10 @@ impl Node for LocalNode {
                 other => {
                     return Err(self.failed(format!(
                         "starting {argv:?}: process {pid} is {}",
-                        other.map_or("gone".to_owned(), |p| format!("running {}", p.command_line()))
+                        other.map_or("gone".to_owned(), |p| format!(
+                            "running {}",
+                            p.command_line()
+                        ))
                     )));
                 }
             }
@@ -352,8 +372,12 @@ impl Node for LocalNode {
             .into_iter()
             .find(|c| c.name == "containerd")
             .ok_or_else(|| self.failed("no containerd command line"))?;
-        let mut child = process::spawn(&cmd, &self.layout.log_file("containerd"), Lifetime::Detached)
-            .map_err(|e| self.failed(e.to_string()))?;
+        let mut child = process::spawn(
+            &cmd,
+            &self.layout.log_file("containerd"),
+            Lifetime::Detached,
+        )
+        .map_err(|e| self.failed(e.to_string()))?;
         let new_pid = child.id() as i32;
         // Reap it whenever it ends, so it never lingers as our zombie.
         std::thread::spawn(move || child.wait());

@@ -126,7 +126,10 @@ pub trait Node: Send + Sync {
 
     /// Processes whose cwd, root or open file descriptors lie at or under
     /// `path`: what `fuser -m`/`lsof +D` would name.
-    fn holders_of(&self, path: &Path) -> impl Future<Output = Result<Vec<Holder>, NodeError>> + Send;
+    fn holders_of(
+        &self,
+        path: &Path,
+    ) -> impl Future<Output = Result<Vec<Holder>, NodeError>> + Send;
 
     /// Sends a signal; a process that is already gone is not an error.
     fn signal(&self, pid: i32, signal: i32) -> impl Future<Output = Result<(), NodeError>> + Send;
@@ -146,7 +149,11 @@ pub trait Node: Send + Sync {
     ) -> impl Future<Output = Result<(), NodeError>> + Send;
 
     /// Unmounts `path`; `lazy` detaches it even while busy (`umount -l`).
-    fn unmount(&self, path: &Path, lazy: bool) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn unmount(
+        &self,
+        path: &Path,
+        lazy: bool,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
 
     /// Starts `argv` in the background in a new session, not as a child
     /// of the caller (so it outlives the call and no zombie is left to
@@ -169,21 +176,31 @@ pub trait Node: Send + Sync {
 /// a query that fails is recorded in [`RuntimeFacts::errors`], because a
 /// runtime that does not answer is itself evidence.
 pub async fn runtime_facts(node: &impl Node, pod_uid: &str, extra_ids: &[String]) -> RuntimeFacts {
-    use unstuck_core::doctor::node::{parse_ctr_container_info, parse_ctr_tasks, parse_shim_cmdline};
+    use unstuck_core::doctor::node::{
+        parse_ctr_container_info, parse_ctr_tasks, parse_shim_cmdline,
+    };
     let mut facts = RuntimeFacts::default();
     let filter = format!("labels.\"io.kubernetes.pod.uid\"=={pod_uid}");
     let ids: Vec<String> = match node
         .run(node.ctr().args(["containers", "ls", "-q"]).arg(&filter))
         .await
     {
-        Ok(out) => out.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+        Ok(out) => out
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
         Err(e) => {
             facts.errors.push(e.to_string());
             Vec::new()
         }
     };
     for id in &ids {
-        match node.run(node.ctr().args(["containers", "info"]).arg(id)).await {
+        match node
+            .run(node.ctr().args(["containers", "info"]).arg(id))
+            .await
+        {
             Ok(json) => match parse_ctr_container_info(&json) {
                 Some(c) => facts.containers.push(c),
                 None => facts
@@ -201,13 +218,19 @@ pub async fn runtime_facts(node: &impl Node, pod_uid: &str, extra_ids: &[String]
     // `ctr task ls` asks every shim for its state; a stopped shim costs
     // containerd a 2 s deadline per task, hence the generous timeout.
     match node
-        .run(node.ctr().args(["tasks", "ls"]).timeout(std::time::Duration::from_secs(60)))
+        .run(
+            node.ctr()
+                .args(["tasks", "ls"])
+                .timeout(std::time::Duration::from_secs(60)),
+        )
         .await
     {
-        Ok(out) => facts.tasks = parse_ctr_tasks(&out)
-            .into_iter()
-            .filter(|t| all_ids.contains(&t.id))
-            .collect(),
+        Ok(out) => {
+            facts.tasks = parse_ctr_tasks(&out)
+                .into_iter()
+                .filter(|t| all_ids.contains(&t.id))
+                .collect()
+        }
         Err(e) => facts.errors.push(e.to_string()),
     }
     let address = node.containerd_address().display().to_string();

@@ -47,35 +47,35 @@ async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupR
             .unwrap_or_default(),
         c.name
     );
-    match api.get_opt(&c.name).await {
-        Ok(Some(obj)) => {
-            if force
-                && !obj
-                    .metadata
-                    .finalizers
-                    .clone()
-                    .unwrap_or_default()
-                    .is_empty()
-            {
-                let patch = serde_json::json!({"metadata": {"finalizers": null}});
-                if api
-                    .patch(&c.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .is_ok()
-                {
-                    report.forced.push(label.clone());
-                }
-            }
-            if obj.metadata.deletion_timestamp.is_none()
-                && api
-                    .delete(&c.name, &DeleteParams::background())
-                    .await
-                    .is_ok()
-            {
-                report.deleted.push(label);
-            }
+    // Already gone, or unreadable: nothing cleanup can do here; a leak is
+    // caught by the final check that everything is gone.
+    let Ok(Some(obj)) = api.get_opt(&c.name).await else {
+        return;
+    };
+    if force
+        && !obj
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .is_empty()
+    {
+        let patch = serde_json::json!({"metadata": {"finalizers": null}});
+        if api
+            .patch(&c.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .is_ok()
+        {
+            report.forced.push(label.clone());
         }
-        Ok(None) | Err(_) => {}
+    }
+    if obj.metadata.deletion_timestamp.is_none()
+        && api
+            .delete(&c.name, &DeleteParams::background())
+            .await
+            .is_ok()
+    {
+        report.deleted.push(label);
     }
 }
 

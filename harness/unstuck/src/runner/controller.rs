@@ -27,7 +27,12 @@ impl Drop for LiveController {
 }
 
 /// Starts the controller for `finalizer` in `namespace`.
-pub fn start(client: Client, namespace: String, finalizer: String, finish_after: Duration) -> LiveController {
+pub fn start(
+    client: Client,
+    namespace: String,
+    finalizer: String,
+    finish_after: Duration,
+) -> LiveController {
     let task = tokio::spawn(async move {
         let domain = finalizer.split('/').next().unwrap_or_default().to_string();
         let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
@@ -42,10 +47,17 @@ pub fn start(client: Client, namespace: String, finalizer: String, finish_after:
                 "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
                          "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
             });
-            if let Err(e) = leases.patch(&domain, &PatchParams::apply("unstuck-live-controller").force(), &Patch::Apply(&lease)).await {
+            if let Err(e) = leases
+                .patch(
+                    &domain,
+                    &PatchParams::apply("unstuck-live-controller").force(),
+                    &Patch::Apply(&lease),
+                )
+                .await
+            {
                 tracing::debug!("live controller: lease renewal failed: {e}");
             }
-            if tick % 5 == 0
+            if tick.is_multiple_of(5)
                 && let Ok(d) = collect::discover(&client).await
             {
                 types = d.types.into_iter().filter(|t| t.namespaced).collect();
@@ -60,15 +72,38 @@ pub fn start(client: Client, namespace: String, finalizer: String, finish_after:
     LiveController { task }
 }
 
-async fn finish_due(client: &Client, ns: &str, t: &collect::ListableType, finalizer: &str, after: Duration, now: Timestamp) {
-    let (group, version) = t.api_version.split_once('/').map(|(g, v)| (g.to_string(), v.to_string())).unwrap_or((String::new(), t.api_version.clone()));
-    let ar = ApiResource { group, version, api_version: t.api_version.clone(), kind: t.kind.clone(), plural: t.resource.clone() };
+async fn finish_due(
+    client: &Client,
+    ns: &str,
+    t: &collect::ListableType,
+    finalizer: &str,
+    after: Duration,
+    now: Timestamp,
+) {
+    let (group, version) = t
+        .api_version
+        .split_once('/')
+        .map(|(g, v)| (g.to_string(), v.to_string()))
+        .unwrap_or((String::new(), t.api_version.clone()));
+    let ar = ApiResource {
+        group,
+        version,
+        api_version: t.api_version.clone(),
+        kind: t.kind.clone(),
+        plural: t.resource.clone(),
+    };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
-    let Ok(list) = api.list_metadata(&ListParams::default()).await else { return };
+    let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+        return;
+    };
     for item in list.items {
         let finalizers = item.metadata.finalizers.clone().unwrap_or_default();
-        let Some(deleted) = item.metadata.deletion_timestamp.as_ref() else { continue };
-        if !finalizers.iter().any(|f| f == finalizer) || now.duration_since(deleted.0).as_secs_f64() < after.as_secs_f64() {
+        let Some(deleted) = item.metadata.deletion_timestamp.as_ref() else {
+            continue;
+        };
+        if !finalizers.iter().any(|f| f == finalizer)
+            || now.duration_since(deleted.0).as_secs_f64() < after.as_secs_f64()
+        {
             continue;
         }
         let kept: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
@@ -76,8 +111,13 @@ async fn finish_due(client: &Client, ns: &str, t: &collect::ListableType, finali
             {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
             {"op": "replace", "path": "/metadata/finalizers", "value": kept},
         ]);
-        if let (Some(name), Ok(p)) = (item.metadata.name.as_deref(), serde_json::from_value::<json_patch::Patch>(patch)) {
-            let _ = api.patch(name, &PatchParams::default(), &Patch::<()>::Json(p)).await;
+        if let (Some(name), Ok(p)) = (
+            item.metadata.name.as_deref(),
+            serde_json::from_value::<json_patch::Patch>(patch),
+        ) {
+            let _ = api
+                .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
+                .await;
         }
     }
 }

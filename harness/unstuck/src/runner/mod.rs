@@ -6,8 +6,9 @@
 mod cleanup;
 pub mod conditions;
 mod controller;
-pub mod suite;
 pub mod objects;
+pub mod progress;
+pub mod suite;
 
 use std::{
     path::{Path, PathBuf},
@@ -172,11 +173,16 @@ pub async fn run_scenario_until(
     };
     // The step that was running when time ran out or the run was stopped.
     let outcome = match outcome {
-        Outcome::Failed { step: 0, reason } => Outcome::Failed { step: run.report.steps.len() + 1, reason },
+        Outcome::Failed { step: 0, reason } => Outcome::Failed {
+            step: run.report.steps.len() + 1,
+            reason,
+        },
         o => o,
     };
     run.report.outcome = outcome;
+    progress::set(scenario.name.as_str(), "cleaning up".into());
     run.report.cleanup = cleanup::cleanup(&ctx.client, &run.ns, &run.created).await;
+    progress::clear(scenario.name.as_str());
     run.controllers.clear();
     run.report.duration_ms = started.elapsed().as_millis();
     if let Ok(text) = serde_json::to_string_pretty(&run.report) {
@@ -219,6 +225,10 @@ impl ScenarioRun<'_> {
         for (i, step) in self.scenario.steps.iter().enumerate() {
             let index = i + 1;
             let t = Instant::now();
+            progress::set(
+                self.scenario.name.as_str(),
+                format!("step {index}: {}", step.summary()),
+            );
             let result = self.step(step).await;
             let (ok, evidence) = match &result {
                 Ok(ev) => (true, ev.clone()),
@@ -297,8 +307,17 @@ impl ScenarioRun<'_> {
             Step::Doctor(d) => self.doctor(d).await,
             Step::Controller(c) => {
                 let ns = self.ns.real(&c.namespace);
-                self.controllers.push(controller::start(self.ctx.client.clone(), ns.clone(), c.finalizer.to_string(), c.finish_after.as_std()));
-                Ok(vec![format!("live controller for {} running in {ns}, holding Lease {ns}/{}", *c.finalizer, c.finalizer.split('/').next().unwrap_or_default())])
+                self.controllers.push(controller::start(
+                    self.ctx.client.clone(),
+                    ns.clone(),
+                    c.finalizer.to_string(),
+                    c.finish_after.as_std(),
+                ));
+                Ok(vec![format!(
+                    "live controller for {} running in {ns}, holding Lease {ns}/{}",
+                    *c.finalizer,
+                    c.finalizer.split('/').next().unwrap_or_default()
+                )])
             }
         }
     }
@@ -428,7 +447,9 @@ impl ScenarioRun<'_> {
         }
         self.doctor_started = Some(Instant::now());
         let opts = DoctorOptions {
-            diagnose: unstuck_core::doctor::DiagnoseOptions { stuck_after: STUCK_AFTER },
+            diagnose: unstuck_core::doctor::DiagnoseOptions {
+                stuck_after: STUCK_AFTER,
+            },
             scope: Scope::Namespaces(self.ns.real_names()),
             apply: d.apply,
             backup_dir: self.ctx.out_dir.join("backups"),

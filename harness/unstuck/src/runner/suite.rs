@@ -42,7 +42,11 @@ impl ExclusiveGate {
 }
 
 /// Runs every scenario; `cancel` turning true stops them (each still cleans up).
-pub async fn run_suite(opts: &SuiteOptions, scenarios: Vec<Scenario>, cancel: watch::Receiver<bool>) -> RunReport {
+pub async fn run_suite(
+    opts: &SuiteOptions,
+    scenarios: Vec<Scenario>,
+    cancel: watch::Receiver<bool>,
+) -> RunReport {
     let started = Instant::now();
     let started_at = k8s_openapi::jiff::Timestamp::now().to_string();
     let gate = ExclusiveGate::default();
@@ -60,19 +64,32 @@ pub async fn run_suite(opts: &SuiteOptions, scenarios: Vec<Scenario>, cancel: wa
             let _slot = slots.acquire_owned().await.expect("semaphore never closed");
             let exclusive = scenario.runs_alone();
             gate.run(exclusive, async {
-                eprintln!("[unstuck] start  {}{}", scenario.name.as_str(), if exclusive { " (alone)" } else { "" });
+                eprintln!(
+                    "[unstuck] start  {}{}",
+                    scenario.name.as_str(),
+                    if exclusive { " (alone)" } else { "" }
+                );
                 let r = run_scenario_until(&ctx, &scenario, cancel).await;
-                eprintln!("[unstuck] {}  {} ({:.1} s)", if r.passed() { "pass " } else { "FAIL " }, r.name, r.duration_ms as f64 / 1000.0);
+                eprintln!(
+                    "[unstuck] {}  {} ({:.1} s)",
+                    if r.passed() { "pass " } else { "FAIL " },
+                    r.name,
+                    r.duration_ms as f64 / 1000.0
+                );
                 r
             })
             .await
         }));
     }
+    let ticker = super::progress::start_ticker();
     let mut reports: Vec<ScenarioReport> = Vec::new();
     for t in tasks {
         if let Ok(r) = t.await {
             reports.push(r);
         }
+    }
+    if let Some(t) = ticker {
+        t.abort();
     }
     RunReport {
         started_at,

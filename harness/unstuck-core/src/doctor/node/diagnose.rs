@@ -205,7 +205,9 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         .filter(|e| e.event.concerns(&uid, &pod_key, &pod_ids))
         .collect();
     if !facts.kubelet_log_available {
-        evidence.push("kubelet log not available on this node: volume errors cannot be read".to_owned());
+        evidence.push(
+            "kubelet log not available on this node: volume errors cannot be read".to_owned(),
+        );
     }
 
     // Volume teardown failures not followed by a success for the same volume.
@@ -221,19 +223,21 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
                 retry_after,
                 ..
             } => {
-                let v = volumes.entry(unique_name.clone()).or_insert_with(|| BusyVolume {
-                    volume: volume.clone(),
-                    unique_name: unique_name.clone(),
-                    kind: *kind,
-                    error: String::new(),
-                    busy: false,
-                    failures: 0,
-                    first_failure: e.time.clone(),
-                    last_failure: String::new(),
-                    retry_at: None,
-                    retry_after: None,
-                    line: String::new(),
-                });
+                let v = volumes
+                    .entry(unique_name.clone())
+                    .or_insert_with(|| BusyVolume {
+                        volume: volume.clone(),
+                        unique_name: unique_name.clone(),
+                        kind: *kind,
+                        error: String::new(),
+                        busy: false,
+                        failures: 0,
+                        first_failure: e.time.clone(),
+                        last_failure: String::new(),
+                        retry_at: None,
+                        retry_after: None,
+                        line: String::new(),
+                    });
                 v.failures += 1;
                 v.kind = *kind;
                 v.error.clone_from(error);
@@ -348,7 +352,10 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
             KubeletEvent::KillContainerFailed { .. } => true,
             KubeletEvent::SyncFailed { failures, .. } => failures.iter().any(|f| f.is_kill()),
             KubeletEvent::RuntimeCallFailed { call, .. } => {
-                matches!(call, RuntimeCall::StopContainer | RuntimeCall::StopPodSandbox)
+                matches!(
+                    call,
+                    RuntimeCall::StopContainer | RuntimeCall::StopPodSandbox
+                )
             }
             _ => false,
         };
@@ -375,14 +382,17 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
     if stuck {
         let runtime_wedged = !wedged_shims.is_empty()
             || !unknown.is_empty()
-            || (!kill_failures.is_empty() && (!tasks.is_empty() || !facts.runtime.errors.is_empty()));
+            || (!kill_failures.is_empty()
+                && (!tasks.is_empty() || !facts.runtime.errors.is_empty()));
         if runtime_wedged {
             causes.push(NodeCause::WedgedRuntime);
         }
         let kubelet_mounts_left = mounts.iter().any(|m| !m.is_stray());
         let volume_blocked = !busy_volumes.is_empty()
             || mounts.iter().any(PodMount::is_stray)
-            || (kubelet_mounts_left && !runtime_wedged && tasks.iter().all(|t| t.status != "RUNNING"));
+            || (kubelet_mounts_left
+                && !runtime_wedged
+                && tasks.iter().all(|t| t.status != "RUNNING"));
         if volume_blocked {
             causes.push(NodeCause::BusyVolume);
         }
@@ -408,7 +418,8 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         let mut why = Vec::new();
         if causes.contains(&NodeCause::WedgedRuntime) {
             why.push(if wedged_shims.iter().any(ShimFact::is_stopped) {
-                "its containerd shim is stopped, so the runtime cannot stop its containers".to_owned()
+                "its containerd shim is stopped, so the runtime cannot stop its containers"
+                    .to_owned()
             } else {
                 "the runtime cannot stop its containers".to_owned()
             });
@@ -426,7 +437,9 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
                     vols.join(", "),
                     stray.join(", ")
                 ),
-                (false, true) => format!("the kubelet cannot tear down volume(s) {}", vols.join(", ")),
+                (false, true) => {
+                    format!("the kubelet cannot tear down volume(s) {}", vols.join(", "))
+                }
                 (true, _) => format!("mounts remain under {}", dir.display()),
             });
         }

@@ -89,7 +89,8 @@ fn parse_header_at(line: &str, i: usize) -> Option<KlogLine> {
         return None;
     }
     // mmdd hh:mm:ss.frac
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
     if !(digits(1..5)
         && b.get(5) == Some(&b' ')
         && digits(6..8)
@@ -675,7 +676,10 @@ mod tests {
             kv,
             vec![
                 ("pod".into(), "default/busy".into()),
-                ("containerID".into(), r#"{"Type":"containerd","ID":"db0b"}"#.into()),
+                (
+                    "containerID".into(),
+                    r#"{"Type":"containerd","ID":"db0b"}"#.into()
+                ),
                 ("pods".into(), r#"["a/b","c/d"]"#.into()),
                 ("gracePeriod".into(), "2".into()),
             ]

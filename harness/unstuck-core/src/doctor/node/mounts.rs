@@ -116,11 +116,23 @@ impl PodMount {
 impl std::fmt::Display for PodMount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let what = match &self.role {
-            MountRole::Volume { plugin, volume } => format!("kubelet mount of {plugin} volume {volume:?}"),
-            MountRole::SubPath { volume, container, index } => {
-                format!("kubelet subPath mount of volume {volume:?} for container {container:?} (#{index})")
+            MountRole::Volume { plugin, volume } => {
+                format!("kubelet mount of {plugin} volume {volume:?}")
             }
-            MountRole::Nested { plugin, volume, inner } => format!(
+            MountRole::SubPath {
+                volume,
+                container,
+                index,
+            } => {
+                format!(
+                    "kubelet subPath mount of volume {volume:?} for container {container:?} (#{index})"
+                )
+            }
+            MountRole::Nested {
+                plugin,
+                volume,
+                inner,
+            } => format!(
                 "stray mount nested in {plugin} volume {volume:?} at {}",
                 inner.display()
             ),
@@ -222,13 +234,19 @@ mod tests {
             },
             false
         )));
-        assert!(roles.iter().any(|(r, s)| matches!(r, MountRole::SubPath { .. }) && !s));
+        assert!(
+            roles
+                .iter()
+                .any(|(r, s)| matches!(r, MountRole::SubPath { .. }) && !s)
+        );
         assert!(roles.contains(&(&MountRole::Other, true)));
     }
 
     #[test]
     fn mountinfo_decodes_escapes() {
-        let m = parse_mountinfo("36 35 98:0 /mnt1 /mnt/with\\040space rw master:1 - ext3 /dev/root rw\n");
+        let m = parse_mountinfo(
+            "36 35 98:0 /mnt1 /mnt/with\\040space rw master:1 - ext3 /dev/root rw\n",
+        );
         assert_eq!(m[0].mount_point, PathBuf::from("/mnt/with space"));
         assert_eq!(m[0].fs_type, "ext3");
     }

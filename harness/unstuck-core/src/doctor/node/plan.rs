@@ -94,7 +94,8 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
 
     if f.causes.contains(&NodeCause::WedgedRuntime) {
         if !f.wedged_shims.is_empty() {
-            let shims: Vec<ProcessTarget> = f.wedged_shims.iter().map(ProcessTarget::from).collect();
+            let shims: Vec<ProcessTarget> =
+                f.wedged_shims.iter().map(ProcessTarget::from).collect();
             let pids: Vec<String> = shims.iter().map(|s| s.pid.to_string()).collect();
             steps.push(step(
                 NodeRemedy::KillShim { shims },
@@ -118,7 +119,9 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             .collect();
         let mut lazy = unmount.clone();
         for v in &f.busy_volumes {
-            lazy.extend(kubelet_mounts_of(&f.mounts, &v.volume).map(|m| m.mount.mount_point.clone()));
+            lazy.extend(
+                kubelet_mounts_of(&f.mounts, &v.volume).map(|m| m.mount.mount_point.clone()),
+            );
         }
         if f.busy_volumes.is_empty() && lazy.is_empty() {
             // Mounts remain but the log names no volume: all of them.
@@ -148,7 +151,10 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             }
             steps.push(step(
                 NodeRemedy::ReleaseHolder { stop, unmount },
-                format!("{}; releasing them lets the kubelet's next TearDown succeed", why.join("; ")),
+                format!(
+                    "{}; releasing them lets the kubelet's next TearDown succeed",
+                    why.join("; ")
+                ),
             ));
         }
         if !lazy.is_empty() {
@@ -157,7 +163,12 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
                 "a lazy unmount detaches the mount even while it is still held".to_owned(),
             ));
         }
-        if steps.iter().all(|s| !matches!(s.remedy, NodeRemedy::ReleaseHolder { .. } | NodeRemedy::LazyUnmount { .. })) {
+        if steps.iter().all(|s| {
+            !matches!(
+                s.remedy,
+                NodeRemedy::ReleaseHolder { .. } | NodeRemedy::LazyUnmount { .. }
+            )
+        }) {
             steps.push(step(
                 NodeRemedy::AwaitKubelet {
                     until: f.next_kubelet_retry,
@@ -172,7 +183,8 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             NodeRemedy::AwaitKubelet {
                 until: f.next_kubelet_retry,
             },
-            "no cause visible on the node; give the kubelet its retry before anything stronger".to_owned(),
+            "no cause visible on the node; give the kubelet its retry before anything stronger"
+                .to_owned(),
         ));
     }
 

@@ -40,26 +40,32 @@ pub fn check_root() -> Result<(), PreflightError> {
 const REQUIRED_V1: [&str; 5] = ["cpu", "cpuacct", "cpuset", "memory", "pids"];
 
 pub fn check_cgroups() -> Result<(), PreflightError> {
-    let hierarchies = host::cgroup_v1_hierarchies();
+    let unified = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    check_cgroup_layout(&host::cgroup_v1_hierarchies(), unified)
+}
+
+/// The decision behind [`check_cgroups`], on the hierarchies found.
+pub fn check_cgroup_layout(
+    hierarchies: &[std::path::PathBuf],
+    unified_root: bool,
+) -> Result<(), PreflightError> {
     if hierarchies.is_empty() {
-        if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        if unified_root {
             return Ok(());
         }
         return Err(PreflightError::Cgroups {
             detail: "no cgroup filesystem is mounted under /sys/fs/cgroup".into(),
         });
     }
+    // A hierarchy directory is named after its controllers, e.g. cpu,cpuacct.
     let mounted: Vec<String> = hierarchies
         .iter()
-        .flat_map(|h| {
-            h.file_name()
-                .map(|n| {
-                    n.to_string_lossy()
-                        .split(',')
-                        .map(str::to_string)
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
+        .filter_map(|h| h.file_name())
+        .flat_map(|n| {
+            n.to_string_lossy()
+                .split(',')
+                .map(str::to_string)
+                .collect::<Vec<_>>()
         })
         .collect();
     let missing: Vec<&str> = REQUIRED_V1
@@ -101,6 +107,43 @@ pub fn check_ports(l: &Layout) -> Result<(), PreflightError> {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn cgroup_layouts_are_judged_by_their_controllers() {
+        let v1 = |names: &[&str]| {
+            names
+                .iter()
+                .map(|n| std::path::PathBuf::from("/sys/fs/cgroup").join(n))
+                .collect::<Vec<_>>()
+        };
+        // This VM's hybrid layout.
+        assert!(
+            check_cgroup_layout(
+                &v1(&[
+                    "blkio", "cpu", "cpuacct", "cpuset", "memory", "pids", "systemd"
+                ]),
+                true
+            )
+            .is_ok()
+        );
+        assert!(
+            check_cgroup_layout(&v1(&["cpu,cpuacct", "cpuset", "memory", "pids"]), false).is_ok()
+        );
+        assert!(check_cgroup_layout(&[], true).is_ok(), "pure cgroup v2");
+        let err = check_cgroup_layout(&v1(&["cpu", "cpuacct", "cpuset"]), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cgroup layout not supported") && err.contains("memory, pids"),
+            "{err}"
+        );
+        assert!(
+            check_cgroup_layout(&[], false)
+                .unwrap_err()
+                .to_string()
+                .contains("no cgroup filesystem")
+        );
+    }
 
     #[test]
     fn a_taken_port_is_named_with_its_component() {
