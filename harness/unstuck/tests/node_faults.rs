@@ -244,8 +244,8 @@ async fn a_busy_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
     let undone = injected.revert(&node).await.expect("revert after heal");
     assert!(undone.is_empty(), "revert found work left: {undone:?}");
     eprintln!(
-        "timings: symptom after {symptom_after:.1?}, heal {:.1?} (pod gone after {:.1?})",
-        report.timings.total, report.timings.pod_gone
+        "timings: symptom after {symptom_after:.1?}, heal {} ms (pod gone after {:?} ms)",
+        report.timings.total_ms, report.timings.pod_gone_ms
     );
     assert_down_clean(cluster).await;
 }
@@ -353,8 +353,8 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it() {
     let undone = injected.revert(&node).await.expect("revert after heal");
     assert!(undone.is_empty(), "revert found work left: {undone:?}");
     eprintln!(
-        "timings: symptom after {symptom_after:.1?}, heal {:.1?} (pod gone after {:.1?})",
-        report.timings.total, report.timings.pod_gone
+        "timings: symptom after {symptom_after:.1?}, heal {} ms (pod gone after {:?} ms)",
+        report.timings.total_ms, report.timings.pod_gone_ms
     );
 
     // The runtime restart rung works on this node too, and `down` still

@@ -115,21 +115,23 @@ pub struct AppliedNodeStep {
     pub ok: bool,
     /// What was done (or why not), one line each.
     pub actions: Vec<String>,
-    /// Time since the heal started, when the step began.
-    pub started_at: Duration,
-    /// How long the step and its wait for the kubelet took.
-    pub took: Duration,
+    /// Milliseconds since the heal started, when the step began.
+    pub started_at_ms: u128,
+    /// How long the step and its wait for the kubelet took, in ms.
+    pub took_ms: u128,
     /// Whether the pod was gone at the end of its wait.
     pub pod_gone: bool,
 }
 
-/// How long the phases of a heal took.
+/// How long the phases of a heal took, in milliseconds from its start.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct HealTimings {
-    pub diagnosed: Duration,
-    /// From the start until the pod left the API.
-    pub pod_gone: Option<Duration>,
-    pub total: Duration,
+    /// Until the first diagnosis.
+    pub diagnosed_ms: u128,
+    /// Until the pod left the API.
+    pub pod_gone_ms: Option<u128>,
+    /// Until the end, proof included.
+    pub total_ms: u128,
 }
 
 /// Everything a heal did and saw.
@@ -344,7 +346,7 @@ pub async fn heal_pod(
                 gone = report.uid.is_some();
                 if !gone {
                     report.outcome = HealOutcome::PodNotFound;
-                    report.timings.total = start.elapsed();
+                    report.timings.total_ms = start.elapsed().as_millis();
                     return Ok(report);
                 }
                 break;
@@ -358,14 +360,14 @@ pub async fn heal_pod(
         let finding = diagnose_pod(&facts, &diag);
         let steps = plan_node(&finding);
         if report.initial.is_none() {
-            report.timings.diagnosed = start.elapsed();
+            report.timings.diagnosed_ms = start.elapsed().as_millis();
             report.initial = Some(finding.clone());
             report.plan.clone_from(&steps);
         }
         if !finding.stuck {
             if round == 0 {
                 report.outcome = HealOutcome::NotStuck;
-                report.timings.total = start.elapsed();
+                report.timings.total_ms = start.elapsed().as_millis();
                 return Ok(report);
             }
             report
@@ -375,7 +377,7 @@ pub async fn heal_pod(
         }
         if !opts.apply {
             report.outcome = HealOutcome::DryRun;
-            report.timings.total = start.elapsed();
+            report.timings.total_ms = start.elapsed().as_millis();
             return Ok(report);
         }
         if round == opts.max_steps {
@@ -388,7 +390,7 @@ pub async fn heal_pod(
             break;
         };
         tried.push(step.remedy.name());
-        let step_start = start.elapsed();
+        let step_start = start.elapsed().as_millis();
         if step.force && !opts.allow_force {
             report.steps.push(AppliedNodeStep {
                 finding_summary: finding.summary.clone(),
@@ -398,8 +400,8 @@ pub async fn heal_pod(
                     step.remedy.name()
                 )],
                 step,
-                started_at: step_start,
-                took: Duration::ZERO,
+                started_at_ms: step_start,
+                took_ms: 0,
                 pod_gone: false,
             });
             break;
@@ -409,15 +411,15 @@ pub async fn heal_pod(
         let wait = wait_budget(&step.remedy, &finding, opts);
         gone = wait_gone(client, namespace, name, report.uid.as_deref(), wait).await?;
         if gone {
-            report.timings.pod_gone = Some(start.elapsed());
+            report.timings.pod_gone_ms = Some(start.elapsed().as_millis());
         }
         report.steps.push(AppliedNodeStep {
             step,
             finding_summary: finding.summary.clone(),
             ok,
             actions,
-            started_at: step_start,
-            took: t0.elapsed(),
+            started_at_ms: step_start,
+            took_ms: t0.elapsed().as_millis(),
             pod_gone: gone,
         });
         if gone {
@@ -426,8 +428,8 @@ pub async fn heal_pod(
     }
 
     if gone {
-        if report.timings.pod_gone.is_none() {
-            report.timings.pod_gone = Some(start.elapsed());
+        if report.timings.pod_gone_ms.is_none() {
+            report.timings.pod_gone_ms = Some(start.elapsed().as_millis());
         }
         prove(node, namespace, name, &ids, opts, &mut report).await?;
         report.outcome = if report.leftovers.is_empty() {
@@ -436,7 +438,7 @@ pub async fn heal_pod(
             HealOutcome::GoneWithLeftovers
         };
     }
-    report.timings.total = start.elapsed();
+    report.timings.total_ms = start.elapsed().as_millis();
     Ok(report)
 }
 
@@ -553,10 +555,10 @@ async fn apply_step(
         NodeRemedy::RestartRuntime => {
             lines.push(match node.restart_runtime().await {
                 Ok(r) => format!(
-                    "restarted containerd: pid {} -> {} in {:.1?}{}",
+                    "restarted containerd: pid {} -> {} in {} ms{}",
                     r.old_pid.map_or("<none>".to_owned(), |p| p.to_string()),
                     r.new_pid,
-                    r.took,
+                    r.took_ms,
                     if r.killed {
                         " (the old one had to be killed)"
                     } else {

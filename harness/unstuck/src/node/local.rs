@@ -412,7 +412,7 @@ impl Node for LocalNode {
             old_pid: old.map(|p| p.pid),
             new_pid,
             killed,
-            took: started.elapsed(),
+            took_ms: started.elapsed().as_millis(),
         })
     }
 }

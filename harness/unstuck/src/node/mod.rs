@@ -76,7 +76,7 @@ pub struct RuntimeRestart {
     pub new_pid: i32,
     /// Whether the old daemon ignored SIGTERM and had to be killed.
     pub killed: bool,
-    pub took: std::time::Duration,
+    pub took_ms: u128,
 }
 
 /// A Kubernetes node's host, as the fault injectors and the node doctor

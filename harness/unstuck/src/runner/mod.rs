@@ -464,6 +464,13 @@ impl ScenarioRun<'_> {
         if let Ok(text) = serde_json::to_string_pretty(&report) {
             let _ = std::fs::write(self.ctx.out_dir.join("doctor.json"), text);
         }
+        // What the doctor saw before any remedy: evidence, and a recording
+        // the diagnosis unit tests replay.
+        if let Some(first) = report.rounds.first()
+            && let Ok(text) = serde_json::to_string_pretty(&first.snapshot)
+        {
+            let _ = std::fs::write(self.ctx.out_dir.join("snapshot.json"), text);
+        }
         self.report.findings = report
             .initial_findings()
             .iter()
