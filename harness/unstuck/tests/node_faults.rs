@@ -367,6 +367,25 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it() {
         after.contains(&format!("\"pid\": {}", restart.new_pid)),
         "{after}"
     );
+    // ... and the restarted runtime runs and stops pods.
     running_pod(&client, "after-restart").await;
+    delete(&client, "after-restart").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    wait::until(
+        "pod after-restart to be deleted by the kubelet",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let pods = pods.clone();
+            async move {
+                match pods.get_opt("after-restart").await {
+                    Ok(None) => Poll::Ready(()),
+                    other => Poll::Pending(format!("{:?}", other.map(|p| p.is_some()))),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
     assert_down_clean(cluster).await;
 }

@@ -121,8 +121,12 @@ impl DoctorReport {
         }
         for r in &self.rounds {
             for a in &r.applied {
-                if let StepOutcome::Done(d) = &a.outcome {
-                    out.push(format!("  {} {}: {d}", a.action, a.target));
+                match &a.outcome {
+                    StepOutcome::Done(d) => out.push(format!("  {} {}: {d}", a.action, a.target)),
+                    StepOutcome::Skipped(why) if a.action == "Refuse" => {
+                        out.push(format!("  refused: {why}"))
+                    }
+                    _ => {}
                 }
             }
         }

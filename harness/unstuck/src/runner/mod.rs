@@ -252,10 +252,35 @@ impl ScenarioRun<'_> {
         Outcome::Passed
     }
 
+    /// Logical namespaces a fixture defines as a Namespace object: those
+    /// are created by their `apply` step, because some fields (such as
+    /// `spec.finalizers`) can only be set when a namespace is created.
+    fn namespaces_from_fixtures(&self) -> Vec<String> {
+        self.scenario
+            .fixture_files()
+            .into_iter()
+            .filter_map(|f| read_manifests(&self.ctx.fixtures_dir.join(f)).ok())
+            .flatten()
+            .filter(|d| d["kind"] == "Namespace")
+            .filter_map(|d| d["metadata"]["name"].as_str().map(|n| self.ns.real(n)))
+            .collect()
+    }
+
     async fn create_namespaces(&mut self) -> Result<(), String> {
         let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
             kube::Api::all(self.ctx.client.clone());
+        let from_fixtures = self.namespaces_from_fixtures();
         for real in self.ns.real_names() {
+            if from_fixtures.contains(&real) {
+                // Created by its apply step; still cleaned up at the end.
+                self.created.push(Created {
+                    api_version: "v1".into(),
+                    kind: "Namespace".into(),
+                    namespace: None,
+                    name: real,
+                });
+                continue;
+            }
             let obj: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": real, "labels": {"unstuck.dev/scenario": self.scenario.name.as_str()}}
             }))
