@@ -12,9 +12,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{
-        ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
-    },
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions},
 };
 use serde::Serialize;
 use unstuck_core::doctor::{Action, ObjectTarget, PlannedStep};
@@ -54,17 +52,7 @@ pub enum StepOutcome {
 }
 
 fn dynamic_api(client: &Client, t: &ObjectTarget) -> Api<DynamicObject> {
-    let (group, version) = match t.api_version.split_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), t.api_version.clone()),
-    };
-    let ar = ApiResource {
-        group,
-        version,
-        api_version: t.api_version.clone(),
-        kind: t.kind.clone(),
-        plural: t.resource.clone(),
-    };
+    let ar = super::collect::api_resource(&t.api_version, &t.kind, &t.resource);
     match &t.namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),
@@ -112,73 +100,24 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
         Action::RemoveFinalizers(rf) => {
             let t = &rf.target;
             let api = dynamic_api(client, t);
-            let target = t.api_path();
-            let mut calls = Vec::new();
-            let current = api.get_opt(&t.name).await;
-            calls.push(ApiCall {
-                method: "GET",
-                path: target.clone(),
-                body: None,
-                result: result_text(&current),
-            });
-            let obj = match current {
-                Ok(Some(o)) => o,
-                Ok(None) => {
-                    return outcome(
-                        "RemoveFinalizers",
-                        &target,
-                        StepOutcome::Skipped("already gone".into()),
-                        calls,
-                        None,
-                    );
-                }
-                Err(e) => {
-                    return outcome(
-                        "RemoveFinalizers",
-                        &target,
-                        StepOutcome::Failed(e.to_string()),
-                        calls,
-                        None,
-                    );
-                }
-            };
-            let backup = match save_backup(backups, &t.kind, t.namespace.as_deref(), &t.name, &obj)
+            let mut rec = Recorder::new("RemoveFinalizers", t.api_path());
+            if rec
+                .read_and_back_up(&api, &t.name, &t.kind, t.namespace.as_deref(), backups)
+                .await
+                .is_none()
             {
-                Ok(p) => p,
-                // No backup, no change.
-                Err(e) => {
-                    return outcome(
-                        "RemoveFinalizers",
-                        &target,
-                        StepOutcome::Failed(e),
-                        calls,
-                        None,
-                    );
-                }
-            };
+                return rec.finish();
+            }
             let patch_value = rf.json_patch();
             let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
                 Ok(p) => p,
-                Err(e) => {
-                    return outcome(
-                        "RemoveFinalizers",
-                        &target,
-                        StepOutcome::Failed(format!("bad patch: {e}")),
-                        calls,
-                        Some(backup),
-                    );
-                }
+                Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
             };
             let r = api
                 .patch(&t.name, &PatchParams::default(), &Patch::<()>::Json(patch))
                 .await;
-            calls.push(ApiCall {
-                method: "PATCH",
-                path: target.clone(),
-                body: Some(patch_value),
-                result: result_text(&r),
-            });
-            let o = match r {
+            rec.call("PATCH", Some(patch_value), &r);
+            rec.end(match r {
                 Ok(after) => {
                     let left = after.metadata.finalizers.unwrap_or_default();
                     if rf.remove.iter().any(|f| left.contains(f)) {
@@ -195,53 +134,18 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
                 // The last finalizer gone lets the object go while we patch.
                 Err(e) if is_not_found(&e) => StepOutcome::Done("object gone".into()),
                 Err(e) => StepOutcome::Failed(e.to_string()),
-            };
-            outcome("RemoveFinalizers", &target, o, calls, Some(backup))
+            })
         }
         Action::DeleteApiService(d) => {
             let api: Api<APIService> = Api::all(client.clone());
-            let target = d.api_path();
-            let mut calls = Vec::new();
-            let current = api.get_opt(&d.name).await;
-            calls.push(ApiCall {
-                method: "GET",
-                path: target.clone(),
-                body: None,
-                result: result_text(&current),
-            });
-            let svc = match current {
-                Ok(Some(s)) => s,
-                Ok(None) => {
-                    return outcome(
-                        "DeleteApiService",
-                        &target,
-                        StepOutcome::Skipped("already gone".into()),
-                        calls,
-                        None,
-                    );
-                }
-                Err(e) => {
-                    return outcome(
-                        "DeleteApiService",
-                        &target,
-                        StepOutcome::Failed(e.to_string()),
-                        calls,
-                        None,
-                    );
-                }
-            };
-            let backup = match save_backup(backups, "APIService", None, &d.name, &svc) {
-                Ok(p) => p,
-                Err(e) => {
-                    return outcome(
-                        "DeleteApiService",
-                        &target,
-                        StepOutcome::Failed(e),
-                        calls,
-                        None,
-                    );
-                }
-            };
+            let mut rec = Recorder::new("DeleteApiService", d.api_path());
+            if rec
+                .read_and_back_up(&api, &d.name, "APIService", None, backups)
+                .await
+                .is_none()
+            {
+                return rec.finish();
+            }
             let dp = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: Some(d.uid.clone()),
@@ -250,91 +154,139 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
                 ..DeleteParams::default()
             };
             let r = api.delete(&d.name, &dp).await;
-            calls.push(ApiCall {
-                method: "DELETE",
-                path: target.clone(),
-                body: Some(d.delete_options()),
-                result: result_text(&r),
-            });
-            let o = match r {
+            rec.call("DELETE", Some(d.delete_options()), &r);
+            let restore = rec
+                .backup
+                .as_ref()
+                .map(|b| b.display().to_string())
+                .unwrap_or_default();
+            rec.end(match r {
                 Ok(_) => StepOutcome::Done(format!(
-                    "deleted; manifest saved to {} (kubectl apply -f it to restore)",
-                    backup.display()
+                    "deleted; manifest saved to {restore} (kubectl apply -f it to restore)"
                 )),
                 Err(e) => StepOutcome::Failed(e.to_string()),
-            };
-            outcome("DeleteApiService", &target, o, calls, Some(backup))
+            })
         }
         Action::FinalizeNamespace(f) => {
             let api: Api<Namespace> = Api::all(client.clone());
-            let target = f.api_path();
-            let mut calls = Vec::new();
-            let current = api.get_opt(&f.name).await;
-            calls.push(ApiCall {
-                method: "GET",
-                path: format!("/api/v1/namespaces/{}", f.name),
-                body: None,
-                result: result_text(&current),
-            });
-            let ns = match current {
-                Ok(Some(n)) => n,
-                Ok(None) => {
-                    return outcome(
-                        "FinalizeNamespace",
-                        &target,
-                        StepOutcome::Skipped("already gone".into()),
-                        calls,
-                        None,
-                    );
-                }
-                Err(e) => {
-                    return outcome(
-                        "FinalizeNamespace",
-                        &target,
-                        StepOutcome::Failed(e.to_string()),
-                        calls,
-                        None,
-                    );
-                }
-            };
-            let backup = match save_backup(backups, "Namespace", None, &f.name, &ns) {
-                Ok(p) => p,
-                Err(e) => {
-                    return outcome(
-                        "FinalizeNamespace",
-                        &target,
-                        StepOutcome::Failed(e),
-                        calls,
-                        None,
-                    );
-                }
+            let mut rec = Recorder::new("FinalizeNamespace", f.api_path());
+            rec.read_path = format!("/api/v1/namespaces/{}", f.name);
+            let Some(ns) = rec
+                .read_and_back_up(&api, &f.name, "Namespace", None, backups)
+                .await
+            else {
+                return rec.finish();
             };
             let body = match f.body(&ns) {
                 Ok(b) => b,
-                Err(e) => {
-                    return outcome(
-                        "FinalizeNamespace",
-                        &target,
-                        StepOutcome::Failed(e.to_string()),
-                        calls,
-                        Some(backup),
-                    );
-                }
+                Err(e) => return rec.end(StepOutcome::Failed(e.to_string())),
             };
             let r = api
                 .replace_subresource("finalize", &f.name, &PostParams::default(), &body)
                 .await;
-            calls.push(ApiCall {
-                method: "PUT",
-                path: target.clone(),
-                body: serde_json::to_value(&body.spec).ok(),
-                result: result_text(&r),
-            });
-            let o = match r {
+            rec.call("PUT", serde_json::to_value(&body.spec).ok(), &r);
+            rec.end(match r {
                 Ok(_) => StepOutcome::Done(format!("spec.finalizers now {:?}", f.kept())),
                 Err(e) => StepOutcome::Failed(e.to_string()),
-            };
-            outcome("FinalizeNamespace", &target, o, calls, Some(backup))
+            })
+        }
+    }
+}
+
+/// The record of one mutating step: its calls, backup and outcome.
+struct Recorder {
+    action: &'static str,
+    path: String,
+    /// Where the object is read (the finalize subresource is only written).
+    read_path: String,
+    calls: Vec<ApiCall>,
+    backup: Option<PathBuf>,
+    early: Option<StepOutcome>,
+}
+
+impl Recorder {
+    fn new(action: &'static str, path: String) -> Self {
+        Self {
+            action,
+            read_path: path.clone(),
+            path,
+            calls: Vec::new(),
+            backup: None,
+            early: None,
+        }
+    }
+
+    fn call<T>(
+        &mut self,
+        method: &'static str,
+        body: Option<serde_json::Value>,
+        r: &Result<T, kube::Error>,
+    ) {
+        self.calls.push(ApiCall {
+            method,
+            path: self.path.clone(),
+            body,
+            result: result_text(r),
+        });
+    }
+
+    /// Reads the object fresh and saves its manifest; no backup, no change.
+    /// `None` (with the reason kept for [`Self::finish`]) when it is gone,
+    /// unreadable or cannot be saved.
+    async fn read_and_back_up<K>(
+        &mut self,
+        api: &Api<K>,
+        name: &str,
+        kind: &str,
+        ns: Option<&str>,
+        dir: &Path,
+    ) -> Option<K>
+    where
+        K: Clone + serde::de::DeserializeOwned + Serialize + std::fmt::Debug,
+    {
+        let current = api.get_opt(name).await;
+        self.calls.push(ApiCall {
+            method: "GET",
+            path: self.read_path.clone(),
+            body: None,
+            result: result_text(&current),
+        });
+        let obj = match current {
+            Ok(Some(o)) => o,
+            Ok(None) => {
+                self.early = Some(StepOutcome::Skipped("already gone".into()));
+                return None;
+            }
+            Err(e) => {
+                self.early = Some(StepOutcome::Failed(e.to_string()));
+                return None;
+            }
+        };
+        match save_backup(dir, kind, ns, name, &obj) {
+            Ok(p) => self.backup = Some(p),
+            Err(e) => {
+                self.early = Some(StepOutcome::Failed(e));
+                return None;
+            }
+        }
+        Some(obj)
+    }
+
+    fn finish(self) -> AppliedStep {
+        let o = self
+            .early
+            .clone()
+            .unwrap_or_else(|| StepOutcome::Failed("no outcome recorded".into()));
+        self.end(o)
+    }
+
+    fn end(self, outcome: StepOutcome) -> AppliedStep {
+        AppliedStep {
+            action: self.action.to_string(),
+            target: self.path,
+            outcome,
+            calls: self.calls,
+            backup: self.backup,
         }
     }
 }

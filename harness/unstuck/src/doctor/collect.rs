@@ -36,18 +36,21 @@ pub struct ListableType {
 }
 
 impl ListableType {
-    fn api_resource(&self) -> ApiResource {
-        let (group, version) = match self.api_version.split_once('/') {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (String::new(), self.api_version.clone()),
-        };
-        ApiResource {
-            group,
-            version,
-            api_version: self.api_version.clone(),
-            kind: self.kind.clone(),
-            plural: self.resource.clone(),
-        }
+    pub fn api_resource(&self) -> ApiResource {
+        api_resource(&self.api_version, &self.kind, &self.resource)
+    }
+}
+
+/// The dynamic-API description of a type known by apiVersion, kind and
+/// plural resource name (`v1` is the core group).
+pub fn api_resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        plural: plural.to_string(),
     }
 }
 

@@ -172,19 +172,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             let mut left = Vec::new();
             let namespaced: Vec<_> = discovered.types.iter().filter(|t| t.namespaced).collect();
             for t in &namespaced {
-                let (group, version) = t
-                    .api_version
-                    .split_once('/')
-                    .map(|(g, v)| (g.to_string(), v.to_string()))
-                    .unwrap_or((String::new(), t.api_version.clone()));
-                let ar = kube::api::ApiResource {
-                    group,
-                    version,
-                    api_version: t.api_version.clone(),
-                    kind: t.kind.clone(),
-                    plural: t.resource.clone(),
-                };
-                let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
+                let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &t.api_resource());
                 let items = api
                     .list_metadata(&lp)
                     .await

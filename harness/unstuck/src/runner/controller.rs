@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::{api::coordination::v1::Lease, jiff::Timestamp};
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
+    api::{DynamicObject, ListParams, Patch, PatchParams},
 };
 use tokio::task::JoinHandle;
 
@@ -80,19 +80,7 @@ async fn finish_due(
     after: Duration,
     now: Timestamp,
 ) {
-    let (group, version) = t
-        .api_version
-        .split_once('/')
-        .map(|(g, v)| (g.to_string(), v.to_string()))
-        .unwrap_or((String::new(), t.api_version.clone()));
-    let ar = ApiResource {
-        group,
-        version,
-        api_version: t.api_version.clone(),
-        kind: t.kind.clone(),
-        plural: t.resource.clone(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &t.api_resource());
     let Ok(list) = api.list_metadata(&ListParams::default()).await else {
         return;
     };
