@@ -96,6 +96,29 @@ impl ScenarioReport {
     pub fn passed(&self) -> bool {
         self.outcome == Outcome::Passed
     }
+
+    /// A report for a scenario that never produced one of its own (its
+    /// task panicked): it counts as failed, with the reason.
+    pub fn lost(scenario: &Scenario, out_dir: PathBuf, reason: String) -> Self {
+        Self {
+            name: scenario.name.to_string(),
+            description: scenario.description.to_string(),
+            catalog_case: scenario.catalog_case,
+            file: scenario.path().to_path_buf(),
+            namespaces: NamespaceMap::default(),
+            outcome: Outcome::Failed { step: 0, reason },
+            steps: Vec::new(),
+            symptoms: Vec::new(),
+            findings: Vec::new(),
+            remedies: Vec::new(),
+            time_to_detect_ms: None,
+            time_to_recover_ms: None,
+            duration_ms: 0,
+            cleanup: Default::default(),
+            out_dir,
+            doctor: None,
+        }
+    }
 }
 
 /// A short random id for this run's namespaces.

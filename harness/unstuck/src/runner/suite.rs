@@ -52,7 +52,9 @@ pub async fn run_suite(
     let gate = ExclusiveGate::default();
     let slots = Arc::new(Semaphore::new(opts.parallelism.max(1)));
     let mut tasks = Vec::new();
+    let mut lost_reports = Vec::new();
     for scenario in scenarios {
+        lost_reports.push((scenario.clone(), opts.out_dir.join(scenario.name.as_str())));
         let ctx = RunContext {
             client: opts.client.clone(),
             fixtures_dir: opts.fixtures_dir.clone(),
@@ -83,9 +85,14 @@ pub async fn run_suite(
     }
     let ticker = super::progress::start_ticker();
     let mut reports: Vec<ScenarioReport> = Vec::new();
-    for t in tasks {
-        if let Ok(r) = t.await {
-            reports.push(r);
+    for (t, (scenario, out_dir)) in tasks.into_iter().zip(lost_reports) {
+        match t.await {
+            Ok(r) => reports.push(r),
+            Err(e) => reports.push(ScenarioReport::lost(
+                &scenario,
+                out_dir,
+                format!("the scenario's task failed: {e}"),
+            )),
         }
     }
     if let Some(t) = ticker {
