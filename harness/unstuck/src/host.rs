@@ -224,6 +224,17 @@ pub fn own_process_group() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Restores the default SIGPIPE action, so `unstuck doctor | head` ends
+/// quietly like any command-line tool instead of panicking on a closed
+/// stdout (Rust ignores SIGPIPE by default). An owned cluster is still torn
+/// down by its reaper.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal disposition to SIG_DFL installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Whether the effective user is root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail and touches no memory.

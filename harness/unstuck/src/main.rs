@@ -129,6 +129,7 @@ enum ClusterCommand {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    unstuck::host::default_sigpipe();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("UNSTUCK_LOG")
@@ -399,7 +400,7 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
                 cluster.layout().logs_dir().display()
             );
             if hold {
-                println!("holding the cluster; Ctrl-C tears it down");
+                eprintln!("holding the cluster; Ctrl-C tears it down");
                 wait_for_shutdown_signal().await;
                 let report = cluster.down().await;
                 println!("cluster '{name}' is down: {report}");

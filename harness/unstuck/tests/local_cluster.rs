@@ -158,15 +158,24 @@ async fn a_killed_harness_takes_its_cluster_with_it() {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let up = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|l| l.contains("is up"))
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Keep reading to the end, so the harness never writes to a closed pipe.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("is up") {
+                let _ = tx.send(());
+            }
+        }
     });
+    let up = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(240)).is_ok());
     assert!(
         up.await.unwrap(),
         "the holding harness never reported the cluster up"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the holding harness must still be running when it is killed"
     );
     let layout = local::list()
         .into_iter()

@@ -22,7 +22,7 @@ use kube::{
 use serde::Serialize;
 use unstuck_core::doctor::node::{
     DiagnoseNodeOptions, KubeletEvent, MountFact, NodeFacts, NodeFinding, NodeRemedy, NodeStep,
-    ProcessTarget, SyncLoopOp, diagnose_pod, parse_kubelet_log, plan_node, pod_dir,
+    ProcessTarget, SyncLoopOp, diagnose_pod, klog_records, parse_kubelet_log, plan_node, pod_dir,
 };
 
 use crate::node::{Node, NodeError, runtime_facts};
@@ -71,6 +71,10 @@ pub struct HealOptions {
     pub log_tail_bytes: u64,
     /// At most this many remedies.
     pub max_steps: usize,
+    /// Remedies never to take, by name (`KillShim`, `RestartRuntime`,
+    /// `ReleaseHolder`, `LazyUnmount`, ...): for a node where, say, killing
+    /// processes is not acceptable. The ladder goes on with the next rung.
+    pub skip: Vec<String>,
 }
 
 impl Default for HealOptions {
@@ -84,6 +88,7 @@ impl Default for HealOptions {
             proof_timeout: Duration::from_secs(90),
             log_tail_bytes: 16 << 20,
             max_steps: 8,
+            skip: Vec::new(),
         }
     }
 }
@@ -253,15 +258,14 @@ pub async fn gather(
     let key = format!("{namespace}/{name}");
     let log = node.kubelet_log_tail(log_tail_bytes).await?;
     let kubelet_log_available = log.is_some();
-    let kubelet_log: Vec<String> = log
-        .unwrap_or_default()
-        .lines()
+    let quoted_key = format!("\"{key}\"");
+    let kubelet_log: Vec<String> = klog_records(&log.unwrap_or_default())
+        .into_iter()
         .filter(|l| {
             (!uid.is_empty() && l.contains(&uid))
-                || l.contains(&format!("\"{key}\""))
+                || l.contains(&quoted_key)
                 || ids.iter().any(|id| l.contains(id.as_str()))
         })
-        .map(str::to_owned)
         .collect();
     let dir = pod_dir(node.kubelet_dir(), &uid);
     let mounts = node
@@ -383,10 +387,10 @@ pub async fn heal_pod(
         if round == opts.max_steps {
             break;
         }
-        let Some(step) = steps
-            .into_iter()
-            .find(|s| !tried.contains(&s.remedy.name()))
-        else {
+        let Some(step) = steps.into_iter().find(|s| {
+            let name = s.remedy.name();
+            !tried.contains(&name) && !opts.skip.iter().any(|k| k == name)
+        }) else {
             break;
         };
         tried.push(step.remedy.name());
@@ -396,7 +400,7 @@ pub async fn heal_pod(
                 finding_summary: finding.summary.clone(),
                 ok: false,
                 actions: vec![format!(
-                    "not taken: {} needs --allow-force; the pod stays stuck",
+                    "not taken: {} bypasses the kubelet and force was not allowed; the pod stays stuck",
                     step.remedy.name()
                 )],
                 step,
@@ -776,4 +780,67 @@ async fn prove(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{faults, node::LocalNode};
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    /// The runner may `tokio::spawn` these: their futures must be Send.
+    #[allow(dead_code, clippy::let_underscore_future)]
+    fn futures_are_send(client: &Client, node: &LocalNode) {
+        let opts = HealOptions::default();
+        assert_send(&heal_pod(client, node, "ns", "p", &opts));
+        assert_send(&heal_node(client, node, &opts));
+        assert_send(&faults::wedge_shim::inject(client, node, "ns", "p"));
+        let busy = faults::busy_mount::BusyMountOptions::default();
+        assert_send(&faults::busy_mount::inject(client, node, "ns", "p", &busy));
+    }
+
+    fn finding_with_retry(retry_in: Option<i64>) -> NodeFinding {
+        let facts: NodeFacts = serde_json::from_value(serde_json::json!({
+            "takenAt": "2026-01-01T00:00:00Z",
+            "node": "n",
+            "kubeletDir": "/k",
+            "pod": {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}},
+        }))
+        .unwrap();
+        let mut f = diagnose_pod(&facts, &DiagnoseNodeOptions::default());
+        f.next_kubelet_retry = retry_in.map(|s| {
+            Timestamp::now()
+                .checked_add(SignedDuration::from_secs(s))
+                .unwrap()
+        });
+        f
+    }
+
+    #[test]
+    fn the_wait_after_a_volume_remedy_covers_the_announced_retry_within_the_cap() {
+        let opts = HealOptions::default();
+        let release = NodeRemedy::LazyUnmount { paths: vec![] };
+        assert_eq!(
+            wait_budget(&release, &finding_with_retry(None), &opts),
+            opts.settle
+        );
+        let w = wait_budget(&release, &finding_with_retry(Some(100)), &opts);
+        assert!(
+            w > Duration::from_secs(110) && w <= Duration::from_secs(115),
+            "{w:?}"
+        );
+        assert_eq!(
+            wait_budget(&release, &finding_with_retry(Some(600)), &opts),
+            opts.kubelet_retry_cap
+        );
+        assert_eq!(
+            wait_budget(
+                &NodeRemedy::RestartRuntime,
+                &finding_with_retry(Some(600)),
+                &opts
+            ),
+            opts.settle
+        );
+    }
 }

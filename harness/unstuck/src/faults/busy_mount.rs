@@ -1,21 +1,33 @@
 //! Busy volume mount (catalog case 4, seeds 003 and 004).
 //!
-//! A tmpfs is mounted on a new directory inside one of the pod's volume
-//! directories (an emptyDir by default): a nested mount nobody on the node
-//! will remove. When the pod is deleted, the v1.34 kubelet's emptyDir
-//! TearDown (`os.RemoveAll` of the volume directory) fails on it with
+//! Two ways to make a pod's volume impossible to tear down, both real on
+//! the v1.34 kubelet:
 //!
-//! ```text
-//! UnmountVolume.TearDown failed for volume "data" (UniqueName: "kubernetes.io/empty-dir/<uid>-data") pod "<uid>" (UID: "<uid>") : unlinkat <kubelet>/pods/<uid>/volumes/kubernetes.io~empty-dir/data/.unstuck-busy: device or resource busy
-//! ```
+//! - [`BusyKind::NestedMount`] (default): a tmpfs mounted on a new
+//!   directory inside one of the pod's volume directories (an emptyDir by
+//!   default), a nested mount nobody on the node will remove. The
+//!   kubelet's emptyDir TearDown (`os.RemoveAll` of the volume directory)
+//!   fails on it with
+//!   ```text
+//!   UnmountVolume.TearDown failed for volume "data" (UniqueName: "kubernetes.io/empty-dir/<uid>-data") pod "<uid>" (UID: "<uid>") : unlinkat <kubelet>/pods/<uid>/volumes/kubernetes.io~empty-dir/data/.unstuck-busy: device or resource busy
+//!   ```
+//!   seed 004's `device or resource busy`. Optionally a process keeps its
+//!   working directory inside the mount, as the stray glusterfs process
+//!   did in seed 003: then a plain unmount of the nested mount fails too
+//!   ("target is busy") until the process is stopped.
+//! - [`BusyKind::HeldSubPath`]: a process holds one of the kubelet's own
+//!   subPath bind mounts (`volume-subpaths/<vol>/<container>/<n>`) open,
+//!   so its unmount fails and the kubelet logs seed 004's other line:
+//!   ```text
+//!   error cleaning subPath mounts for volume "cfg" (UniqueName: "kubernetes.io/configmap/<uid>-cfg") pod "<uid>" (UID: "<uid>") : error processing <kubelet>/pods/<uid>/volume-subpaths/cfg/c: error cleaning subpath mount <kubelet>/pods/<uid>/volume-subpaths/cfg/c/1: unmount failed: exit status 32
+//!   Unmounting arguments: <kubelet>/pods/<uid>/volume-subpaths/cfg/c/1
+//!   Output: umount: <kubelet>/pods/<uid>/volume-subpaths/cfg/c/1: target is busy.
+//!   ```
 //!
-//! retried with a backoff doubling up to 2m2s, and the pod stays in the
-//! API past its grace period (phase Succeeded, containers gone), exactly
-//! as seed 004's `device or resource busy`. Optionally a process keeps its
-//! working directory inside the mount, as the stray glusterfs process did
-//! in seed 003: then a plain unmount of the nested mount fails too
-//! ("target is busy") until the process is stopped, which is what makes
-//! the doctor's ladder (release the holder, then lazy unmount) real.
+//! Either way the kubelet retries with a backoff doubling up to 2m2s and
+//! the pod stays in the API past its grace period (phase Succeeded,
+//! containers gone), which is what makes the doctor's ladder (release the
+//! holder, then lazy unmount) real.
 
 use std::path::PathBuf;
 
@@ -32,14 +44,28 @@ pub const MOUNT_LABEL: &str = "unstuck-busy";
 /// `argv[0]` of the holder process's shell (`$0`), for `ps`.
 pub const HOLDER_NAME: &str = "unstuck-busy-holder";
 
+/// Which way to make the volume busy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BusyKind {
+    /// A tmpfs nested inside a volume directory.
+    #[default]
+    NestedMount,
+    /// A process holding a subPath bind mount open (needs a pod with a
+    /// `subPath` volume mount; implies a holder).
+    HeldSubPath,
+}
+
 /// How to make the volume busy.
 #[derive(Clone, Debug, Default)]
 pub struct BusyMountOptions {
+    pub kind: BusyKind,
     /// The pod volume to use (its name in the pod spec); default: the
-    /// first emptyDir, else the first volume of any plugin.
+    /// first emptyDir, else the first volume of any plugin (for
+    /// [`BusyKind::HeldSubPath`]: the first subPath mount).
     pub volume: Option<String>,
-    /// Also start a process whose working directory is inside the nested
-    /// mount (seed 003's stray process).
+    /// Also start a process holding the nested mount (its working
+    /// directory inside; seed 003's stray process). Always on for
+    /// [`BusyKind::HeldSubPath`].
     pub holder: bool,
 }
 
@@ -47,13 +73,13 @@ pub struct BusyMountOptions {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BusyMount {
     pub pod: PodTarget,
-    /// The volume's plugin directory name, e.g. `kubernetes.io~empty-dir`.
-    pub plugin_dir: String,
+    pub kind: BusyKind,
     pub volume: String,
-    /// `<kubelet>/pods/<uid>/volumes/<plugin>/<volume>`.
-    pub volume_dir: PathBuf,
-    /// The nested mount point inside it.
-    pub mount_point: PathBuf,
+    /// What is busy: the volume directory (`volumes/<plugin>/<volume>`),
+    /// or the held subPath mount (`volume-subpaths/<volume>/<container>/<n>`).
+    pub busy_path: PathBuf,
+    /// The nested tmpfs this fault mounted ([`BusyKind::NestedMount`]).
+    pub mount_point: Option<PathBuf>,
     /// The holder process, when one was started.
     pub holder: Option<ProcRef>,
 }
@@ -67,11 +93,58 @@ pub async fn inject(
     opts: &BusyMountOptions,
 ) -> Result<Injected, FaultError> {
     let (pod, _) = target_pod(client, node, namespace, name).await?;
-    let volumes_dir = node
-        .kubelet_dir()
-        .join("pods")
-        .join(&pod.uid)
-        .join("volumes");
+    let pod_dir = node.kubelet_dir().join("pods").join(&pod.uid);
+    let mut busy = match opts.kind {
+        BusyKind::NestedMount => nested_mount(node, pod, &pod_dir, opts).await?,
+        BusyKind::HeldSubPath => held_subpath(node, pod, &pod_dir, opts).await?,
+    };
+    let hold = opts.holder || opts.kind == BusyKind::HeldSubPath;
+    if hold {
+        let target = busy
+            .mount_point
+            .clone()
+            .unwrap_or_else(|| busy.busy_path.clone());
+        let argv: Vec<String> = vec![
+            "sh".into(),
+            "-c".into(),
+            // A directory is held as the cwd, a file as fd 3; the sleeps
+            // inherit both, and revert kills the whole group.
+            r#"if [ -d "$1" ]; then cd "$1" || exit 1; else exec 3< "$1" || exit 1; fi; while :; do sleep 1; done"#.into(),
+            HOLDER_NAME.into(),
+            target.display().to_string(),
+        ];
+        match node.start_background(&argv).await {
+            Ok(p) => busy.holder = Some(p),
+            Err(e) => {
+                let _ = busy.revert(node).await;
+                return Err(e.into());
+            }
+        }
+    }
+    // The fault is only real if what should be busy is a mount point.
+    let mounted = busy.mount_point.as_ref().unwrap_or(&busy.busy_path).clone();
+    if !node
+        .mounts()
+        .await?
+        .iter()
+        .any(|m| m.mount_point == mounted)
+    {
+        let _ = busy.revert(node).await;
+        return Err(FaultError::NotInjected(format!(
+            "{} is not in the mount table",
+            mounted.display()
+        )));
+    }
+    Ok(Injected::BusyMount(busy))
+}
+
+async fn nested_mount(
+    node: &impl Node,
+    pod: PodTarget,
+    pod_dir: &std::path::Path,
+    opts: &BusyMountOptions,
+) -> Result<BusyMount, FaultError> {
+    let volumes_dir = pod_dir.join("volumes");
     let mut candidates = Vec::new();
     for plugin in node.list_dir(&volumes_dir).await? {
         for vol in node.list_dir(&volumes_dir.join(&plugin)).await? {
@@ -86,80 +159,108 @@ pub async fn inject(
             .or_else(|| candidates.first()),
     };
     let Some((plugin_dir, volume)) = chosen.cloned() else {
-        return Err(FaultError::NoVolume {
-            pod: pod.to_string(),
-            dir: volumes_dir.display().to_string(),
-            hint: match &opts.volume {
-                Some(v) => format!(" named {v:?} (found: {candidates:?})"),
-                None => String::new(),
-            },
-        });
+        return Err(no_volume(&pod, &volumes_dir, opts, &candidates));
     };
-    let volume_dir = volumes_dir.join(&plugin_dir).join(&volume);
-    let mount_point = volume_dir.join(BUSY_DIR);
+    let busy_path = volumes_dir.join(&plugin_dir).join(&volume);
+    let mount_point = busy_path.join(BUSY_DIR);
     node.make_dir(&mount_point).await?;
-    let mut busy = BusyMount {
-        pod,
-        plugin_dir,
-        volume,
-        volume_dir,
-        mount_point,
-        holder: None,
-    };
-    if let Err(e) = node.mount_tmpfs(&busy.mount_point, MOUNT_LABEL).await {
-        let _ = node.remove_dir(&busy.mount_point).await;
+    if let Err(e) = node.mount_tmpfs(&mount_point, MOUNT_LABEL).await {
+        let _ = node.remove_dir(&mount_point).await;
         return Err(e.into());
     }
-    if opts.holder {
-        let argv: Vec<String> = vec![
-            "sh".into(),
-            "-c".into(),
-            // The sleeps share the cwd; revert kills the whole group.
-            r#"cd "$1" || exit 1; while :; do sleep 1; done"#.into(),
-            HOLDER_NAME.into(),
-            busy.mount_point.display().to_string(),
-        ];
-        match node.start_background(&argv).await {
-            Ok(p) => busy.holder = Some(p),
-            Err(e) => {
-                let _ = busy.revert(node).await;
-                return Err(e.into());
+    Ok(BusyMount {
+        pod,
+        kind: BusyKind::NestedMount,
+        volume,
+        busy_path,
+        mount_point: Some(mount_point),
+        holder: None,
+    })
+}
+
+async fn held_subpath(
+    node: &impl Node,
+    pod: PodTarget,
+    pod_dir: &std::path::Path,
+    opts: &BusyMountOptions,
+) -> Result<BusyMount, FaultError> {
+    let subpaths = pod_dir.join("volume-subpaths");
+    let mut candidates = Vec::new();
+    for vol in node.list_dir(&subpaths).await? {
+        for container in node.list_dir(&subpaths.join(&vol)).await? {
+            for index in node.list_dir(&subpaths.join(&vol).join(&container)).await? {
+                candidates.push((
+                    vol.clone(),
+                    subpaths.join(&vol).join(&container).join(index),
+                ));
             }
         }
     }
-    // The fault is only real if the mount is there.
-    let mounted = node
-        .mounts()
-        .await?
-        .iter()
-        .any(|m| m.mount_point == busy.mount_point);
-    if !mounted {
-        let _ = busy.revert(node).await;
-        return Err(FaultError::NotInjected(format!(
-            "{} is not in the mount table after mounting",
-            busy.mount_point.display()
-        )));
+    let chosen = match &opts.volume {
+        Some(v) => candidates.iter().find(|(vol, _)| vol == v),
+        None => candidates.first(),
+    };
+    let Some((volume, busy_path)) = chosen.cloned() else {
+        let names: Vec<(String, String)> = candidates
+            .iter()
+            .map(|(v, p)| (v.clone(), p.display().to_string()))
+            .collect();
+        return Err(no_volume(&pod, &subpaths, opts, &names));
+    };
+    Ok(BusyMount {
+        pod,
+        kind: BusyKind::HeldSubPath,
+        volume,
+        busy_path,
+        mount_point: None,
+        holder: None,
+    })
+}
+
+fn no_volume(
+    pod: &PodTarget,
+    dir: &std::path::Path,
+    opts: &BusyMountOptions,
+    found: &[(String, String)],
+) -> FaultError {
+    FaultError::NoVolume {
+        pod: pod.to_string(),
+        dir: dir.display().to_string(),
+        hint: match &opts.volume {
+            Some(v) => format!(" named {v:?} (found: {found:?})"),
+            None => String::new(),
+        },
     }
-    Ok(Injected::BusyMount(busy))
 }
 
 impl BusyMount {
     pub fn describe(&self) -> String {
+        let what = match (&self.kind, &self.mount_point) {
+            (BusyKind::NestedMount, Some(m)) => format!(
+                "tmpfs {MOUNT_LABEL} nested on {} inside volume {:?}",
+                m.display(),
+                self.volume
+            ),
+            _ => format!(
+                "subPath mount {} of volume {:?} held open",
+                self.busy_path.display(),
+                self.volume
+            ),
+        };
         format!(
-            "busy mount: tmpfs {MOUNT_LABEL} on {} inside volume {:?} of pod {}{}",
-            self.mount_point.display(),
-            self.volume,
+            "busy mount: {what} of pod {}{}",
             self.pod,
             self.holder
                 .as_ref()
-                .map(|h| format!(", held by process {} (cwd inside)", h.pid))
+                .map(|h| format!(", holder process {}", h.pid))
                 .unwrap_or_default()
         )
     }
 
     /// Stops the holder (its whole process group), unmounts the nested
-    /// mount (lazily if a plain unmount stays busy) and removes the
-    /// directory. Each part is skipped when already undone.
+    /// mount (lazily if a plain unmount stays busy) and removes its
+    /// directory. Each part is skipped when already undone; the kubelet's
+    /// own mounts are never touched.
     pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
         let mut done = Vec::new();
         if let Some(h) = &self.holder {
@@ -176,40 +277,43 @@ impl BusyMount {
                 done.push(format!("killed holder process group {}", h.pid));
             }
         }
+        let Some(mount_point) = &self.mount_point else {
+            return Ok(done);
+        };
         // A mount point can be stacked; unmount until it is gone.
         for _ in 0..5 {
             let mounted = node
                 .mounts()
                 .await?
                 .iter()
-                .any(|m| m.mount_point == self.mount_point);
+                .any(|m| m.mount_point == *mount_point);
             if !mounted {
                 break;
             }
-            let mut result = node.unmount(&self.mount_point, false).await;
+            let mut result = node.unmount(mount_point, false).await;
             for _ in 0..10 {
                 if result.is_ok() {
                     break;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                result = node.unmount(&self.mount_point, false).await;
+                result = node.unmount(mount_point, false).await;
             }
             match result {
-                Ok(()) => done.push(format!("unmounted {}", self.mount_point.display())),
+                Ok(()) => done.push(format!("unmounted {}", mount_point.display())),
                 Err(_) => {
-                    node.unmount(&self.mount_point, true).await?;
-                    done.push(format!("lazily unmounted {}", self.mount_point.display()));
+                    node.unmount(mount_point, true).await?;
+                    done.push(format!("lazily unmounted {}", mount_point.display()));
                 }
             }
         }
         if node
-            .list_dir(&self.volume_dir)
+            .list_dir(&self.busy_path)
             .await?
             .iter()
             .any(|n| n == BUSY_DIR)
         {
-            node.remove_dir(&self.mount_point).await?;
-            done.push(format!("removed {}", self.mount_point.display()));
+            node.remove_dir(mount_point).await?;
+            done.push(format!("removed {}", mount_point.display()));
         }
         Ok(done)
     }
