@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, PostParams},
@@ -38,8 +38,14 @@ async fn up(name: &str) -> LocalCluster {
     LocalCluster::up(opts).await.expect("cluster up")
 }
 
-/// Creates `default/<name>` (an emptyDir at /data) and waits until it runs.
+/// Creates `default/<name>` with an emptyDir `data` at /data and a
+/// ConfigMap volume `cfg` mounted by subPath, and waits until it runs.
 async fn running_pod(client: &Client, name: &str) -> Pod {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = from_json(serde_json::json!({
+        "metadata": {"name": format!("{name}-cfg")}, "data": {"x": "1"}
+    }));
+    cms.create(&PostParams::default(), &cm).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = from_json(serde_json::json!({
         "metadata": {"name": name},
@@ -47,8 +53,10 @@ async fn running_pod(client: &Client, name: &str) -> Pod {
             "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "c", "image": local::config::TEST_IMAGE, "imagePullPolicy": "Never",
                             "command": ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
-                            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
-            "volumes": [{"name": "data", "emptyDir": {}}]
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"},
+                                             {"name": "cfg", "mountPath": "/etc/cfg/x", "subPath": "x"}]}],
+            "volumes": [{"name": "data", "emptyDir": {}},
+                        {"name": "cfg", "configMap": {"name": format!("{name}-cfg")}}]
         }
     }));
     pods.create(&PostParams::default(), &pod).await.unwrap();
@@ -139,7 +147,41 @@ async fn assert_down_clean(cluster: LocalCluster) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_busy_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
-    let cluster = up("it-node-busy").await;
+    busy_case(
+        "it-node-busy",
+        busy_mount::BusyKind::NestedMount,
+        "data",
+        &[
+            "UnmountVolume.TearDown failed for volume \"data\"",
+            "device or resource busy",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_held_subpath_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
+    busy_case(
+        "it-node-subpath",
+        busy_mount::BusyKind::HeldSubPath,
+        "cfg",
+        &[
+            "error cleaning subPath mounts for volume \"cfg\"",
+            "target is busy",
+        ],
+    )
+    .await;
+}
+
+/// Inject a busy mount of `kind`, delete the pod, see the kubelet fail on
+/// `volume` with a line containing `line_parts`, heal, check nothing is left.
+async fn busy_case(
+    cluster_name: &str,
+    kind: busy_mount::BusyKind,
+    volume: &str,
+    line_parts: &[&str],
+) {
+    let cluster = up(cluster_name).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
     let pod = running_pod(&client, "busy").await;
@@ -151,6 +193,7 @@ async fn a_busy_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
         "default",
         "busy",
         &busy_mount::BusyMountOptions {
+            kind,
             holder: true,
             ..Default::default()
         },
@@ -165,8 +208,8 @@ async fn a_busy_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
 
     let deleted = Instant::now();
     delete(&client, "busy").await;
-    // The real symptom: the kubelet's TearDown fails with EBUSY on our
-    // nested mount, and the pod stays past its grace period.
+    // The real symptom: the kubelet's TearDown fails with EBUSY, and the
+    // pod stays past its grace period.
     let (facts, finding) = wait_symptom(
         &client,
         &node,
@@ -178,21 +221,17 @@ async fn a_busy_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
     .await;
     let symptom_after = deleted.elapsed();
     let v = &finding.busy_volumes[0];
-    assert_eq!(v.volume, "data");
+    assert_eq!(v.volume, volume);
     assert!(v.busy, "not an EBUSY error: {}", v.error);
-    assert!(
-        v.line
-            .contains("UnmountVolume.TearDown failed for volume \"data\"")
-            && v.line.contains("device or resource busy"),
-        "{}",
-        v.line
-    );
-    assert!(
-        finding
-            .stray_mounts()
-            .any(|m| m.mount.mount_point == busy.mount_point),
-        "{finding:#?}"
-    );
+    for part in line_parts {
+        assert!(v.line.contains(part), "{part:?} not in {}", v.line);
+    }
+    if let Some(m) = &busy.mount_point {
+        assert!(
+            finding.stray_mounts().any(|s| s.mount.mount_point == *m),
+            "{finding:#?}"
+        );
+    }
     assert!(
         finding.holders.iter().any(|h| h.pid == holder.pid),
         "{finding:#?}"
@@ -218,7 +257,7 @@ async fn a_busy_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
     )
     .await
     .expect("heal");
-    record("busy-mount", &facts, &report);
+    record(cluster_name, &facts, &report);
     eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
     assert_eq!(report.outcome, HealOutcome::Recovered, "{report:#?}");
     assert!(!report.force_used);
@@ -250,31 +289,32 @@ async fn a_busy_mount_keeps_a_pod_terminating_until_the_doctor_releases_it() {
     assert_down_clean(cluster).await;
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it() {
-    let cluster = up("it-node-wedge").await;
-    let client = cluster.client();
-    let node = LocalNode::of(&cluster);
-    let pod = running_pod(&client, "wedge").await;
-    let uid = pod.metadata.uid.clone().unwrap();
-
-    let injected = wedge_shim::inject(&client, &node, "default", "wedge")
+/// Wedges pod `name`'s shim, and returns the fault.
+async fn wedge(client: &Client, node: &LocalNode, name: &str) -> (Injected, String) {
+    let pod = running_pod(client, name).await;
+    let injected = wedge_shim::inject(client, node, "default", name)
         .await
         .expect("inject wedged shim");
-    let Injected::WedgedShim(wedged) = &injected else {
+    eprintln!("{}", injected.describe());
+    (injected, pod.metadata.uid.unwrap())
+}
+
+/// Waits for the real symptom of a wedged shim: the kubelet's kill runs
+/// into its deadline twice (container, then sandbox) and it records
+/// FailedKillPod; the runtime lists the tasks as UNKNOWN.
+async fn wedged_symptom(
+    client: &Client,
+    node: &LocalNode,
+    name: &str,
+    injected: &Injected,
+) -> (NodeFacts, NodeFinding) {
+    let Injected::WedgedShim(wedged) = injected else {
         panic!("wrong fault: {injected:?}")
     };
-    eprintln!("{}", injected.describe());
-
-    let deleted = Instant::now();
-    delete(&client, "wedge").await;
-    // The real symptom: the kubelet's kill runs into its deadline twice
-    // (container, then sandbox) and it records FailedKillPod; the runtime
-    // lists the tasks as UNKNOWN.
     let (facts, finding) = wait_symptom(
-        &client,
-        &node,
-        "wedge",
+        client,
+        node,
+        name,
         "a FailedKillPod event",
         Duration::from_secs(150),
         |facts, f| {
@@ -286,7 +326,6 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it() {
         },
     )
     .await;
-    let symptom_after = deleted.elapsed();
     assert_eq!(
         finding.causes.first(),
         Some(&NodeCause::WedgedRuntime),
@@ -308,12 +347,31 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it() {
         "{:#?}",
         finding.kill_failures
     );
+    (facts, finding)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it_or_restarts_the_runtime() {
+    let cluster = up("it-node-wedge").await;
+    let client = cluster.client();
+    let node = LocalNode::of(&cluster);
+    // Two pods: one healed by the first rung (kill the shim), one by the
+    // second (restart containerd, as seed 000 restarted docker).
+    let (killed, _) = wedge(&client, &node, "wedge").await;
+    let (restarted, restarted_uid) = wedge(&client, &node, "wedge-restart").await;
+
+    let deleted = Instant::now();
+    delete(&client, "wedge").await;
+    delete(&client, "wedge-restart").await;
+    let (facts, finding) = wedged_symptom(&client, &node, "wedge", &killed).await;
+    let symptom_after = deleted.elapsed();
+    wedged_symptom(&client, &node, "wedge-restart", &restarted).await;
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let kill = events
-        .list(
-            &ListParams::default()
-                .fields(&format!("involvedObject.uid={uid},reason=FailedKillPod")),
-        )
+        .list(&ListParams::default().fields(&format!(
+            "involvedObject.uid={},reason=FailedKillPod",
+            finding.pod.uid.clone().unwrap()
+        )))
         .await
         .unwrap();
     eprintln!(
@@ -322,6 +380,7 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it() {
         finding.evidence.join("\n  ")
     );
 
+    // Rung 1: SIGKILL the stopped shim.
     let report = heal_pod(
         &client,
         &node,
@@ -334,40 +393,74 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it() {
     )
     .await
     .expect("heal");
-    record("wedged-shim", &facts, &report);
+    record("it-node-wedge", &facts, &report);
     eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
     assert_eq!(report.outcome, HealOutcome::Recovered, "{report:#?}");
     assert!(!report.force_used);
     assert_eq!(report.steps[0].step.remedy.name(), "KillShim");
-
-    // No stopped process left, and revert has nothing to undo.
-    let procs = node.processes().await.unwrap();
-    for s in &wedged.shims {
-        assert!(s.find(&procs).is_none(), "shim {} still there", s.pid);
-    }
-    assert!(!procs.iter().any(|p| {
-        p.state == 'T'
-            && p.command_line()
-                .contains(&cluster.layout().dir.display().to_string())
-    }));
-    let undone = injected.revert(&node).await.expect("revert after heal");
-    assert!(undone.is_empty(), "revert found work left: {undone:?}");
     eprintln!(
-        "timings: symptom after {symptom_after:.1?}, heal {} ms (pod gone after {:?} ms)",
+        "timings (kill shim): symptom after {symptom_after:.1?}, heal {} ms (pod gone after {:?} ms)",
         report.timings.total_ms, report.timings.pod_gone_ms
     );
 
-    // The runtime restart rung works on this node too, and `down` still
-    // finds the restarted (detached) containerd.
+    // Rung 2, with the first one ruled out: restart containerd. It cleans
+    // the tasks up and the kubelet finishes the pod; the shim it orphans
+    // (still stopped) is reaped by the doctor's proof step.
     let before = std::fs::read_to_string(cluster.layout().state_file()).unwrap();
-    let restart = node.restart_runtime().await.expect("restart containerd");
-    let after = std::fs::read_to_string(cluster.layout().state_file()).unwrap();
-    assert_ne!(before, after, "state.json not updated");
-    assert!(
-        after.contains(&format!("\"pid\": {}", restart.new_pid)),
-        "{after}"
+    let report = heal_pod(
+        &client,
+        &node,
+        "default",
+        "wedge-restart",
+        &HealOptions {
+            apply: true,
+            skip: vec!["KillShim".into()],
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("heal");
+    eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
+    assert_eq!(report.outcome, HealOutcome::Recovered, "{report:#?}");
+    assert!(!report.force_used);
+    assert_eq!(report.steps[0].step.remedy.name(), "RestartRuntime");
+    assert!(report.steps[0].ok, "{report:#?}");
+    eprintln!(
+        "timings (restart runtime): heal {} ms (pod gone after {:?} ms)",
+        report.timings.total_ms, report.timings.pod_gone_ms
     );
-    // ... and the restarted runtime runs and stops pods.
+    let after = std::fs::read_to_string(cluster.layout().state_file()).unwrap();
+    assert_ne!(before, after, "state.json records the new containerd");
+    let pod_dir = node.kubelet_dir().join("pods").join(&restarted_uid);
+    assert!(
+        !node
+            .mounts()
+            .await
+            .unwrap()
+            .iter()
+            .any(|m| m.mount_point.starts_with(&pod_dir))
+    );
+
+    // No stopped process left, and revert has nothing to undo.
+    let procs = node.processes().await.unwrap();
+    let dir = cluster.layout().dir.display().to_string();
+    for injected in [&killed, &restarted] {
+        let Injected::WedgedShim(w) = injected else {
+            unreachable!()
+        };
+        for s in &w.shims {
+            assert!(s.find(&procs).is_none(), "shim {} still there", s.pid);
+        }
+        let undone = injected.revert(&node).await.expect("revert after heal");
+        assert!(undone.is_empty(), "revert found work left: {undone:?}");
+    }
+    assert!(
+        !procs
+            .iter()
+            .any(|p| p.state == 'T' && p.command_line().contains(&dir))
+    );
+
+    // The restarted runtime runs and stops pods, and `down` still finds it.
     running_pod(&client, "after-restart").await;
     delete(&client, "after-restart").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

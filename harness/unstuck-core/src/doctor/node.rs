@@ -38,7 +38,7 @@ pub use diagnose::{
 };
 pub use klog::{
     KlogLine, KubeletEvent, KubeletLogEntry, RuntimeCall, Severity, SyncFailure, SyncLoopOp,
-    VolumeFailureKind, is_busy_error, parse_kubelet_log, parse_sync_failures,
+    VolumeFailureKind, is_busy_error, klog_records, parse_kubelet_log, parse_sync_failures,
 };
 pub use mounts::{MountFact, MountRole, PodMount, classify_pod_mounts, parse_mountinfo, pod_dir};
 pub use plan::{NodeRemedy, NodeStep, plan_node};
@@ -67,8 +67,9 @@ pub struct NodeFacts {
     /// TearDown failures never do, see detection-notes 1.5).
     #[serde(default)]
     pub pod_events: Vec<Event>,
-    /// Raw kubelet log lines that mention the pod (its UID, `ns/name`, or
-    /// one of its container or sandbox IDs), oldest first. Raw so that a
+    /// Raw kubelet log records ([`klog_records`]: a line, plus its
+    /// continuation lines) that mention the pod (its UID, `ns/name`, or one
+    /// of its container or sandbox IDs), oldest first. Raw so that a
     /// fixture is the log itself.
     #[serde(default)]
     pub kubelet_log: Vec<String>,

@@ -387,10 +387,14 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         if runtime_wedged {
             causes.push(NodeCause::WedgedRuntime);
         }
+        // The kubelet's own mounts still being there only counts when its
+        // log cannot be read: with the log, a failing TearDown shows up
+        // there, and mounts without failures are a teardown in progress.
         let kubelet_mounts_left = mounts.iter().any(|m| !m.is_stray());
         let volume_blocked = !busy_volumes.is_empty()
             || mounts.iter().any(PodMount::is_stray)
             || (kubelet_mounts_left
+                && !facts.kubelet_log_available
                 && !runtime_wedged
                 && tasks.iter().all(|t| t.status != "RUNNING"));
         if volume_blocked {

@@ -40,10 +40,14 @@ pub struct KlogLine {
 }
 
 impl KlogLine {
-    /// Parses one line, or `None` when it holds no klog header.
+    /// Parses one line, or `None` when it holds no klog header. No-break
+    /// spaces read as spaces: logs pasted through web pages (the seed
+    /// articles) carry them where klog wrote spaces.
     pub fn parse(line: &str) -> Option<KlogLine> {
-        let bytes = line.as_bytes();
-        (0..bytes.len()).find_map(|i| parse_header_at(line, i))
+        if line.contains('\u{a0}') {
+            return Self::parse(&line.replace('\u{a0}', " "));
+        }
+        (0..line.len()).find_map(|i| parse_header_at(line, i))
     }
 
     /// For a structured line: the message and its key/value pairs, values
@@ -378,8 +382,28 @@ pub struct KubeletLogEntry {
     pub raw: String,
 }
 
-/// Parses kubelet log text (or lines) into the events the doctor acts on,
-/// in log order. Lines it does not understand are skipped.
+/// Splits log text into records: a klog header line plus the lines after
+/// it that carry no header of their own. Unstructured messages keep their
+/// newlines, so one entry can span lines: a failed unmount prints
+/// `unmount failed: exit status 32`, then `Unmounting arguments: ...` and
+/// `Output: umount: ...: target is busy.` on lines of their own.
+pub fn klog_records(text: &str) -> Vec<String> {
+    let mut records: Vec<String> = Vec::new();
+    for line in text.lines() {
+        match records.last_mut() {
+            Some(last) if KlogLine::parse(line).is_none() => {
+                last.push('\n');
+                last.push_str(line);
+            }
+            _ => records.push(line.to_owned()),
+        }
+    }
+    records
+}
+
+/// Parses kubelet log records (see [`klog_records`]; single lines work
+/// too) into the events the doctor acts on, in log order. Records it does
+/// not understand are skipped.
 pub fn parse_kubelet_log<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<KubeletLogEntry> {
     lines
         .into_iter()

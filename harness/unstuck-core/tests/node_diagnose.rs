@@ -1,0 +1,347 @@
+//! The node doctor's diagnosis and ladder on facts recorded from real
+//! stuck pods (`tests/recorded/node/<case>/facts.json`, written by the
+//! unstuck crate's `node_faults` integration test with
+//! `UNSTUCK_RECORD_NODE_FIXTURES`), and on variations of them.
+
+use std::{path::PathBuf, time::Duration};
+
+use k8s_openapi::jiff::SignedDuration;
+use unstuck_core::doctor::{
+    PodStuckHint,
+    node::{
+        DiagnoseNodeOptions, Holder, HolderUse, HolderUseKind, NodeCause, NodeFacts, NodeFinding,
+        NodeRemedy, NodeStep, diagnose_pod, plan_node,
+    },
+};
+
+fn facts(case: &str) -> NodeFacts {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/recorded/node")
+        .join(case)
+        .join("facts.json");
+    let text =
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", p.display()))
+}
+
+fn diagnose(f: &NodeFacts) -> NodeFinding {
+    diagnose_pod(f, &DiagnoseNodeOptions::default())
+}
+
+fn names(steps: &[NodeStep]) -> Vec<&'static str> {
+    steps.iter().map(|s| s.remedy.name()).collect()
+}
+
+#[test]
+fn every_recorded_collection_round_trips() {
+    for case in ["busy-mount", "held-subpath", "wedged-shim"] {
+        let f = facts(case);
+        let back: NodeFacts = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+        assert_eq!(back, f, "{case}");
+        let finding = diagnose(&f);
+        let again: NodeFinding =
+            serde_json::from_str(&serde_json::to_string(&finding).unwrap()).unwrap();
+        assert_eq!(again, finding, "{case}");
+    }
+}
+
+#[test]
+fn a_nested_mount_with_a_holder_is_a_busy_volume_released_first() {
+    let f = facts("busy-mount");
+    let finding = diagnose(&f);
+    assert!(finding.stuck);
+    assert_eq!(finding.causes, vec![NodeCause::BusyVolume]);
+    assert_eq!(finding.hint(), PodStuckHint::VolumeTeardown);
+    assert_eq!(finding.busy_volumes.len(), 1);
+    let v = &finding.busy_volumes[0];
+    assert_eq!(v.volume, "data");
+    assert!(v.busy && v.failures >= 3, "{v:#?}");
+    assert!(v.retry_at.is_some() && finding.next_kubelet_retry == v.retry_at);
+    let stray: Vec<_> = finding.stray_mounts().collect();
+    assert_eq!(stray.len(), 1);
+    assert!(
+        stray[0]
+            .mount
+            .mount_point
+            .ends_with("volumes/kubernetes.io~empty-dir/data/.unstuck-busy")
+    );
+    assert_eq!(stray[0].mount.source, "unstuck-busy");
+    assert!(
+        finding
+            .summary
+            .contains("cannot tear down volume(s) data because of stray mount(s)"),
+        "{}",
+        finding.summary
+    );
+    assert!(
+        finding
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("kubelet log: E") && e.contains("device or resource busy"))
+    );
+
+    let plan = plan_node(&finding);
+    assert_eq!(
+        names(&plan),
+        ["ReleaseHolder", "LazyUnmount", "ForceDelete"]
+    );
+    let NodeRemedy::ReleaseHolder { stop, unmount } = &plan[0].remedy else {
+        unreachable!()
+    };
+    assert_eq!(stop.len(), 2, "the holder shell and its sleep: {stop:?}");
+    assert!(
+        stop.iter()
+            .any(|p| p.command.contains("unstuck-busy-holder"))
+    );
+    assert_eq!(unmount, &vec![stray[0].mount.mount_point.clone()]);
+    let NodeRemedy::LazyUnmount { paths } = &plan[1].remedy else {
+        unreachable!()
+    };
+    assert_eq!(paths, unmount);
+    assert!(plan[..2].iter().all(|s| !s.force));
+    assert!(plan[2].force, "force delete is flagged and last");
+}
+
+#[test]
+fn a_held_subpath_mount_stops_the_holder_but_never_unmounts_the_kubelets_mount_first() {
+    let finding = diagnose(&facts("held-subpath"));
+    assert_eq!(finding.causes, vec![NodeCause::BusyVolume]);
+    let v = &finding.busy_volumes[0];
+    assert_eq!(v.volume, "cfg");
+    assert!(v.error.ends_with("target is busy."), "{}", v.error);
+    assert_eq!(finding.stray_mounts().count(), 0);
+    let plan = plan_node(&finding);
+    assert_eq!(
+        names(&plan),
+        ["ReleaseHolder", "LazyUnmount", "ForceDelete"]
+    );
+    let NodeRemedy::ReleaseHolder { stop, unmount } = &plan[0].remedy else {
+        unreachable!()
+    };
+    assert!(
+        unmount.is_empty(),
+        "the kubelet unmounts its own subPath mount"
+    );
+    assert_eq!(stop.len(), 2);
+    let NodeRemedy::LazyUnmount { paths } = &plan[1].remedy else {
+        unreachable!()
+    };
+    assert_eq!(paths.len(), 1);
+    assert!(paths[0].ends_with("volume-subpaths/cfg/c/1"), "{paths:?}");
+}
+
+#[test]
+fn a_stopped_shim_is_a_wedged_runtime_killed_first() {
+    let f = facts("wedged-shim");
+    let finding = diagnose(&f);
+    assert!(finding.stuck);
+    assert_eq!(finding.causes, vec![NodeCause::WedgedRuntime]);
+    assert_eq!(finding.hint(), PodStuckHint::RuntimeKill);
+    assert_eq!(finding.wedged_shims.len(), 1);
+    assert!(finding.wedged_shims[0].is_stopped());
+    assert_eq!(finding.tasks.len(), 2);
+    assert!(finding.tasks.iter().all(|t| t.is_unknown() && t.pid == 0));
+    assert!(finding.kill_failures.iter().any(|k| k.starts_with("event Warning FailedKillPod")
+        && k.contains(r#"failed to "KillContainer" for "c" with KillContainerError: "rpc error: code = DeadlineExceeded"#)));
+    assert!(
+        finding
+            .kill_failures
+            .iter()
+            .any(|k| k.contains("\"Kill container failed\""))
+    );
+    // The projected token mount is still there (volumes are torn down
+    // after the containers), but it is not blamed.
+    assert!(!finding.causes.contains(&NodeCause::BusyVolume));
+    assert!(
+        finding.summary.contains("shim is stopped"),
+        "{}",
+        finding.summary
+    );
+
+    let plan = plan_node(&finding);
+    assert_eq!(names(&plan), ["KillShim", "RestartRuntime", "ForceDelete"]);
+    let NodeRemedy::KillShim { shims } = &plan[0].remedy else {
+        unreachable!()
+    };
+    assert_eq!(shims[0].pid, finding.wedged_shims[0].pid);
+    assert_eq!(shims[0].start_time, finding.wedged_shims[0].start_time);
+}
+
+#[test]
+fn an_unresponsive_but_running_shim_with_unknown_tasks_is_still_wedged() {
+    let mut f = facts("wedged-shim");
+    f.runtime.shims[0].state = 'S';
+    let finding = diagnose(&f);
+    assert_eq!(finding.causes, vec![NodeCause::WedgedRuntime]);
+    assert_eq!(finding.wedged_shims.len(), 1);
+    assert_eq!(names(&plan_node(&finding))[0], "KillShim");
+}
+
+#[test]
+fn once_the_runtime_is_restarted_and_no_shim_is_left_only_the_restart_rung_remains() {
+    let mut f = facts("wedged-shim");
+    f.runtime.shims.clear();
+    let finding = diagnose(&f);
+    // Tasks still UNKNOWN: the runtime is still wedged, but no shim to kill.
+    assert_eq!(finding.causes, vec![NodeCause::WedgedRuntime]);
+    assert_eq!(
+        names(&plan_node(&finding)),
+        ["RestartRuntime", "ForceDelete"]
+    );
+}
+
+#[test]
+fn after_the_release_nothing_blocks_and_the_kubelets_retry_is_awaited_before_force() {
+    let mut f = facts("busy-mount");
+    f.mounts.clear();
+    f.holders.clear();
+    let finding = diagnose(&f);
+    assert_eq!(
+        finding.causes,
+        vec![NodeCause::BusyVolume],
+        "the log still shows the failures"
+    );
+    let plan = plan_node(&finding);
+    assert_eq!(names(&plan), ["AwaitKubelet", "ForceDelete"]);
+    assert_eq!(
+        plan[0].remedy,
+        NodeRemedy::AwaitKubelet {
+            until: finding.next_kubelet_retry
+        }
+    );
+}
+
+#[test]
+fn node_daemons_holding_the_pod_directory_are_never_stopped() {
+    let mut f = facts("busy-mount");
+    let dir = f
+        .kubelet_dir
+        .join("pods")
+        .join(f.pod.metadata.uid.clone().unwrap());
+    for (pid, command) in [
+        (
+            4242,
+            "/root/.cache/unstuck/k8s/v1.34.4/bin/kubelet --config=x",
+        ),
+        (
+            4343,
+            "/usr/bin/containerd-shim-runc-v2 -namespace k8s.io -id x -address y",
+        ),
+    ] {
+        f.holders.push(Holder {
+            pid,
+            start_time: 1,
+            state: 'S',
+            command: command.into(),
+            uses: vec![HolderUse {
+                kind: HolderUseKind::Fd(7),
+                path: dir.join("volumes"),
+            }],
+        });
+    }
+    let finding = diagnose(&f);
+    assert_eq!(finding.holders.len(), 4);
+    let NodeRemedy::ReleaseHolder { stop, .. } = &plan_node(&finding)[0].remedy else {
+        unreachable!()
+    };
+    assert!(
+        stop.iter().all(|p| p.pid != 4242 && p.pid != 4343),
+        "{stop:?}"
+    );
+    assert!(finding.evidence.iter().any(|e| e.contains("node daemon")));
+}
+
+#[test]
+fn stuck_is_keyed_on_the_deletion_timestamp_not_the_phase() {
+    // Running with a busy volume is still a busy volume.
+    let mut f = facts("busy-mount");
+    f.pod.status.as_mut().unwrap().phase = Some("Running".into());
+    assert_eq!(diagnose(&f).causes, vec![NodeCause::BusyVolume]);
+
+    // Within the threshold: not stuck, no plan.
+    let mut f = facts("busy-mount");
+    let ts = f.pod.metadata.deletion_timestamp.clone().unwrap().0;
+    f.taken_at = ts.checked_add(SignedDuration::from_secs(5)).unwrap();
+    let finding = diagnose(&f);
+    assert!(!finding.stuck && finding.causes.is_empty());
+    assert!(plan_node(&finding).is_empty());
+    assert!(
+        finding.summary.contains("not yet stuck"),
+        "{}",
+        finding.summary
+    );
+    // ... unless the threshold is lower.
+    let finding = diagnose_pod(
+        &f,
+        &DiagnoseNodeOptions {
+            stuck_after: Duration::from_secs(1),
+        },
+    );
+    assert!(finding.stuck);
+
+    // Not being deleted: never stuck, whatever the node shows.
+    let mut f = facts("busy-mount");
+    f.pod.metadata.deletion_timestamp = None;
+    let finding = diagnose(&f);
+    assert!(!finding.stuck && plan_node(&finding).is_empty());
+    assert_eq!(finding.overdue_seconds, None);
+
+    // Finally deleted by the kubelet (grace 0): only finalizers hold it.
+    let mut f = facts("wedged-shim");
+    f.pod.metadata.deletion_grace_period_seconds = Some(0);
+    let finding = diagnose(&f);
+    assert!(!finding.stuck);
+    assert!(
+        finding.summary.contains("finally deleted"),
+        "{}",
+        finding.summary
+    );
+}
+
+#[test]
+fn nothing_visible_on_the_node_is_unknown_and_waits_before_force() {
+    let mut f = facts("wedged-shim");
+    f.runtime = Default::default();
+    f.pod_events.clear();
+    f.kubelet_log.clear();
+    f.mounts.clear();
+    let finding = diagnose(&f);
+    assert_eq!(finding.causes, vec![NodeCause::Unknown]);
+    assert_eq!(finding.hint(), PodStuckHint::Unknown);
+    assert_eq!(names(&plan_node(&finding)), ["AwaitKubelet", "ForceDelete"]);
+}
+
+#[test]
+fn without_a_kubelet_log_leftover_volume_mounts_are_blamed() {
+    let mut f = facts("wedged-shim");
+    f.runtime = Default::default();
+    f.pod_events.clear();
+    f.kubelet_log.clear();
+    f.kubelet_log_available = false;
+    let finding = diagnose(&f);
+    assert_eq!(finding.causes, vec![NodeCause::BusyVolume]);
+    assert!(
+        finding
+            .evidence
+            .iter()
+            .any(|e| e.contains("kubelet log not available"))
+    );
+    let plan = plan_node(&finding);
+    assert_eq!(names(&plan), ["LazyUnmount", "ForceDelete"]);
+}
+
+#[test]
+fn lines_about_other_pods_are_ignored() {
+    let mut f = facts("busy-mount");
+    let other = facts("held-subpath");
+    f.kubelet_log = other.kubelet_log.clone();
+    f.mounts.clear();
+    f.holders.clear();
+    let finding = diagnose(&f);
+    assert!(
+        finding.busy_volumes.is_empty(),
+        "{:#?}",
+        finding.busy_volumes
+    );
+    assert_eq!(finding.causes, vec![NodeCause::Unknown]);
+}
