@@ -134,6 +134,7 @@ async fn main() {
         fixtures_dir: root.join("fixtures"),
         out_dir: out.clone(),
         kubelet_log: Some(cluster.layout().log_file("kubelet")),
+        node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
         parallelism: 1,
         cluster: "bench-main".into(),
         k8s_version: version.into(),

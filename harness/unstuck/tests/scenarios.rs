@@ -13,6 +13,7 @@ use std::{
 use libtest_mimic::{Arguments, Failed, Trial};
 use unstuck::{
     cluster::local::{self, LocalCluster, UpOptions},
+    node::LocalNode,
     report::RunReport,
     runner::{RunContext, ScenarioReport, run_scenario, suite::ExclusiveGate},
 };
@@ -73,6 +74,7 @@ fn main() -> ExitCode {
         .to_string();
     let out_dir = root.join("target/unstuck-test-runs").join(stamp);
     let gate = ExclusiveGate::default();
+    let node = Arc::new(LocalNode::of(&cluster));
     let reports: Arc<Mutex<Vec<ScenarioReport>>> = Arc::default();
 
     let trials = scenarios
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
                 fixtures_dir: fixtures.clone(),
                 out_dir: out_dir.join(scenario.name.as_str()),
                 kubelet_log: Some(cluster.layout().log_file("kubelet")),
+                node: Some(node.clone()),
             };
             let (handle, gate, reports) = (rt.handle().clone(), gate.clone(), reports.clone());
             Trial::test(name, move || {

@@ -22,6 +22,8 @@ use crate::doctor::collect;
 /// What cleanup did; `forced` lists what needed its finalizers stripped.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CleanupReport {
+    /// Node faults undone before anything else.
+    pub reverted: Vec<String>,
     pub deleted: Vec<String>,
     pub forced: Vec<String>,
     pub leaked: Vec<String>,

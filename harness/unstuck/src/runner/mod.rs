@@ -15,19 +15,26 @@ use std::{
     time::{Duration, Instant},
 };
 
+use std::sync::Arc;
+
 use kube::{
     Client,
     api::{DeleteParams, Patch, PatchParams},
 };
 use serde::Serialize;
-use unstuck_core::scenario::{Condition, DoctorCheck, Expect, Phase, Scenario, Step};
+use unstuck_core::scenario::{Condition, DoctorCheck, Expect, Fault, Phase, Scenario, Step};
 
 use self::{
     conditions::{CheckContext, check},
     objects::{NamespaceMap, api_for, read_manifests, resolve},
 };
 use crate::{
-    doctor::{self, DoctorOptions, DoctorReport, Scope},
+    doctor::{
+        self, DoctorOptions, DoctorReport, Scope,
+        node::{HealOptions, heal_pod, stuck_pods},
+    },
+    faults::{Injected, busy_mount, wedge_shim},
+    node::{LocalNode, Node},
     wait::{self, Poll},
 };
 
@@ -43,6 +50,8 @@ pub struct RunContext {
     /// This scenario's output folder (evidence, backups, doctor report).
     pub out_dir: PathBuf,
     pub kubelet_log: Option<PathBuf>,
+    /// The node, for node-level faults and the node doctor (local provider).
+    pub node: Option<Arc<LocalNode>>,
 }
 
 /// The verdict of one scenario.
@@ -176,6 +185,7 @@ pub async fn run_scenario_until(
         },
         doctor_started: None,
         last_injection: None,
+        injected: Vec::new(),
         controllers: Vec::new(),
     };
 
@@ -204,7 +214,19 @@ pub async fn run_scenario_until(
     };
     run.report.outcome = outcome;
     progress::set(scenario.name.as_str(), "cleaning up".into());
+    // Faults first: a busy mount or a stopped shim would keep the
+    // scenario's pods, and so its namespaces, from ever going.
+    let mut reverted = Vec::new();
+    if let Some(node) = &ctx.node {
+        for fault in run.injected.drain(..) {
+            match fault.revert(node.as_ref()).await {
+                Ok(done) => reverted.extend(done),
+                Err(e) => reverted.push(format!("reverting {} FAILED: {e}", fault.describe())),
+            }
+        }
+    }
     run.report.cleanup = cleanup::cleanup(&ctx.client, &run.ns, &run.created).await;
+    run.report.cleanup.reverted = reverted;
     progress::clear(scenario.name.as_str());
     run.controllers.clear();
     run.report.duration_ms = started.elapsed().as_millis();
@@ -236,6 +258,8 @@ struct ScenarioRun<'a> {
     /// for instance, starts deleting only when the namespace controller
     /// gets to it, seconds after the namespace itself.
     last_injection: Option<Instant>,
+    /// Node faults in place; reverted before cleanup on every path out.
+    injected: Vec<Injected>,
     /// Live controllers the scenario started; they run through cleanup.
     controllers: Vec<controller::LiveController>,
 }
@@ -347,10 +371,34 @@ impl ScenarioRun<'_> {
                     ns.map(|n| format!("{n}/")).unwrap_or_default()
                 )])
             }
-            Step::Fault(f) => Err(format!(
-                "fault '{}' needs node access, which this runner does not provide yet; node-level faults are not supported in this build",
-                f.kind()
-            )),
+            Step::Fault(f) => {
+                let node = self.ctx.node.clone().ok_or_else(|| {
+                    format!("fault '{}' needs node access; this cluster provider gives none (use the local provider)", f.kind())
+                })?;
+                let pod = f.pod();
+                let ns = self.ns.real(&pod.namespace);
+                let injected = match f {
+                    Fault::BusyMount(_) => {
+                        busy_mount::inject(
+                            &self.ctx.client,
+                            node.as_ref(),
+                            &ns,
+                            &pod.pod,
+                            &Default::default(),
+                        )
+                        .await
+                    }
+                    Fault::WedgeShim(_) => {
+                        wedge_shim::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
+                    }
+                }
+                .map_err(|e| e.to_string())?;
+                let evidence = vec![injected.describe()];
+                self.injected.push(injected);
+                self.last_injection = Some(Instant::now());
+                Ok(evidence)
+            }
+
             Step::Expect(e) => self.expect(e).await,
             Step::Doctor(d) => self.doctor(d).await,
             Step::Controller(c) => {
@@ -474,7 +522,12 @@ impl ScenarioRun<'_> {
         .map_err(|e| e.to_string())?;
         match e.phase {
             Phase::Symptom => {
-                self.report.symptoms.extend(evidence.iter().cloned());
+                for e in &evidence {
+                    // Two conditions may quote the same line.
+                    if !self.report.symptoms.contains(e) {
+                        self.report.symptoms.push(e.clone());
+                    }
+                }
                 self.last_injection = Some(Instant::now());
             }
             Phase::Recovered => {
@@ -541,12 +594,6 @@ impl ScenarioRun<'_> {
             .iter()
             .map(|f| f.kind.as_str())
             .collect();
-        let missing: Vec<&str> = d
-            .expect_findings
-            .iter()
-            .map(|k| k.as_str())
-            .filter(|k| !found.contains(k))
-            .collect();
         let failed: Vec<String> = report
             .rounds
             .iter()
@@ -559,6 +606,18 @@ impl ScenarioRun<'_> {
             })
             .collect();
         self.report.doctor = Some(report);
+        let (node_found, node_failed) = self.node_doctor(d.apply, &mut evidence).await;
+        let found: Vec<&str> = found
+            .into_iter()
+            .chain(node_found.iter().map(String::as_str))
+            .collect();
+        let missing: Vec<&str> = d
+            .expect_findings
+            .iter()
+            .map(|k| k.as_str())
+            .filter(|k| !found.contains(k))
+            .collect();
+        let failed: Vec<String> = failed.into_iter().chain(node_failed).collect();
         if !missing.is_empty() {
             return Err(format!(
                 "the doctor did not find {missing:?} (found {found:?})"
@@ -569,6 +628,93 @@ impl ScenarioRun<'_> {
         }
         evidence.insert(0, format!("found {found:?}"));
         Ok(evidence)
+    }
+}
+
+impl ScenarioRun<'_> {
+    /// The node half of the doctor: pods on the node stuck past their
+    /// deletion in the scenario's namespaces, healed one rung at a time
+    /// without force. Returns the causes found (as finding kinds) and what
+    /// went wrong.
+    async fn node_doctor(
+        &mut self,
+        apply: bool,
+        evidence: &mut Vec<String>,
+    ) -> (Vec<String>, Vec<String>) {
+        let Some(node) = self.ctx.node.clone() else {
+            return (Vec::new(), Vec::new());
+        };
+        let (mut found, mut failed) = (Vec::new(), Vec::new());
+        let stuck = match stuck_pods(&self.ctx.client, node.name(), STUCK_AFTER).await {
+            Ok(s) => s,
+            Err(e) => return (found, vec![format!("listing stuck pods: {e}")]),
+        };
+        let ours = self.ns.real_names();
+        for pod in stuck.into_iter().filter(|p| ours.contains(&p.namespace)) {
+            let opts = HealOptions {
+                apply,
+                allow_force: false,
+                stuck_after: STUCK_AFTER,
+                ..HealOptions::default()
+            };
+            let report = match heal_pod(
+                &self.ctx.client,
+                node.as_ref(),
+                &pod.namespace,
+                &pod.name,
+                &opts,
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    failed.push(format!(
+                        "node doctor on {}/{}: {e}",
+                        pod.namespace, pod.name
+                    ));
+                    continue;
+                }
+            };
+            if let Some(f) = &report.initial {
+                for cause in &f.causes {
+                    found.push(format!("{cause:?}"));
+                    self.report
+                        .findings
+                        .push(format!("{cause:?}: {}", f.summary));
+                }
+                evidence.extend(f.evidence.iter().cloned());
+            }
+            for step in &report.steps {
+                let line = format!("{}: {}", step.step.remedy.name(), step.actions.join("; "));
+                if step.ok {
+                    self.report.remedies.push(line.clone());
+                }
+                evidence.push(line);
+            }
+            evidence.extend(report.proof.iter().cloned());
+            if let Ok(text) = serde_json::to_string_pretty(&report) {
+                let _ = std::fs::write(
+                    self.ctx
+                        .out_dir
+                        .join(format!("node-doctor-{}.json", pod.name)),
+                    text,
+                );
+            }
+            if apply && !report.recovered_without_force() {
+                failed.push(format!(
+                    "node doctor on {}: {:?}{}; left on the node: {:?}",
+                    report.pod,
+                    report.outcome,
+                    if report.force_used {
+                        " (force delete used)"
+                    } else {
+                        ""
+                    },
+                    report.leftovers
+                ));
+            }
+        }
+        (found, failed)
     }
 }
 

@@ -19,6 +19,7 @@ pub struct SuiteOptions {
     pub fixtures_dir: PathBuf,
     pub out_dir: PathBuf,
     pub kubelet_log: Option<PathBuf>,
+    pub node: Option<Arc<crate::node::LocalNode>>,
     pub parallelism: usize,
     pub cluster: String,
     pub k8s_version: String,
@@ -60,6 +61,7 @@ pub async fn run_suite(
             fixtures_dir: opts.fixtures_dir.clone(),
             out_dir: opts.out_dir.join(scenario.name.as_str()),
             kubelet_log: opts.kubelet_log.clone(),
+            node: opts.node.clone(),
         };
         let (gate, slots, cancel) = (gate.clone(), slots.clone(), cancel.clone());
         tasks.push(tokio::spawn(async move {

@@ -47,10 +47,14 @@ pub fn bridge_members(bridge: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Deletes a link; one that is already gone is fine.
+/// Deletes a link; one that is already gone is fine, also when it goes
+/// between the check and the delete (a pod veth vanishes with its netns).
 pub async fn delete_link(ip: &std::path::Path, name: &str) -> Result<(), RunError> {
-    if link_exists(name) {
-        Cmd::new(ip).args(["link", "delete", name]).output().await?;
+    if !link_exists(name) {
+        return Ok(());
     }
-    Ok(())
+    match Cmd::new(ip).args(["link", "delete", name]).output().await {
+        Err(RunError::Failed { output, .. }) if output.contains("Cannot find device") => Ok(()),
+        other => other.map(|_| ()),
+    }
 }
