@@ -91,6 +91,11 @@ struct DoctorArgs {
     /// Print the full report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also examine the node of this local cluster (`unstuck cluster list`)
+    /// for pods stuck on a busy volume or a wedged runtime, and heal them
+    /// (with --apply) without force.
+    #[arg(long)]
+    local_cluster: Option<String>,
     /// Save what the doctor saw (the first snapshot) to this JSON file:
     /// evidence, and a fixture for the diagnosis tests.
     #[arg(long)]
@@ -337,7 +342,11 @@ async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
             r.collect.duration.as_secs_f64()
         );
     }
-    if report.initial_findings().is_empty() {
+    let node_reports = match &args.local_cluster {
+        Some(name) => node_doctor(&client, name, &args, stuck_after.as_std()).await?,
+        None => Vec::new(),
+    };
+    if report.initial_findings().is_empty() && node_reports.is_empty() {
         println!("nothing stuck found");
         return Ok(ExitCode::SUCCESS);
     }
@@ -350,6 +359,40 @@ async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
     if let Some(r) = first {
         println!("\nplan:\n{}", r.plan.render_dry_run());
     }
+    for r in &node_reports {
+        println!(
+            "\nnode {}: pod {} -> {:?}{}",
+            r.node,
+            r.pod,
+            r.outcome,
+            if r.force_used { " (FORCE DELETED)" } else { "" }
+        );
+        if let Some(f) = &r.initial {
+            println!("    {}", f.summary);
+            for e in &f.evidence {
+                println!("    {e}");
+            }
+        }
+        for step in &r.plan {
+            println!(
+                "    plan: {}{}: {}",
+                if step.force {
+                    "[FORCE, last resort] "
+                } else {
+                    ""
+                },
+                step.remedy.name(),
+                step.why
+            );
+        }
+        for step in &r.steps {
+            println!(
+                "    did: {}: {}",
+                step.step.remedy.name(),
+                step.actions.join("; ")
+            );
+        }
+    }
     if args.apply {
         for line in report.summary_lines() {
             println!("{line}");
@@ -361,6 +404,32 @@ async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
         println!("dry run: nothing was changed. Re-run with --apply to carry out the plan.");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The node half of `unstuck doctor --local-cluster NAME`.
+async fn node_doctor(
+    client: &kube::Client,
+    cluster: &str,
+    args: &DoctorArgs,
+    stuck_after: std::time::Duration,
+) -> Result<Vec<unstuck::doctor::node::NodeDoctorReport>> {
+    use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
+    use unstuck::node::Node as _;
+    let node = unstuck::node::LocalNode::open(cluster)?;
+    let opts = HealOptions {
+        apply: args.apply,
+        allow_force: false,
+        stuck_after,
+        ..HealOptions::default()
+    };
+    let mut reports = Vec::new();
+    for p in stuck_pods(client, node.name(), stuck_after).await? {
+        if !args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace) {
+            continue;
+        }
+        reports.push(heal_pod(client, &node, &p.namespace, &p.name, &opts).await?);
+    }
+    Ok(reports)
 }
 
 async fn wait_for_shutdown_signal() {
