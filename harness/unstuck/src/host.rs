@@ -92,67 +92,26 @@ pub fn signal(pid: i32, sig: i32) -> std::io::Result<()> {
     }
 }
 
-/// One line of /proc/self/mountinfo, the fields unstuck needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mount {
-    pub id: u32,
-    pub parent_id: u32,
-    pub mount_point: PathBuf,
-    pub fs_type: String,
-    pub source: String,
-}
-
-/// Parses /proc/PID/mountinfo text (see proc(5)): octal escapes in paths
-/// are decoded, the optional fields before " - " are skipped.
-pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    text.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let l: Vec<&str> = left.split(' ').collect();
-            let r: Vec<&str> = right.split(' ').collect();
-            Some(Mount {
-                id: l.first()?.parse().ok()?,
-                parent_id: l.get(1)?.parse().ok()?,
-                mount_point: PathBuf::from(unescape_octal(l.get(4)?)),
-                fs_type: r.first()?.to_string(),
-                source: unescape_octal(r.get(1).unwrap_or(&"")),
-            })
-        })
-        .collect()
-}
-
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// One mount of /proc/self/mountinfo. The parser is the doctor's own (in
+/// unstuck-core), so what the harness unmounts and what the doctor
+/// diagnoses are read the same way.
+pub use unstuck_core::doctor::node::{MountFact as Mount, parse_mountinfo};
 
 /// The machine's mounts as this process sees them.
 pub fn mounts() -> Vec<Mount> {
     parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
 }
 
-/// Mounts at or below `dir`, deepest first: the order they can be unmounted in.
+/// Mounts at or below `dir`, deepest and newest first: the order they can
+/// be unmounted in (mountinfo lists mounts in the order they were made).
 pub fn mounts_under(dir: &Path) -> Vec<Mount> {
-    let mut found: Vec<Mount> = mounts()
+    let mut found: Vec<(usize, Mount)> = mounts()
         .into_iter()
-        .filter(|m| m.mount_point.starts_with(dir))
+        .enumerate()
+        .filter(|(_, m)| m.mount_point.starts_with(dir))
         .collect();
-    found.sort_by_key(|m| std::cmp::Reverse((m.mount_point.components().count(), m.id)));
-    found
+    found.sort_by_key(|(i, m)| std::cmp::Reverse((m.mount_point.components().count(), *i)));
+    found.into_iter().map(|(_, m)| m).collect()
 }
 
 /// Unmounts `path`; `lazy` detaches it even while busy (MNT_DETACH).
@@ -308,7 +267,6 @@ mod tests {
         assert_eq!(m[0].mount_point, PathBuf::from("/mnt/with space"));
         assert_eq!(m[0].fs_type, "ext3");
         assert_eq!(m[0].source, "/dev/root");
-        assert_eq!(m[1].parent_id, 29);
         assert_eq!(m[1].fs_type, "tmpfs");
     }
 

@@ -21,8 +21,8 @@ use kube::{
 };
 use serde::Serialize;
 use unstuck_core::doctor::node::{
-    DiagnoseNodeOptions, KubeletEvent, MountFact, NodeFacts, NodeFinding, NodeRemedy, NodeStep,
-    ProcessTarget, SyncLoopOp, diagnose_pod, klog_records, parse_kubelet_log, plan_node, pod_dir,
+    DiagnoseNodeOptions, KubeletEvent, NodeFacts, NodeFinding, NodeRemedy, NodeStep, ProcessTarget,
+    SyncLoopOp, diagnose_pod, klog_records, parse_kubelet_log, plan_node, pod_dir,
 };
 
 use crate::node::{Node, NodeError, runtime_facts};
@@ -273,11 +273,6 @@ pub async fn gather(
         .await?
         .into_iter()
         .filter(|m| m.mount_point.starts_with(&dir))
-        .map(|m| MountFact {
-            mount_point: m.mount_point,
-            fs_type: m.fs_type,
-            source: m.source,
-        })
         .collect();
     let holders = node.holders_of(&dir).await?;
     Ok(Some(NodeFacts {
