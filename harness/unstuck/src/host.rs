@@ -130,19 +130,26 @@ pub fn unmount(path: &Path, lazy: bool) -> std::io::Result<()> {
     }
 }
 
-/// Bind-mounts `source` onto `target` (both must exist).
-pub fn bind_mount(source: &Path, target: &Path) -> std::io::Result<()> {
+/// Mounts a small tmpfs (1 MiB) labelled `label` on `target`, which must
+/// exist: how a fault injector makes a directory busy.
+pub fn mount_tmpfs(target: &Path, label: &str) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let s = std::ffi::CString::new(source.as_os_str().as_bytes())?;
-    let t = std::ffi::CString::new(target.as_os_str().as_bytes())?;
-    // SAFETY: both strings are valid and NUL-terminated for the duration of the call.
+    let invalid = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "NUL byte in path or label",
+        )
+    };
+    let src = std::ffi::CString::new(label).map_err(|_| invalid())?;
+    let tgt = std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| invalid())?;
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
     let rc = unsafe {
         libc::mount(
-            s.as_ptr(),
-            t.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND,
-            std::ptr::null(),
+            src.as_ptr(),
+            tgt.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=1m,mode=0755".as_ptr().cast(),
         )
     };
     if rc == 0 {

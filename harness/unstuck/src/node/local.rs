@@ -1,7 +1,5 @@
 //! [`Node`] for the `local` provider: the node is this machine, so files,
 //! /proc and mounts are read directly and actions are syscalls.
-#![allow(unsafe_code)] // one mount(2) call for a tmpfs; see mount_tmpfs.
-
 use std::{
     io::{Read, Seek, SeekFrom},
     path::{Path, PathBuf},
@@ -274,29 +272,8 @@ impl Node for LocalNode {
     }
 
     async fn mount_tmpfs(&self, target: &Path, label: &str) -> Result<(), NodeError> {
-        use std::os::unix::ffi::OsStrExt;
-        let what = format!("mounting a tmpfs on {}", target.display());
-        let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL byte in path");
-        let src = std::ffi::CString::new(label).map_err(|_| self.io(what.clone())(invalid()))?;
-        let tgt = std::ffi::CString::new(target.as_os_str().as_bytes())
-            .map_err(|_| self.io(what.clone())(invalid()))?;
-        let fstype = c"tmpfs";
-        let data = c"size=1m,mode=0755";
-        // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
-        let rc = unsafe {
-            libc::mount(
-                src.as_ptr(),
-                tgt.as_ptr(),
-                fstype.as_ptr(),
-                0,
-                data.as_ptr().cast(),
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(self.io(what)(std::io::Error::last_os_error()))
-        }
+        host::mount_tmpfs(target, label)
+            .map_err(self.io(format!("mounting a tmpfs on {}", target.display())))
     }
 
     async fn unmount(&self, path: &Path, lazy: bool) -> Result<(), NodeError> {
