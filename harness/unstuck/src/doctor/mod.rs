@@ -113,6 +113,33 @@ impl DoctorReport {
             .iter()
             .flat_map(|r| r.applied.iter().filter_map(|a| a.backup.as_ref()))
     }
+    /// `Action target: detail` for every applied step whose outcome `pick` selects.
+    fn step_lines(&self, pick: impl Fn(&StepOutcome) -> Option<&String>) -> Vec<String> {
+        self.rounds
+            .iter()
+            .flat_map(|r| r.applied.iter())
+            .filter_map(|a| {
+                pick(&a.outcome).map(|detail| format!("{} {}: {detail}", a.action, a.target))
+            })
+            .collect()
+    }
+
+    /// The remedies carried out.
+    pub fn done(&self) -> Vec<String> {
+        self.step_lines(|o| match o {
+            StepOutcome::Done(d) => Some(d),
+            _ => None,
+        })
+    }
+
+    /// The remedy steps that failed, with the server's words.
+    pub fn failures(&self) -> Vec<String> {
+        self.step_lines(|o| match o {
+            StepOutcome::Failed(why) => Some(why),
+            _ => None,
+        })
+    }
+
     /// One line per finding and remedy, for terminals and reports.
     pub fn summary_lines(&self) -> Vec<String> {
         let mut out = Vec::new();

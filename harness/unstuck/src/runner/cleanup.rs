@@ -40,15 +40,7 @@ async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupR
         return;
     };
     let api = api_for(client, &ar, &caps, c.namespace.as_deref());
-    let label = format!(
-        "{} {}{}",
-        c.kind,
-        c.namespace
-            .as_ref()
-            .map(|n| format!("{n}/"))
-            .unwrap_or_default(),
-        c.name
-    );
+    let label = c.to_string();
     // Already gone, or unreadable: nothing cleanup can do here; a leak is
     // caught by the final check that everything is gone.
     let Ok(Some(obj)) = api.get_opt(&c.name).await else {
@@ -142,15 +134,7 @@ pub async fn cleanup(client: &Client, ns: &NamespaceMap, created: &[Created]) ->
             left = !gone(client, c).await;
         }
         if left {
-            report.leaked.push(format!(
-                "{} {}{}",
-                c.kind,
-                c.namespace
-                    .as_ref()
-                    .map(|n| format!("{n}/"))
-                    .unwrap_or_default(),
-                c.name
-            ));
+            report.leaked.push(c.to_string());
         }
     }
     let _ = ns;

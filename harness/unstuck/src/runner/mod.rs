@@ -245,6 +245,16 @@ pub struct Created {
     pub name: String,
 }
 
+impl std::fmt::Display for Created {
+    /// `Kind namespace/name`, or `Kind name` when cluster-scoped.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
 struct ScenarioRun<'a> {
     ctx: &'a RunContext,
     scenario: &'a Scenario,
@@ -577,34 +587,14 @@ impl ScenarioRun<'_> {
             .iter()
             .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
             .collect();
-        self.report.remedies = report
-            .rounds
-            .iter()
-            .flat_map(|r| r.applied.iter())
-            .filter_map(|a| match &a.outcome {
-                doctor::StepOutcome::Done(detail) => {
-                    Some(format!("{} {}: {detail}", a.action, a.target))
-                }
-                _ => None,
-            })
-            .collect();
+        self.report.remedies = report.done();
         let mut evidence = report.summary_lines();
         let found: Vec<&str> = report
             .initial_findings()
             .iter()
             .map(|f| f.kind.as_str())
             .collect();
-        let failed: Vec<String> = report
-            .rounds
-            .iter()
-            .flat_map(|r| r.applied.iter())
-            .filter_map(|a| match &a.outcome {
-                doctor::StepOutcome::Failed(why) => {
-                    Some(format!("{} {}: {why}", a.action, a.target))
-                }
-                _ => None,
-            })
-            .collect();
+        let failed = report.failures();
         self.report.doctor = Some(report);
         let (node_found, node_failed) = self.node_doctor(d.apply, &mut evidence).await;
         let found: Vec<&str> = found
