@@ -665,6 +665,10 @@ impl ScenarioRun<'_> {
                     continue;
                 }
             };
+            // Detection of a node case includes reading the node (kubelet
+            // log, mounts, runtime), which follows the API scan.
+            self.report.time_to_detect_ms =
+                Some(self.report.time_to_detect_ms.unwrap_or(0) + report.timings.diagnosed_ms);
             if let Some(f) = &report.initial {
                 for cause in &f.causes {
                     found.push(format!("{cause:?}"));
