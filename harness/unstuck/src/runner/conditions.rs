@@ -93,23 +93,19 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                         conds.iter().map(|x| &x.type_).collect::<Vec<_>>()
                     )
                 })?;
-            let message = found.message.clone().unwrap_or_default();
-            let reason = found.reason.clone().unwrap_or_default();
-            let quoted = format!(
-                "Namespace {ns}: {}={} ({reason}): \"{message}\"",
-                found.type_, found.status
-            );
-            let status_ok = found.status == c.status.as_str();
-            let reason_ok = c.reason.as_ref().is_none_or(|r| *r == reason);
-            let message_ok = c
-                .message_contains
-                .as_ref()
-                .is_none_or(|m| message.contains(m.as_str()));
-            if status_ok && reason_ok && message_ok {
-                Ok(quoted)
-            } else {
-                Err(quoted)
-            }
+            let seen = Seen {
+                type_: &found.type_,
+                status: &found.status,
+                reason: found.reason.as_deref(),
+                message: found.message.as_deref(),
+            };
+            judge(
+                format!("Namespace {ns}"),
+                seen,
+                c.status.as_str(),
+                c.reason.as_deref(),
+                c.message_contains.as_deref().map(String::as_str),
+            )
         }
         Condition::ApiServiceCondition(c) => {
             let api: Api<APIService> = Api::all(ctx.client.clone());
@@ -135,21 +131,24 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                         *c.name, *c.condition_type
                     )
                 })?;
-            let message = found.message.clone().unwrap_or_default();
-            let reason = found.reason.clone().unwrap_or_default();
-            let quoted = format!(
-                "APIService {} (service {}): {}={} ({reason}): \"{message}\"",
+            let seen = Seen {
+                type_: &found.type_,
+                status: &found.status,
+                reason: found.reason.as_deref(),
+                message: found.message.as_deref(),
+            };
+            let subject = format!(
+                "APIService {} (service {})",
                 *c.name,
-                service.unwrap_or_else(|| "Local".into()),
-                found.type_,
-                found.status
+                service.unwrap_or_else(|| "Local".into())
             );
-            let ok = found.status == c.status.as_str()
-                && c.reason.as_ref().is_none_or(|r| *r == reason)
-                && c.message_contains
-                    .as_ref()
-                    .is_none_or(|m| message.contains(m.as_str()));
-            if ok { Ok(quoted) } else { Err(quoted) }
+            judge(
+                subject,
+                seen,
+                c.status.as_str(),
+                c.reason.as_deref(),
+                c.message_contains.as_deref().map(String::as_str),
+            )
         }
         Condition::NoContentLeft(r) => {
             let ns = ctx.namespaces.real(&r.namespace);
@@ -286,6 +285,37 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             }
         }
     }
+}
+
+/// A status condition as the cluster shows it.
+struct Seen<'a> {
+    type_: &'a str,
+    status: &'a str,
+    reason: Option<&'a str>,
+    message: Option<&'a str>,
+}
+
+/// Compares a condition with what the scenario expects; either way the
+/// result quotes it as `subject: Type=Status (Reason): "message"`.
+fn judge(
+    subject: String,
+    seen: Seen<'_>,
+    status: &str,
+    reason: Option<&str>,
+    message_contains: Option<&str>,
+) -> CheckResult {
+    let (got_reason, message) = (
+        seen.reason.unwrap_or_default(),
+        seen.message.unwrap_or_default(),
+    );
+    let quoted = format!(
+        "{subject}: {}={} ({got_reason}): \"{message}\"",
+        seen.type_, seen.status
+    );
+    let ok = seen.status == status
+        && reason.is_none_or(|r| r == got_reason)
+        && message_contains.is_none_or(|m| message.contains(m));
+    if ok { Ok(quoted) } else { Err(quoted) }
 }
 
 fn describe(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {

@@ -109,13 +109,28 @@ impl ScenarioReport {
     /// A report for a scenario that never produced one of its own (its
     /// task panicked): it counts as failed, with the reason.
     pub fn lost(scenario: &Scenario, out_dir: PathBuf, reason: String) -> Self {
+        Self::start(
+            scenario,
+            NamespaceMap::default(),
+            out_dir,
+            Outcome::Failed { step: 0, reason },
+        )
+    }
+
+    /// A report with nothing recorded yet.
+    fn start(
+        scenario: &Scenario,
+        namespaces: NamespaceMap,
+        out_dir: PathBuf,
+        outcome: Outcome,
+    ) -> Self {
         Self {
             name: scenario.name.to_string(),
             description: scenario.description.to_string(),
             catalog_case: scenario.catalog_case,
             file: scenario.path().to_path_buf(),
-            namespaces: NamespaceMap::default(),
-            outcome: Outcome::Failed { step: 0, reason },
+            namespaces,
+            outcome,
             steps: Vec::new(),
             symptoms: Vec::new(),
             findings: Vec::new(),
@@ -165,24 +180,7 @@ pub async fn run_scenario_until(
         scenario,
         ns: ns.clone(),
         created: Vec::new(),
-        report: ScenarioReport {
-            name: scenario.name.to_string(),
-            description: scenario.description.to_string(),
-            catalog_case: scenario.catalog_case,
-            file: scenario.path().to_path_buf(),
-            namespaces: ns,
-            outcome: Outcome::Passed,
-            steps: Vec::new(),
-            symptoms: Vec::new(),
-            findings: Vec::new(),
-            remedies: Vec::new(),
-            time_to_detect_ms: None,
-            time_to_recover_ms: None,
-            duration_ms: 0,
-            cleanup: Default::default(),
-            out_dir: ctx.out_dir.clone(),
-            doctor: None,
-        },
+        report: ScenarioReport::start(scenario, ns, ctx.out_dir.clone(), Outcome::Passed),
         doctor_started: None,
         last_injection: None,
         injected: Vec::new(),
