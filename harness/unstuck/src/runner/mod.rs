@@ -25,7 +25,7 @@ use serde::Serialize;
 use unstuck_core::scenario::{Condition, DoctorCheck, Expect, Fault, Phase, Scenario, Step};
 
 use self::{
-    conditions::{CheckContext, check},
+    conditions::{CheckContext, check, get},
     objects::{NamespaceMap, api_for, read_manifests, resolve},
 };
 use crate::{
@@ -183,6 +183,7 @@ pub async fn run_scenario_until(
         report: ScenarioReport::start(scenario, ns, ctx.out_dir.clone(), Outcome::Passed),
         doctor_started: None,
         last_injection: None,
+        deleting_since: None,
         injected: Vec::new(),
         controllers: Vec::new(),
     };
@@ -266,6 +267,12 @@ struct ScenarioRun<'a> {
     /// for instance, starts deleting only when the namespace controller
     /// gets to it, seconds after the namespace itself.
     last_injection: Option<Instant>,
+    /// The latest deletionTimestamp a symptom gate saw on an object it
+    /// expected terminating. A pod's deletionTimestamp lies its grace
+    /// period in the future, and the kubelet can fail before that: the
+    /// symptom is there, but the doctor (rightly) does not call the pod
+    /// stuck until it is STUCK_AFTER past that time.
+    deleting_since: Option<k8s_openapi::jiff::Timestamp>,
     /// Node faults in place; reverted before cleanup on every path out.
     injected: Vec<Injected>,
     /// Live controllers the scenario started; they run through cleanup.
@@ -537,6 +544,14 @@ impl ScenarioRun<'_> {
                     }
                 }
                 self.last_injection = Some(Instant::now());
+                for c in conds {
+                    if let Condition::Terminating(r) = c
+                        && let Ok(Some(obj)) = get(&ctx, r).await
+                        && let Some(ts) = obj.metadata.deletion_timestamp
+                    {
+                        self.deleting_since = self.deleting_since.max(Some(ts.0));
+                    }
+                }
             }
             Phase::Recovered => {
                 if let Some(t) = self.doctor_started {
@@ -553,6 +568,14 @@ impl ScenarioRun<'_> {
         // a person meets a cluster that has been stuck for a while.
         if let Some(t) = self.last_injection {
             tokio::time::sleep(STUCK_AFTER.saturating_sub(t.elapsed())).await;
+        }
+        if let Some(since) = self.deleting_since {
+            // deletionTimestamp has whole seconds; a small margin keeps the
+            // doctor's "more than STUCK_AFTER" strictly true.
+            let due = since + STUCK_AFTER + Duration::from_millis(250);
+            if let Ok(left) = Duration::try_from(due.duration_since(k8s_openapi::jiff::Timestamp::now())) {
+                tokio::time::sleep(left).await;
+            }
         }
         self.doctor_started = Some(Instant::now());
         let opts = DoctorOptions {
