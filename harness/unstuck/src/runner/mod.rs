@@ -573,7 +573,9 @@ impl ScenarioRun<'_> {
             // deletionTimestamp has whole seconds; a small margin keeps the
             // doctor's "more than STUCK_AFTER" strictly true.
             let due = since + STUCK_AFTER + Duration::from_millis(250);
-            if let Ok(left) = Duration::try_from(due.duration_since(k8s_openapi::jiff::Timestamp::now())) {
+            if let Ok(left) =
+                Duration::try_from(due.duration_since(k8s_openapi::jiff::Timestamp::now()))
+            {
                 tokio::time::sleep(left).await;
             }
         }
