@@ -12,6 +12,8 @@ use unstuck::{
 };
 use unstuck_core::scenario::load_str;
 
+mod common;
+
 fn scenario(name: &str, fault: &str, last_step: &str) -> unstuck_core::scenario::Scenario {
     let text = format!(
         "name: {name}
@@ -66,7 +68,7 @@ fn assert_clean(report: &unstuck::runner::ScenarioReport, cluster_dir: &Path) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
-    let mut opts = UpOptions::new("it-fault-cleanup");
+    let mut opts = UpOptions::new(common::cluster_name("it-fault-cleanup"));
     opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
     let cluster = LocalCluster::up(opts).await.expect("cluster up");
     let dir = cluster.layout().dir.clone();

@@ -22,13 +22,15 @@ use unstuck::{
     wait::{self, Poll},
 };
 
+mod common;
+
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("valid object")
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_local_cluster_runs_a_pod_deletes_a_namespace_reports_apiservices_and_leaves_nothing() {
-    let mut opts = UpOptions::new("it-lifecycle");
+    let mut opts = UpOptions::new(common::cluster_name("it-lifecycle"));
     opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
     let cluster = LocalCluster::up(opts).await.expect("cluster up");
     let layout = cluster.layout().clone();
@@ -151,8 +153,9 @@ async fn a_local_cluster_runs_a_pod_deletes_a_namespace_reports_apiservices_and_
 #[tokio::test(flavor = "current_thread")]
 async fn a_killed_harness_takes_its_cluster_with_it() {
     // `cluster up --hold` owns its cluster the way `unstuck run` does.
+    let name = common::cluster_name("it-killed");
     let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .args(["cluster", "up", "it-killed", "--hold"])
+        .args(["cluster", "up", &name, "--hold"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -179,13 +182,9 @@ async fn a_killed_harness_takes_its_cluster_with_it() {
     );
     let layout = local::list()
         .into_iter()
-        .find(|c| c.name == "it-killed")
+        .find(|c| c.name == name)
         .expect("cluster listed");
-    let layout = local::Layout::new(
-        "it-killed",
-        layout.slot.unwrap(),
-        layout.dir.parent().unwrap(),
-    );
+    let layout = local::Layout::new(&name, layout.slot.unwrap(), layout.dir.parent().unwrap());
     assert!(
         !local::leftovers(&layout).is_empty(),
         "a running cluster has processes and links"
@@ -194,7 +193,7 @@ async fn a_killed_harness_takes_its_cluster_with_it() {
     child.kill().unwrap(); // SIGKILL: no handler runs in the harness.
     child.wait().unwrap();
     wait::until(
-        "the reaper to remove everything of it-killed",
+        format!("the reaper to remove everything of {name}"),
         Duration::from_secs(60),
         Duration::from_millis(500),
         || {

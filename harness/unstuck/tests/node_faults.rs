@@ -28,12 +28,15 @@ use unstuck_core::doctor::node::{
     DiagnoseNodeOptions, NodeCause, NodeFacts, NodeFinding, diagnose_pod,
 };
 
+mod common;
+
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("valid object")
 }
 
-async fn up(name: &str) -> LocalCluster {
-    let mut opts = UpOptions::new(name);
+/// Brings up a cluster named after `base`, unique to this test process.
+async fn up(base: &str) -> LocalCluster {
+    let mut opts = UpOptions::new(common::cluster_name(base));
     opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
     LocalCluster::up(opts).await.expect("cluster up")
 }

@@ -18,6 +18,8 @@ use unstuck::{
     runner::{RunContext, ScenarioReport, run_scenario, suite::ExclusiveGate},
 };
 
+mod common;
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -58,7 +60,8 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let mut opts = UpOptions::new("it-scenarios");
+    let cluster_name = common::cluster_name("it-scenarios");
+    let mut opts = UpOptions::new(cluster_name.clone());
     opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
     // block_on polls on this (main) thread, which outlives the cluster: the
     // components' parent-death signal is tied to it.
@@ -120,7 +123,7 @@ fn main() -> ExitCode {
 
     let run = RunReport {
         started_at: String::new(),
-        cluster: "it-scenarios".into(),
+        cluster: cluster_name,
         k8s_version: cluster.k8s_version().to_string(),
         duration_ms: 0,
         scenarios: std::mem::take(&mut *reports.lock().expect("reports lock")),

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use k8s_openapi::{
-    api::core::v1::{Event, Namespace, Pod},
-    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+    api::core::v1::{Event, Namespace, NamespaceCondition, Pod},
+    kube_aggregator::pkg::apis::apiregistration::v1::{APIService, APIServiceCondition},
 };
 use kube::{
     Api, Client,
@@ -83,22 +83,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("namespace {ns} does not exist"))?;
             let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
-            let found = conds
-                .iter()
-                .find(|x| x.type_ == *c.condition_type)
-                .ok_or_else(|| {
-                    format!(
-                        "namespace {ns} has no {} condition (has: {:?})",
-                        *c.condition_type,
-                        conds.iter().map(|x| &x.type_).collect::<Vec<_>>()
-                    )
-                })?;
-            let seen = Seen {
-                type_: &found.type_,
-                status: &found.status,
-                reason: found.reason.as_deref(),
-                message: found.message.as_deref(),
-            };
+            let seen = find_condition(&format!("namespace {ns}"), &conds, &c.condition_type)?;
             judge(
                 format!("Namespace {ns}"),
                 seen,
@@ -122,21 +107,11 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 )
             });
             let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
-            let found = conds
-                .iter()
-                .find(|x| x.type_ == *c.condition_type)
-                .ok_or_else(|| {
-                    format!(
-                        "APIService {} has no {} condition yet",
-                        *c.name, *c.condition_type
-                    )
-                })?;
-            let seen = Seen {
-                type_: &found.type_,
-                status: &found.status,
-                reason: found.reason.as_deref(),
-                message: found.message.as_deref(),
-            };
+            let seen = find_condition(
+                &format!("APIService {}", *c.name),
+                &conds,
+                &c.condition_type,
+            )?;
             let subject = format!(
                 "APIService {} (service {})",
                 *c.name,
@@ -295,6 +270,52 @@ struct Seen<'a> {
     message: Option<&'a str>,
 }
 
+/// The k8s-openapi status condition types a check can look up.
+trait StatusCondition {
+    fn seen(&self) -> Seen<'_>;
+}
+
+impl StatusCondition for NamespaceCondition {
+    fn seen(&self) -> Seen<'_> {
+        Seen {
+            type_: &self.type_,
+            status: &self.status,
+            reason: self.reason.as_deref(),
+            message: self.message.as_deref(),
+        }
+    }
+}
+
+impl StatusCondition for APIServiceCondition {
+    fn seen(&self) -> Seen<'_> {
+        Seen {
+            type_: &self.type_,
+            status: &self.status,
+            reason: self.reason.as_deref(),
+            message: self.message.as_deref(),
+        }
+    }
+}
+
+/// The condition of type `type_` among `subject`'s `conds`; when there is
+/// none, says which types `subject` has instead.
+fn find_condition<'a, C: StatusCondition>(
+    subject: &str,
+    conds: &'a [C],
+    type_: &str,
+) -> Result<Seen<'a>, String> {
+    conds
+        .iter()
+        .map(StatusCondition::seen)
+        .find(|s| s.type_ == type_)
+        .ok_or_else(|| {
+            format!(
+                "{subject} has no {type_} condition (has: {:?})",
+                conds.iter().map(|c| c.seen().type_).collect::<Vec<_>>()
+            )
+        })
+}
+
 /// Compares a condition with what the scenario expects; either way the
 /// result quotes it as `subject: Type=Status (Reason): "message"`.
 fn judge(
@@ -349,4 +370,52 @@ pub async fn get(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Option<Dynamic
     api.get_opt(&real_name(ctx, r))
         .await
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns_cond(type_: &str, status: &str) -> NamespaceCondition {
+        NamespaceCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: Some("R".into()),
+            message: Some("m".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_condition_is_found_by_type_and_quoted() {
+        let conds = [
+            ns_cond("NamespaceDeletionDiscoveryFailure", "False"),
+            ns_cond("NamespaceContentRemaining", "True"),
+        ];
+        let seen = find_condition("namespace app", &conds, "NamespaceContentRemaining").unwrap();
+        assert_eq!(
+            judge("Namespace app".into(), seen, "True", Some("R"), Some("m")),
+            Ok("Namespace app: NamespaceContentRemaining=True (R): \"m\"".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_condition_names_the_types_there_are() {
+        let conds = [ns_cond("NamespaceDeletionDiscoveryFailure", "False")];
+        let err = find_condition("namespace app", &conds, "NamespaceContentRemaining")
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "namespace app has no NamespaceContentRemaining condition (has: [\"NamespaceDeletionDiscoveryFailure\"])"
+        );
+        let none: [APIServiceCondition; 0] = [];
+        let err = find_condition("APIService v1beta1.metrics.k8s.io", &none, "Available")
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "APIService v1beta1.metrics.k8s.io has no Available condition (has: [])"
+        );
+    }
 }

@@ -170,6 +170,18 @@ fn p(path: PathBuf) -> String {
     path.display().to_string()
 }
 
+/// The flags that point a control-plane component (controller-manager,
+/// scheduler) at its kubeconfig: for its own API calls and for checking
+/// who calls its secure port.
+fn kubeconfig_flags(kubeconfig: &Path) -> [String; 3] {
+    let kc = kubeconfig.display();
+    [
+        format!("--kubeconfig={kc}"),
+        format!("--authentication-kubeconfig={kc}"),
+        format!("--authorization-kubeconfig={kc}"),
+    ]
+}
+
 /// Command lines of the control plane and node components, in start order.
 pub fn component_commands(l: &Layout, bins: &crate::components::Binaries) -> Vec<ComponentCommand> {
     let pki = l.pki_dir();
@@ -234,49 +246,39 @@ pub fn component_commands(l: &Layout, bins: &crate::components::Binaries) -> Vec
         ComponentCommand {
             name: "kube-controller-manager",
             program: bins.k8s("kube-controller-manager"),
-            args: vec![
-                format!("--kubeconfig={}", p(l.kubeconfig("controller-manager"))),
-                format!(
-                    "--authentication-kubeconfig={}",
-                    p(l.kubeconfig("controller-manager"))
-                ),
-                format!(
-                    "--authorization-kubeconfig={}",
-                    p(l.kubeconfig("controller-manager"))
-                ),
-                format!("--service-account-private-key-file={}", k("sa.key")),
-                format!("--root-ca-file={}", k("ca.crt")),
-                format!("--cluster-signing-cert-file={}", k("ca.crt")),
-                format!("--cluster-signing-key-file={}", k("ca.key")),
-                "--use-service-account-credentials=true".into(),
-                "--controllers=*".into(),
-                // Leader election stays on: its Lease is the evidence the
-                // doctor uses to call kube-controller-manager alive.
-                "--leader-elect=true".into(),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={}", l.controller_manager_port()),
-                format!("--service-cluster-ip-range={}", l.service_cidr()),
-                "--profiling=false".into(),
-            ],
+            args: [
+                kubeconfig_flags(&l.kubeconfig("controller-manager")).to_vec(),
+                vec![
+                    format!("--service-account-private-key-file={}", k("sa.key")),
+                    format!("--root-ca-file={}", k("ca.crt")),
+                    format!("--cluster-signing-cert-file={}", k("ca.crt")),
+                    format!("--cluster-signing-key-file={}", k("ca.key")),
+                    "--use-service-account-credentials=true".into(),
+                    "--controllers=*".into(),
+                    // Leader election stays on: its Lease is the evidence the
+                    // doctor uses to call kube-controller-manager alive.
+                    "--leader-elect=true".into(),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={}", l.controller_manager_port()),
+                    format!("--service-cluster-ip-range={}", l.service_cidr()),
+                    "--profiling=false".into(),
+                ],
+            ]
+            .concat(),
         },
         ComponentCommand {
             name: "kube-scheduler",
             program: bins.k8s("kube-scheduler"),
-            args: vec![
-                format!("--kubeconfig={}", p(l.kubeconfig("scheduler"))),
-                format!(
-                    "--authentication-kubeconfig={}",
-                    p(l.kubeconfig("scheduler"))
-                ),
-                format!(
-                    "--authorization-kubeconfig={}",
-                    p(l.kubeconfig("scheduler"))
-                ),
-                "--leader-elect=false".into(),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={}", l.scheduler_port()),
-                "--profiling=false".into(),
-            ],
+            args: [
+                kubeconfig_flags(&l.kubeconfig("scheduler")).to_vec(),
+                vec![
+                    "--leader-elect=false".into(),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={}", l.scheduler_port()),
+                    "--profiling=false".into(),
+                ],
+            ]
+            .concat(),
         },
         ComponentCommand {
             name: "containerd",
@@ -334,6 +336,46 @@ mod tests {
             v["plugins"][0]["ipam"]["ranges"][0][0]["subnet"],
             "10.214.3.0/24"
         );
+    }
+
+    #[test]
+    fn controller_manager_and_scheduler_each_use_their_own_kubeconfig() {
+        let l = layout();
+        let bins = crate::components::Binaries {
+            k8s_version: "v0.0.0".into(),
+            k8s_dir: "/k8s".into(),
+            etcd: "/etcd".into(),
+            containerd: "/containerd".into(),
+            ctr: "/ctr".into(),
+            ip: "/ip".into(),
+            images: Vec::new(),
+        };
+        let commands = component_commands(&l, &bins);
+        for (component, user) in [
+            ("kube-controller-manager", "controller-manager"),
+            ("kube-scheduler", "scheduler"),
+        ] {
+            let args = &commands
+                .iter()
+                .find(|c| c.name == component)
+                .unwrap_or_else(|| panic!("no {component} command"))
+                .args;
+            let kc = format!("/var/lib/unstuck/clusters/t/{user}.kubeconfig");
+            assert_eq!(
+                args[..3],
+                [
+                    format!("--kubeconfig={kc}"),
+                    format!("--authentication-kubeconfig={kc}"),
+                    format!("--authorization-kubeconfig={kc}"),
+                ],
+                "{component}"
+            );
+            assert!(
+                !args[3..].iter().any(|a| a.contains("kubeconfig")),
+                "{component}: {args:?}"
+            );
+            assert_eq!(args.last().unwrap(), "--profiling=false", "{component}");
+        }
     }
 
     #[test]
