@@ -82,6 +82,12 @@ struct DoctorArgs {
     /// Carry out the plan. Without it nothing is changed.
     #[arg(long)]
     apply: bool,
+    /// With --apply, also change admission webhooks: a webhook that fails
+    /// closed while its backend is gone is set to fail open
+    /// (failurePolicy Ignore; its manifest is saved first). Without it
+    /// that step is shown and skipped.
+    #[arg(long, requires = "apply")]
+    allow_webhook_changes: bool,
     /// How long a deletion must hang to count as stuck, e.g. 30s, 5m.
     #[arg(long, default_value = "60s")]
     stuck_after: String,
@@ -320,6 +326,7 @@ async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("--stuck-after: {e}"))?;
     let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
     opts.apply = args.apply;
+    opts.allow_webhook_changes = args.allow_webhook_changes;
     opts.diagnose.stuck_after = stuck_after.as_std();
     if !args.namespaces.is_empty() {
         opts.scope = Scope::Namespaces(args.namespaces.clone());
@@ -356,7 +363,9 @@ async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
             println!("    {e}");
         }
     }
-    if let Some(r) = first {
+    if let Some(r) = first
+        && !args.apply
+    {
         println!("\nplan:\n{}", r.plan.render_dry_run());
     }
     for r in &node_reports {
@@ -394,14 +403,32 @@ async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
         }
     }
     if args.apply {
-        for line in report.summary_lines() {
+        println!("\napplied ({} round(s)):", report.rounds.len());
+        for line in report
+            .summary_lines()
+            .into_iter()
+            .filter(|l| l.starts_with("  "))
+        {
             println!("{line}");
         }
         for b in report.backups() {
             println!("backup: {}", b.display());
         }
     } else {
-        println!("dry run: nothing was changed. Re-run with --apply to carry out the plan.");
+        let gated = first.is_some_and(|r| {
+            r.plan
+                .steps
+                .iter()
+                .any(|s| s.action.needs_webhook_consent())
+        });
+        println!(
+            "dry run: nothing was changed. Re-run with --apply to carry out the plan{}.",
+            if gated {
+                " (and --allow-webhook-changes for the webhook step)"
+            } else {
+                ""
+            }
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -11,8 +11,8 @@ use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use super::conditions::{
     NS_CONTENT_FAILURE, NS_CONTENT_REMAINING, NS_DISCOVERY_FAILURE, NS_FINALIZERS_REMAINING,
     NS_GV_PARSING_FAILURE, api_service_available, api_service_name, failing_namespace_condition,
-    parse_content_remaining, parse_discovery_failure, parse_finalizers_remaining,
-    quote_api_service_condition, quote_namespace_condition,
+    namespace_condition, parse_content_remaining, parse_discovery_failure,
+    parse_finalizers_remaining, quote_api_service_condition, quote_namespace_condition,
 };
 use super::finding::{
     FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint,
@@ -22,6 +22,7 @@ use super::owner::{
     protection_in_use,
 };
 use super::snapshot::{ObjectRecord, Snapshot, display_name};
+use super::webhook::{failed_webhooks, webhooks};
 
 /// The namespace controller retries a failing namespace at most every 60 s
 /// (rate limiter cap, detection-notes 1.2). A `kubernetes` spec token that
@@ -70,8 +71,11 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
 
     let blocked_namespaces = d.discovery_blocked_namespaces();
     let dead_api_services = d.dead_api_services(&blocked_namespaces, &mut findings);
+    let content_failures = d.content_failure_namespaces();
+    let dead_webhooks = d.dead_webhooks(&content_failures, &mut findings);
     for ns in d.stuck_namespaces() {
         d.namespace(ns, &dead_api_services, &mut findings);
+        d.namespace_content_failure(ns, &dead_webhooks, &mut findings);
     }
     for record in d.stuck_objects() {
         d.object(record, &mut findings);
@@ -107,6 +111,13 @@ fn sort_key(f: &Finding) -> SortKey<'_> {
 struct Diagnosis<'a> {
     snapshot: &'a Snapshot,
     threshold: SignedDuration,
+}
+
+/// A Terminating namespace whose content-deletion-failure condition names
+/// webhooks.
+struct ContentFailure<'a> {
+    namespace: &'a str,
+    webhooks: Vec<String>,
 }
 
 /// A Terminating namespace whose discovery-failure condition is set.
@@ -155,6 +166,186 @@ impl<'a> Diagnosis<'a> {
                 })
             })
             .collect()
+    }
+
+    fn content_failure_namespaces(&self) -> Vec<ContentFailure<'a>> {
+        self.snapshot
+            .namespaces
+            .iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_some())
+            .filter_map(|ns| {
+                let c = failing_namespace_condition(ns, NS_CONTENT_FAILURE)?;
+                Some(ContentFailure {
+                    namespace: ns.metadata.name.as_deref()?,
+                    webhooks: failed_webhooks(c.message.as_deref().unwrap_or("")),
+                })
+            })
+            .collect()
+    }
+
+    /// DeadWebhook findings; returns the names of the dead webhooks. Dead
+    /// only on proof: `failurePolicy: Fail`, a Service backend, and the
+    /// collector's lookup found no such Service or no ready endpoint.
+    fn dead_webhooks(
+        &self,
+        failures: &[ContentFailure<'_>],
+        findings: &mut Vec<Finding>,
+    ) -> BTreeSet<String> {
+        let mut dead = BTreeSet::new();
+        for w in webhooks(self.snapshot) {
+            if w.failure_policy != "Fail" {
+                continue;
+            }
+            let Some(service) = w.service() else {
+                continue;
+            };
+            let Some(lookup) = self.snapshot.service_lookup(&service) else {
+                continue;
+            };
+            if lookup.error.is_some() {
+                continue;
+            }
+            let (backend, backend_line) = match (lookup.exists, lookup.ready_endpoints) {
+                (false, _) => (
+                    "ServiceNotFound",
+                    format!("Service {service} does not exist (GET returned 404)"),
+                ),
+                (true, Some(0)) => (
+                    "NoReadyEndpoints",
+                    format!(
+                        "Service {service} exists but its EndpointSlices list no ready endpoint"
+                    ),
+                ),
+                _ => continue,
+            };
+            let kind = w.config_kind.kind();
+            let mut evidence = vec![
+                format!(
+                    "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
+                    w.config_name, w.name, w.failure_policy
+                ),
+                backend_line,
+                format!("it matches: {}", w.rules_line()),
+            ];
+            let mut blocks: Vec<String> = failures
+                .iter()
+                .filter(|f| f.webhooks.iter().any(|n| n == w.name))
+                .map(|f| f.namespace.to_owned())
+                .collect();
+            blocks.sort();
+            for ns in &blocks {
+                evidence.push(format!(
+                    "blocks deletion of namespace {ns}: its {NS_CONTENT_FAILURE} condition quotes failed calling webhook {:?}",
+                    w.name
+                ));
+            }
+            if blocks.is_empty() {
+                evidence.push(format!(
+                    "no Terminating namespace names it yet, but every operation it matches is rejected while its backend is gone{}",
+                    if w.matches_operation("UPDATE") {
+                        " (finalizer-removal patches included)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            dead.insert(w.name.to_owned());
+            findings.push(Finding {
+                kind: FindingKind::DeadWebhook,
+                subject: ObjectRef {
+                    api_version: "admissionregistration.k8s.io/v1".into(),
+                    kind: kind.into(),
+                    namespace: None,
+                    name: w.config_name.to_owned(),
+                    uid: w.config_uid.map(str::to_owned),
+                },
+                summary: format!(
+                    "webhook {:?} in {kind} {} fails closed and its backend is gone ({backend}){}",
+                    w.name,
+                    w.config_name,
+                    if blocks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it blocks deletion of namespace(s) {}", blocks.join(", "))
+                    }
+                ),
+                evidence,
+                detail: FindingDetail::Webhook {
+                    configuration: w.config_kind,
+                    configuration_name: w.config_name.to_owned(),
+                    index: w.index,
+                    webhook: w.name.to_owned(),
+                    failure_policy: w.failure_policy.to_owned(),
+                    service,
+                    backend: backend.to_owned(),
+                    rules: w.rules_line(),
+                    blocks_namespaces: blocks,
+                },
+            });
+        }
+        dead
+    }
+
+    /// A namespace whose content deletes fail: quote the controller's
+    /// error and name the dead webhooks it blames.
+    fn namespace_content_failure(
+        &self,
+        ns: &Namespace,
+        dead_webhooks: &BTreeSet<String>,
+        findings: &mut Vec<Finding>,
+    ) {
+        let (Some(name), Some(cond)) = (
+            ns.metadata.name.as_deref(),
+            failing_namespace_condition(ns, NS_CONTENT_FAILURE),
+        ) else {
+            return;
+        };
+        let age = self.is_stuck(&ns.metadata).unwrap_or_default();
+        let message = cond.message.clone().unwrap_or_default();
+        let named = failed_webhooks(&message);
+        let mut evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
+        evidence.push(quote_namespace_condition(cond));
+        for w in &named {
+            evidence.push(if dead_webhooks.contains(w) {
+                format!("webhook {w:?} rejects the controller's deletes and its backend is gone")
+            } else {
+                format!("webhook {w:?} rejects the controller's deletes; its backend was not proven gone")
+            });
+        }
+        // The controller reports no remaining content after a failed
+        // delete: that "All content successfully removed" is not proof.
+        if let Some(c) = namespace_condition(ns, NS_CONTENT_REMAINING)
+            && c.status != "True"
+        {
+            evidence.push(format!(
+                "{NS_CONTENT_REMAINING}={} does not mean the namespace is empty: the controller did not get to count what it failed to delete",
+                c.status
+            ));
+        }
+        findings.push(Finding {
+            kind: FindingKind::NamespaceContentDeletionFailed,
+            subject: ObjectRef {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                namespace: None,
+                name: name.to_owned(),
+                uid: ns.metadata.uid.clone(),
+            },
+            summary: format!(
+                "namespace {name} has been terminating for {} and the namespace controller's deletes fail{}",
+                fmt_secs(age.as_secs()),
+                if named.is_empty() {
+                    String::new()
+                } else {
+                    format!(": webhook(s) {} reject them", named.join(", "))
+                }
+            ),
+            evidence,
+            detail: FindingDetail::NamespaceContentFailure {
+                message,
+                webhooks: named,
+            },
+        });
     }
 
     /// DeadApiService findings; returns the names of the dead APIServices.

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::conditions::{FinalizerCount, ResourceCount};
 use super::owner::FinalizerVerdict;
+use super::webhook::{ServiceKey, WebhookConfigKind};
 
 /// The kinds of finding. Serialised as these PascalCase names, which
 /// scenario files use to state what the doctor is expected to find.
@@ -18,9 +19,18 @@ pub enum FindingKind {
     /// MissingEndpoints, FailedDiscoveryCheck, ...). Never for local
     /// APIServices (no `spec.service`).
     DeadApiService,
+    /// An admission webhook with `failurePolicy: Fail` whose backend is
+    /// proven gone (its Service does not exist, or has no ready endpoint):
+    /// every operation it matches is rejected. Never for URL webhooks or
+    /// `failurePolicy: Ignore`.
+    DeadWebhook,
     /// A Terminating namespace whose deletion is blocked because discovery
     /// of some group/versions fails (`NamespaceDeletionDiscoveryFailure`).
     NamespaceBlockedByDiscovery,
+    /// A Terminating namespace whose content the namespace controller
+    /// fails to delete (`NamespaceDeletionContentFailure`), e.g. because a
+    /// webhook rejects the deletes.
+    NamespaceContentDeletionFailed,
     /// An object past the stuck threshold whose remaining finalizers
     /// include keys with no live owner (argued by
     /// [`super::owner::finalizer_owner`]).
@@ -52,9 +62,11 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 10] = [
+    pub const ALL: [FindingKind; 12] = [
         FindingKind::DeadApiService,
+        FindingKind::DeadWebhook,
         FindingKind::NamespaceBlockedByDiscovery,
+        FindingKind::NamespaceContentDeletionFailed,
         FindingKind::OrphanFinalizer,
         FindingKind::NamespaceBlockedByContent,
         FindingKind::NamespaceOrphanMetadataFinalizer,
@@ -69,7 +81,9 @@ impl FindingKind {
     pub fn as_str(self) -> &'static str {
         match self {
             FindingKind::DeadApiService => "DeadApiService",
+            FindingKind::DeadWebhook => "DeadWebhook",
             FindingKind::NamespaceBlockedByDiscovery => "NamespaceBlockedByDiscovery",
+            FindingKind::NamespaceContentDeletionFailed => "NamespaceContentDeletionFailed",
             FindingKind::OrphanFinalizer => "OrphanFinalizer",
             FindingKind::NamespaceBlockedByContent => "NamespaceBlockedByContent",
             FindingKind::NamespaceOrphanMetadataFinalizer => "NamespaceOrphanMetadataFinalizer",
@@ -101,10 +115,12 @@ impl std::str::FromStr for FindingKind {
 
 /// A name that is not a [`FindingKind`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown finding kind {0:?} (known: DeadApiService, NamespaceBlockedByDiscovery, OrphanFinalizer, NamespaceBlockedByContent, NamespaceOrphanMetadataFinalizer, NamespaceSpecFinalizerStuck, PodStuckTerminating, UnknownFinalizerOwner, WaitingOnLiveController, ProtectedFinalizerInUse)"
-)]
+#[error("unknown finding kind {0:?} (known: {known})", known = known_kinds())]
 pub struct UnknownFindingKind(pub String);
+
+fn known_kinds() -> String {
+    FindingKind::ALL.map(FindingKind::as_str).join(", ")
+}
 
 /// Which object a finding is about.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -212,6 +228,36 @@ pub enum FindingDetail {
         /// Terminating namespaces whose deletion it blocks (their
         /// discovery-failure condition names its group/version).
         blocks_namespaces: Vec<String>,
+    },
+    /// For [`FindingKind::DeadWebhook`].
+    Webhook {
+        /// Where the webhook is configured.
+        configuration: WebhookConfigKind,
+        /// The configuration's name.
+        configuration_name: String,
+        /// The webhook's position in `webhooks`.
+        index: usize,
+        /// The webhook's name.
+        webhook: String,
+        /// `failurePolicy` as seen (`Fail`).
+        failure_policy: String,
+        /// The Service it calls.
+        service: ServiceKey,
+        /// Why the backend counts as gone: `ServiceNotFound` or
+        /// `NoReadyEndpoints`.
+        backend: String,
+        /// Its rules in one line.
+        rules: String,
+        /// Terminating namespaces whose content deletion fails because of
+        /// it (their `NamespaceDeletionContentFailure` names it).
+        blocks_namespaces: Vec<String>,
+    },
+    /// For [`FindingKind::NamespaceContentDeletionFailed`].
+    NamespaceContentFailure {
+        /// The condition's message as the controller wrote it.
+        message: String,
+        /// Webhooks the message names (`failed calling webhook "<name>"`).
+        webhooks: Vec<String>,
     },
     /// For [`FindingKind::NamespaceSpecFinalizerStuck`].
     NamespaceSpec {

@@ -9,6 +9,7 @@
 //! - [`snapshot`]: the data a collector fills.
 //! - [`conditions`]: parsing the namespace controller's and aggregator's
 //!   status conditions.
+//! - [`webhook`]: admission webhooks and the errors of calling them.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
@@ -20,6 +21,7 @@ pub mod node;
 pub mod owner;
 pub mod plan;
 pub mod snapshot;
+pub mod webhook;
 
 pub use diagnose::{DiagnoseOptions, diagnose};
 pub use finding::{
@@ -29,6 +31,7 @@ pub use finding::{
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
 pub use plan::{
     Action, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan, PlannedStep,
-    RemoveFinalizers, plan,
+    RemoveFinalizers, SetWebhookFailurePolicy, plan,
 };
 pub use snapshot::{DiscoveryFailure, ObjectRecord, Snapshot};
+pub use webhook::{ServiceKey, ServiceLookup, WebhookConfigKind};

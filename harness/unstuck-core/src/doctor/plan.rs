@@ -14,6 +14,7 @@ use super::conditions::{NS_DISCOVERY_FAILURE, api_service_available, failing_nam
 use super::finding::{FinalizerRemoval, Finding, FindingDetail, FindingKind, PodStuckHint};
 use super::owner::{OwnerVerdict, failing_group_versions, finalizer_owner, protection_in_use};
 use super::snapshot::{ObjectRecord, Snapshot, split_api_version};
+use super::webhook::{WebhookConfigKind, webhooks};
 
 /// Force level of a step that changes nothing (wait, observe, refuse).
 pub const FORCE_OBSERVE: u8 = 0;
@@ -21,6 +22,10 @@ pub const FORCE_OBSERVE: u8 = 0;
 pub const FORCE_REMOVE_FINALIZER: u8 = 1;
 /// Force level of deleting a dead registration (an APIService).
 pub const FORCE_DELETE_REGISTRATION: u8 = 2;
+/// Force level of making a dead webhook fail open (`failurePolicy:
+/// Ignore`). Also gated: the doctor applies it only when told it may
+/// change webhooks ([`Action::needs_webhook_consent`]).
+pub const FORCE_WEBHOOK_FAIL_OPEN: u8 = 2;
 /// Force level of `PUT /api/v1/namespaces/<ns>/finalize`.
 pub const FORCE_FINALIZE: u8 = 3;
 /// Force level of a force delete (grace 0). No step of this level is
@@ -84,6 +89,9 @@ pub enum Action {
     DeleteApiService(DeleteApiService),
     /// `PUT /api/v1/namespaces/<ns>/finalize` without the stuck tokens.
     FinalizeNamespace(FinalizeNamespace),
+    /// Make one dead webhook fail open (`failurePolicy: Ignore`), after
+    /// saving its configuration.
+    SetWebhookFailurePolicy(SetWebhookFailurePolicy),
 }
 
 impl Action {
@@ -95,7 +103,15 @@ impl Action {
             Action::RemoveFinalizers(_) => "RemoveFinalizers",
             Action::DeleteApiService(_) => "DeleteApiService",
             Action::FinalizeNamespace(_) => "FinalizeNamespace",
+            Action::SetWebhookFailurePolicy(_) => "SetWebhookFailurePolicy",
         }
+    }
+
+    /// Whether the step changes admission policy, which the doctor does
+    /// only with explicit consent on top of `--apply`: a fail-open webhook
+    /// lets through what its policy would have rejected.
+    pub fn needs_webhook_consent(&self) -> bool {
+        matches!(self, Action::SetWebhookFailurePolicy(_))
     }
 
     /// Whether the action changes the cluster.
@@ -218,6 +234,48 @@ impl DeleteApiService {
             "kind": "DeleteOptions",
             "preconditions": {"uid": self.uid, "resourceVersion": self.resource_version},
         })
+    }
+}
+
+/// Set one webhook's `failurePolicy` from `Fail` to `Ignore`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetWebhookFailurePolicy {
+    /// Where the webhook is configured.
+    pub configuration: WebhookConfigKind,
+    /// The configuration's name.
+    pub configuration_name: String,
+    /// The configuration's UID (the patch tests it).
+    pub uid: String,
+    /// The webhook's position in `webhooks` (the patch tests its name).
+    pub index: usize,
+    /// The webhook's name.
+    pub webhook: String,
+    /// Why its backend counts as gone.
+    pub reason: String,
+}
+
+impl SetWebhookFailurePolicy {
+    /// `/apis/admissionregistration.k8s.io/v1/<kind>s/<name>`.
+    pub fn api_path(&self) -> String {
+        format!(
+            "/apis/admissionregistration.k8s.io/v1/{}/{}",
+            self.configuration.resource(),
+            self.configuration_name
+        )
+    }
+
+    /// The RFC 6902 patch: `test` the UID, the webhook's name at its index
+    /// and that it still fails closed, then `replace` the policy. If the
+    /// configuration changed since the snapshot, nothing is written.
+    pub fn json_patch(&self) -> Value {
+        let at = format!("/webhooks/{}", self.index);
+        json!([
+            {"op": "test", "path": "/metadata/uid", "value": self.uid},
+            {"op": "test", "path": format!("{at}/name"), "value": self.webhook},
+            {"op": "test", "path": format!("{at}/failurePolicy"), "value": "Fail"},
+            {"op": "replace", "path": format!("{at}/failurePolicy"), "value": "Ignore"},
+        ])
     }
 }
 
@@ -375,6 +433,22 @@ impl Plan {
                         d.uid, d.resource_version
                     );
                 }
+                Action::SetWebhookFailurePolicy(w) => {
+                    let path = w.api_path();
+                    let _ = writeln!(
+                        out,
+                        "    GET {path} (save the manifest first; re-apply it to restore failurePolicy Fail)"
+                    );
+                    let _ = writeln!(
+                        out,
+                        "    PATCH {path} (application/json-patch+json) {}",
+                        w.json_patch()
+                    );
+                    let _ = writeln!(
+                        out,
+                        "    needs --allow-webhook-changes besides --apply: the webhook fails open until restored"
+                    );
+                }
                 Action::FinalizeNamespace(f) => {
                     let _ = writeln!(
                         out,
@@ -522,6 +596,55 @@ fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> Plan
             )
         }
         FindingKind::DeadApiService => delete_api_service(i, f, snapshot),
+        FindingKind::DeadWebhook => webhook_fail_open(i, f, snapshot),
+        FindingKind::NamespaceContentDeletionFailed => {
+            let ns = &f.subject.name;
+            let related = related_findings(all, |g| {
+                g.kind == FindingKind::DeadWebhook
+                    && matches!(&g.detail, FindingDetail::Webhook { blocks_namespaces, .. } if blocks_namespaces.contains(ns))
+            });
+            // After a webhook was made to fail open (or removed), the
+            // condition stays until the controller's next retry.
+            let named = match &f.detail {
+                FindingDetail::NamespaceContentFailure { webhooks, .. } => webhooks.clone(),
+                _ => Vec::new(),
+            };
+            let views = webhooks(snapshot);
+            let settled = !named.is_empty()
+                && named.iter().all(|n| {
+                    views
+                        .iter()
+                        .filter(|w| w.name == n.as_str())
+                        .all(|w| w.failure_policy != "Fail")
+                });
+            if related.is_empty() && settled {
+                wait(
+                    i,
+                    format!(
+                        "namespace {ns}: the webhook(s) {} no longer fail closed; the namespace controller's next retry deletes the content",
+                        named.join(", ")
+                    ),
+                    "the condition is from before the change; the controller retries at least every 60 s".into(),
+                )
+            } else if related.is_empty() {
+                refuse(
+                    i,
+                    format!(
+                        "namespace {ns}: the namespace controller's deletes fail and no dead webhook explains it; read the condition's error and fix its cause"
+                    ),
+                )
+            } else {
+                wait(
+                    i,
+                    format!(
+                        "namespace {ns}: the namespace controller finishes once its deletes are no longer rejected"
+                    ),
+                    format!(
+                        "/finalize is not used: the content it failed to delete is still there{related}"
+                    ),
+                )
+            }
+        }
         FindingKind::NamespaceSpecFinalizerStuck => finalize_namespace(i, f, snapshot),
         FindingKind::PodStuckTerminating => {
             let hint = match &f.detail {
@@ -709,6 +832,97 @@ fn remove_finalizers(
         action: Action::RemoveFinalizers(action),
         rationale,
         force_level: FORCE_REMOVE_FINALIZER,
+    }
+}
+
+fn webhook_fail_open(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
+    let FindingDetail::Webhook {
+        configuration,
+        configuration_name,
+        index,
+        webhook,
+        service,
+        backend,
+        blocks_namespaces,
+        ..
+    } = &f.detail
+    else {
+        return refuse(i, format!("{} finding without webhook detail", f.kind));
+    };
+    // Re-argue from the snapshot: the webhook is still there, at the same
+    // index, failing closed, and its Service lookup still proves it dead.
+    let Some(w) = webhooks(snapshot).into_iter().find(|w| {
+        w.config_kind == *configuration
+            && w.config_name == configuration_name
+            && w.index == *index
+            && w.name == webhook
+    }) else {
+        return refuse(
+            i,
+            format!(
+                "webhook {webhook:?} is not in {configuration_name} any more; nothing to change"
+            ),
+        );
+    };
+    if w.failure_policy != "Fail" {
+        return refuse(
+            i,
+            format!(
+                "webhook {webhook:?} already has failurePolicy {}",
+                w.failure_policy
+            ),
+        );
+    }
+    let lookup = snapshot.service_lookup(service);
+    let proven = match lookup {
+        Some(l) if l.error.is_none() => !l.exists || l.ready_endpoints == Some(0),
+        _ => false,
+    };
+    if !proven {
+        return refuse(
+            i,
+            format!("the backend of webhook {webhook:?} (Service {service}) is not proven gone"),
+        );
+    }
+    if blocks_namespaces.is_empty() && backend != "ServiceNotFound" {
+        return refuse(
+            i,
+            format!(
+                "webhook {webhook:?}'s Service {service} has no ready endpoint but it blocks no Terminating namespace: restore the backend (e.g. scale it up) rather than change the webhook"
+            ),
+        );
+    }
+    let Some(uid) = w.config_uid else {
+        return refuse(
+            i,
+            format!(
+                "{configuration_name} has no uid in the snapshot; a patch could not be bound to it"
+            ),
+        );
+    };
+    let kind = configuration.kind();
+    PlannedStep {
+        finding_index: i,
+        action: Action::SetWebhookFailurePolicy(SetWebhookFailurePolicy {
+            configuration: *configuration,
+            configuration_name: configuration_name.clone(),
+            uid: uid.to_owned(),
+            index: *index,
+            webhook: webhook.clone(),
+            reason: format!("{backend}: Service {service}"),
+        }),
+        rationale: format!(
+            "webhook {webhook:?} in {kind} {configuration_name} rejects what it matches because its Service {service} is gone ({backend}){}; restoring the backend is the gentler fix. Failing open keeps the registration (and any other webhook in it) and is undone by re-applying the saved manifest; deleting the configuration is never planned",
+            if blocks_namespaces.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and blocks deletion of namespace(s) {}",
+                    blocks_namespaces.join(", ")
+                )
+            }
+        ),
+        force_level: FORCE_WEBHOOK_FAIL_OPEN,
     }
 }
 

@@ -9,12 +9,17 @@
 //! inside keep their own wire shape. Every list may be omitted in a file and
 //! reads as empty.
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolume, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use serde::{Deserialize, Serialize};
+
+use super::webhook::{ServiceKey, ServiceLookup};
 
 /// Everything one diagnosis looks at, taken at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -65,6 +70,16 @@ pub struct Snapshot {
     /// doctor then judges pv-protection by its controller alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub persistent_volumes: Vec<PersistentVolume>,
+    /// (Added) Every ValidatingWebhookConfiguration, full objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validating_webhooks: Vec<ValidatingWebhookConfiguration>,
+    /// (Added) Every MutatingWebhookConfiguration, full objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mutating_webhooks: Vec<MutatingWebhookConfiguration>,
+    /// (Added) The lookup of every Service a webhook calls. A webhook
+    /// whose Service has no lookup here is never judged dead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhook_services: Vec<ServiceLookup>,
 }
 
 /// One object, seen through the metadata-only API (what a
@@ -159,6 +174,11 @@ impl Snapshot {
         self.api_services
             .iter()
             .find(|a| a.metadata.name.as_deref() == Some(name))
+    }
+
+    /// The collector's lookup of a webhook's Service, if it made one.
+    pub fn service_lookup(&self, key: &ServiceKey) -> Option<&ServiceLookup> {
+        self.webhook_services.iter().find(|l| l.service == *key)
     }
 
     /// Objects recorded as living in namespace `ns` (from

@@ -488,13 +488,17 @@ impl fmt::Display for Condition {
     }
 }
 
-/// Writes ` (reason R, message contains "M")` for the optional parts of a
-/// status condition check.
-fn fmt_reason_message(
+/// Writes a status condition check as `<subject> has Type=Status`, then
+/// ` (reason R, message contains "M")` for its optional parts.
+fn fmt_condition_check(
     f: &mut fmt::Formatter<'_>,
+    subject: fmt::Arguments<'_>,
+    condition_type: &str,
+    status: ConditionStatus,
     reason: Option<&str>,
     message: Option<&str>,
 ) -> fmt::Result {
+    write!(f, "{subject} has {condition_type}={status}")?;
     match (reason, message) {
         (None, None) => Ok(()),
         (Some(r), None) => write!(f, " (reason {r})"),
@@ -538,13 +542,11 @@ pub struct NamespaceConditionCheck {
 
 impl fmt::Display for NamespaceConditionCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
+        fmt_condition_check(
             f,
-            "namespace {} has {}={}",
-            self.namespace, self.condition_type, self.status
-        )?;
-        fmt_reason_message(
-            f,
+            format_args!("namespace {}", self.namespace),
+            &self.condition_type,
+            self.status,
             self.reason.as_deref(),
             self.message_contains.as_ref().map(|m| m.as_str()),
         )
@@ -573,13 +575,11 @@ pub struct ApiServiceConditionCheck {
 
 impl fmt::Display for ApiServiceConditionCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
+        fmt_condition_check(
             f,
-            "APIService {} has {}={}",
-            self.name, self.condition_type, self.status
-        )?;
-        fmt_reason_message(
-            f,
+            format_args!("APIService {}", self.name),
+            &self.condition_type,
+            self.status,
             self.reason.as_deref(),
             self.message_contains.as_ref().map(|m| m.as_str()),
         )
@@ -764,6 +764,11 @@ pub struct DoctorCheck {
     /// Apply the remedy plan (default `true`); `false` only diagnoses.
     #[serde(default = "default_true")]
     pub apply: bool,
+    /// Let the doctor change admission webhooks (make a dead one fail
+    /// open), as `unstuck doctor --allow-webhook-changes` does. Default
+    /// `false`: the plan shows the step, the doctor skips it.
+    #[serde(default)]
+    pub allow_webhook_changes: bool,
 }
 
 impl fmt::Display for DoctorCheck {
@@ -781,10 +786,10 @@ impl fmt::Display for DoctorCheck {
                 f.write_str(kind)?;
             }
         }
-        f.write_str(if self.apply {
-            ", then apply the plan"
-        } else {
-            " (diagnose only)"
+        f.write_str(match (self.apply, self.allow_webhook_changes) {
+            (true, false) => ", then apply the plan",
+            (true, true) => ", then apply the plan, webhook changes allowed",
+            (false, _) => " (diagnose only)",
         })
     }
 }
@@ -841,4 +846,51 @@ fn catalog_case<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32
     }
 
     deserializer.deserialize_any(CaseVisitor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_condition_checks_print_subject_type_status_and_optional_parts() {
+        let ns = |reason: Option<&str>, message: Option<&str>| {
+            NamespaceConditionCheck {
+                namespace: String::from("app").into(),
+                condition_type: String::from("NamespaceContentRemaining").into(),
+                status: ConditionStatus::True,
+                reason: reason.map(String::from),
+                message_contains: message.map(|m| String::from(m).into()),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            ns(None, None),
+            "namespace app has NamespaceContentRemaining=True"
+        );
+        assert_eq!(
+            ns(Some("R"), None),
+            "namespace app has NamespaceContentRemaining=True (reason R)"
+        );
+        assert_eq!(
+            ns(None, Some("m")),
+            "namespace app has NamespaceContentRemaining=True (message contains \"m\")"
+        );
+        assert_eq!(
+            ns(Some("R"), Some("m")),
+            "namespace app has NamespaceContentRemaining=True (reason R, message contains \"m\")"
+        );
+        let api = ApiServiceConditionCheck {
+            name: String::from("v1beta1.metrics.k8s.io").into(),
+            condition_type: String::from("Available").into(),
+            status: ConditionStatus::False,
+            reason: Some("ServiceNotFound".into()),
+            message_contains: Some(String::from("not present").into()),
+        };
+        assert_eq!(
+            api.to_string(),
+            "APIService v1beta1.metrics.k8s.io has Available=False \
+             (reason ServiceNotFound, message contains \"not present\")"
+        );
+    }
 }

@@ -167,6 +167,57 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
                 Err(e) => StepOutcome::Failed(e.to_string()),
             })
         }
+        Action::SetWebhookFailurePolicy(w) => {
+            let kind = w.configuration.kind();
+            let ar = super::collect::api_resource(
+                "admissionregistration.k8s.io/v1",
+                kind,
+                w.configuration.resource(),
+            );
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let mut rec = Recorder::new("SetWebhookFailurePolicy", w.api_path());
+            if rec
+                .read_and_back_up(&api, &w.configuration_name, kind, None, backups)
+                .await
+                .is_none()
+            {
+                return rec.finish();
+            }
+            let patch_value = w.json_patch();
+            let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
+                Ok(p) => p,
+                Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
+            };
+            let r = api
+                .patch(
+                    &w.configuration_name,
+                    &PatchParams::default(),
+                    &Patch::<()>::Json(patch),
+                )
+                .await;
+            rec.call("PATCH", Some(patch_value), &r);
+            let restore = rec
+                .backup
+                .as_ref()
+                .map(|b| b.display().to_string())
+                .unwrap_or_default();
+            rec.end(match r {
+                Ok(after) => {
+                    let policy = after.data["webhooks"][w.index]["failurePolicy"].as_str();
+                    if policy == Some("Ignore") {
+                        StepOutcome::Done(format!(
+                            "webhook {:?} now fails open (failurePolicy Ignore) until its backend is restored; manifest saved to {restore} (kubectl apply -f it to restore failurePolicy Fail)",
+                            w.webhook
+                        ))
+                    } else {
+                        StepOutcome::Failed(format!(
+                            "failurePolicy reads {policy:?} after the patch"
+                        ))
+                    }
+                }
+                Err(e) => StepOutcome::Failed(e.to_string()),
+            })
+        }
         Action::FinalizeNamespace(f) => {
             let api: Api<Namespace> = Api::all(client.clone());
             let mut rec = Recorder::new("FinalizeNamespace", f.api_path());
@@ -315,4 +366,18 @@ fn outcome(
         calls,
         backup,
     }
+}
+
+/// The record of a step that needs `--allow-webhook-changes` when it was
+/// not given: skipped, saying how to allow it.
+pub fn not_consented(step: &PlannedStep) -> AppliedStep {
+    let target = match &step.action {
+        Action::SetWebhookFailurePolicy(w) => w.api_path(),
+        _ => "-".into(),
+    };
+    skipped(
+        step.action.name(),
+        &target,
+        "changing an admission webhook needs --allow-webhook-changes besides --apply (it lets through what the webhook would reject until it is restored); or restore the webhook's backend",
+    )
 }

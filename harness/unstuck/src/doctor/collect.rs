@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, stream};
 use k8s_openapi::{
     api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         coordination::v1::Lease,
-        core::v1::{Event, Namespace, PersistentVolume, Pod},
+        core::v1::{Event, Namespace, PersistentVolume, Pod, Service},
+        discovery::v1::EndpointSlice,
     },
     apimachinery::pkg::apis::meta::v1::APIResource,
     jiff::Timestamp,
@@ -21,7 +23,9 @@ use kube::{
     api::{ApiResource, ListParams},
     core::PartialObjectMeta,
 };
-use unstuck_core::doctor::{DiscoveryFailure, ObjectRecord, Snapshot};
+use unstuck_core::doctor::{
+    DiscoveryFailure, ObjectRecord, ServiceKey, ServiceLookup, Snapshot, webhook::services_called,
+};
 
 /// How many requests collect keeps in flight at once.
 const CONCURRENCY: usize = 16;
@@ -152,13 +156,14 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         Api::<Event>::all(client.clone()),
         Api::<PersistentVolume>::all(client.clone()),
     );
-    let (namespaces, api_services, pods, leases, events, pvs) = tokio::join!(
+    let (namespaces, api_services, pods, leases, events, pvs, webhooks) = tokio::join!(
         ns_api.list(&lp),
         svc_api.list(&lp),
         pod_api.list(&lp),
         lease_api.list(&lp),
         event_api.list(&lp),
         pv_api.list(&lp),
+        collect_webhooks(client),
     );
     let list = |what: &'static str| move |source| CollectError::List { what, source };
     let namespaces = namespaces.map_err(list("namespaces"))?.items;
@@ -242,6 +247,10 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
     sort(&mut terminating);
     sort(&mut namespace_content);
 
+    let webhooks = webhooks.unwrap_or_else(|failure| {
+        failures.push(failure);
+        Webhooks::default()
+    });
     let snapshot = Snapshot {
         taken_at,
         namespaces,
@@ -253,6 +262,9 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         discovery_failures: failures,
         events: events.map_err(list("events"))?.items,
         persistent_volumes: pvs.map_err(list("persistentvolumes"))?.items,
+        validating_webhooks: webhooks.validating,
+        mutating_webhooks: webhooks.mutating,
+        webhook_services: webhooks.services,
     };
     let stats = CollectStats {
         types_listed: discovered.types.len(),
@@ -260,4 +272,83 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         duration: start.elapsed(),
     };
     Ok((snapshot, stats))
+}
+
+/// The admission webhooks and what backs them.
+#[derive(Default)]
+struct Webhooks {
+    validating: Vec<ValidatingWebhookConfiguration>,
+    mutating: Vec<MutatingWebhookConfiguration>,
+    services: Vec<ServiceLookup>,
+}
+
+/// Both kinds of webhook configuration, then a lookup of every Service
+/// they call (GET the Service, count ready endpoints over its
+/// EndpointSlices), in parallel. A failed list is recorded, not fatal:
+/// without it no webhook is judged dead.
+async fn collect_webhooks(client: &Client) -> Result<Webhooks, DiscoveryFailure> {
+    let lp = ListParams::default();
+    let (v_api, m_api) = (
+        Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+        Api::<MutatingWebhookConfiguration>::all(client.clone()),
+    );
+    let (validating, mutating) = tokio::join!(v_api.list(&lp), m_api.list(&lp));
+    let failed = |resource: &str, e: kube::Error| DiscoveryFailure {
+        group_version: "admissionregistration.k8s.io/v1".into(),
+        message: format!("list {resource}: {e}"),
+    };
+    let validating = validating
+        .map_err(|e| failed("validatingwebhookconfigurations", e))?
+        .items;
+    let mutating = mutating
+        .map_err(|e| failed("mutatingwebhookconfigurations", e))?
+        .items;
+    let mut services = stream::iter(services_called(&validating, &mutating))
+        .map(|key| look_up_service(client, key))
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    services.sort_by(|a, b| a.service.cmp(&b.service));
+    Ok(Webhooks {
+        validating,
+        mutating,
+        services,
+    })
+}
+
+async fn look_up_service(client: &Client, key: ServiceKey) -> ServiceLookup {
+    let svc: Api<Service> = Api::namespaced(client.clone(), &key.namespace);
+    let mut lookup = ServiceLookup {
+        service: key,
+        exists: false,
+        ready_endpoints: None,
+        error: None,
+    };
+    match svc.get_opt(&lookup.service.name).await {
+        Ok(None) => return lookup,
+        Ok(Some(_)) => lookup.exists = true,
+        Err(e) => {
+            lookup.error = Some(e.to_string());
+            return lookup;
+        }
+    }
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &lookup.service.namespace);
+    let lp = ListParams::default().labels(&format!(
+        "kubernetes.io/service-name={}",
+        lookup.service.name
+    ));
+    match slices.list(&lp).await {
+        // An endpoint whose `ready` is unset counts as ready (the API's rule).
+        Ok(list) => {
+            let ready = list
+                .items
+                .iter()
+                .flat_map(|s| &s.endpoints)
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+                .count();
+            lookup.ready_endpoints = Some(u32::try_from(ready).unwrap_or(u32::MAX));
+        }
+        Err(e) => lookup.error = Some(format!("listing its EndpointSlices: {e}")),
+    }
+    lookup
 }

@@ -14,7 +14,9 @@ use std::{
 
 use kube::Client;
 use serde::Serialize;
-use unstuck_core::doctor::{DiagnoseOptions, Finding, FindingKind, Plan, diagnose, plan};
+use unstuck_core::doctor::{
+    DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, diagnose, plan,
+};
 
 pub use self::{
     apply::{ApiCall, AppliedStep, StepOutcome},
@@ -37,11 +39,25 @@ impl Scope {
         let Scope::Namespaces(names) = self else {
             return true;
         };
-        match (&f.subject.namespace, f.subject.kind.as_str()) {
-            (Some(ns), _) => names.contains(ns),
-            (None, "Namespace") => names.contains(&f.subject.name),
-            // Cluster-scoped blockers (a dead APIService) matter to every namespace.
-            (None, _) => true,
+        match (&f.subject.namespace, f.subject.kind.as_str(), &f.detail) {
+            (Some(ns), _, _) => names.contains(ns),
+            (None, "Namespace", _) => names.contains(&f.subject.name),
+            // A cluster-scoped blocker (a dead APIService or webhook) is in
+            // scope once it blocks one of the namespaces; before that, it
+            // could block any of them.
+            (
+                None,
+                _,
+                FindingDetail::ApiService {
+                    blocks_namespaces, ..
+                }
+                | FindingDetail::Webhook {
+                    blocks_namespaces, ..
+                },
+            ) => {
+                blocks_namespaces.is_empty() || blocks_namespaces.iter().any(|b| names.contains(b))
+            }
+            (None, _, _) => true,
         }
     }
 }
@@ -57,6 +73,10 @@ pub struct DoctorOptions {
     /// Rounds of collect → diagnose → plan → apply; a round that finds
     /// nothing to change ends early.
     pub max_rounds: usize,
+    /// May change admission webhooks (make a dead one fail open). Separate
+    /// from `apply` on purpose: it weakens a policy, so it is asked for by
+    /// name (`--allow-webhook-changes`).
+    pub allow_webhook_changes: bool,
 }
 
 impl DoctorOptions {
@@ -67,6 +87,7 @@ impl DoctorOptions {
             backup_dir,
             diagnose: DiagnoseOptions::default(),
             max_rounds: 3,
+            allow_webhook_changes: false,
         }
     }
 }
@@ -153,6 +174,12 @@ impl DoctorReport {
                     StepOutcome::Skipped(why) if a.action == "Refuse" => {
                         out.push(format!("  refused: {why}"))
                     }
+                    StepOutcome::Skipped(why) if a.action != "Wait" => {
+                        out.push(format!("  skipped {} {}: {why}", a.action, a.target))
+                    }
+                    StepOutcome::Failed(why) => {
+                        out.push(format!("  FAILED {} {}: {why}", a.action, a.target))
+                    }
                     _ => {}
                 }
             }
@@ -181,7 +208,13 @@ pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, 
         let mut applied = Vec::new();
         if opts.apply {
             for step in &plan.steps {
-                applied.push(apply::apply_step(client, step, &opts.backup_dir).await);
+                applied.push(
+                    if step.action.needs_webhook_consent() && !opts.allow_webhook_changes {
+                        apply::not_consented(step)
+                    } else {
+                        apply::apply_step(client, step, &opts.backup_dir).await
+                    },
+                );
             }
         }
         let changed = applied

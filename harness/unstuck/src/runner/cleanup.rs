@@ -1,6 +1,6 @@
 //! Cleanup of what a scenario created, on every path out. Registrations
-//! that block discovery go first (a dead APIService blocks every namespace
-//! deletion), then the scenario's namespaces — stripping finalizers from
+//! that block deletion go first (a dead APIService blocks every namespace
+//! deletion, a dead webhook rejects the deletes it matches), then the scenario's namespaces — stripping finalizers from
 //! the harness's own leftovers where a failed run left them stuck — and
 //! last the cluster-scoped types (a CRD deleted while its objects still
 //! carry finalizers would itself get stuck).
@@ -85,10 +85,18 @@ async fn gone(client: &Client, c: &Created) -> bool {
     )
 }
 
+/// A registration that can block deletes: removed before anything else.
+fn is_blocker(c: &Created) -> bool {
+    matches!(
+        c.kind.as_str(),
+        "APIService" | "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"
+    )
+}
+
 pub async fn cleanup(client: &Client, ns: &NamespaceMap, created: &[Created]) -> CleanupReport {
     let mut report = CleanupReport::default();
-    // 1. Discovery blockers.
-    for c in created.iter().rev().filter(|c| c.kind == "APIService") {
+    // 1. Registrations that block deletes.
+    for c in created.iter().rev().filter(|c| is_blocker(c)) {
         delete(client, c, false, &mut report).await;
     }
     // 2. Namespaced objects and the namespaces, forcing the harness's own stuck leftovers.
@@ -120,7 +128,7 @@ pub async fn cleanup(client: &Client, ns: &NamespaceMap, created: &[Created]) ->
     for c in created
         .iter()
         .rev()
-        .filter(|c| c.namespace.is_none() && c.kind != "Namespace" && c.kind != "APIService")
+        .filter(|c| c.namespace.is_none() && c.kind != "Namespace" && !is_blocker(c))
     {
         delete(client, c, true, &mut report).await;
     }

@@ -586,6 +586,7 @@ impl ScenarioRun<'_> {
             },
             scope: Scope::Namespaces(self.ns.real_names()),
             apply: d.apply,
+            allow_webhook_changes: d.allow_webhook_changes,
             backup_dir: self.ctx.out_dir.join("backups"),
             ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
         };

@@ -1,0 +1,249 @@
+//! Admission webhooks as the doctor sees them: one [`WebhookView`] per
+//! webhook of every Validating/MutatingWebhookConfiguration, and the
+//! apiserver's error text when calling one fails.
+//!
+//! A `failurePolicy: Fail` webhook whose backend is gone rejects every
+//! operation it matches. When it matches DELETE, the namespace controller's
+//! deletes fail and the namespace stays Terminating with
+//! `NamespaceDeletionContentFailure=True (ContentDeletionFailed)`:
+//! `Failed to delete all resource types, 1 remaining: Internal error
+//! occurred: failed calling webhook "<name>": failed to call webhook: Post
+//! "https://<svc>.<ns>.svc:443/<path>?timeout=5s": service "<svc>" not found`
+//! (recorded from v1.34.4). When it matches UPDATE, finalizer-removal
+//! patches fail the same way.
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::Snapshot;
+
+/// Which kind of configuration a webhook lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum WebhookConfigKind {
+    /// `ValidatingWebhookConfiguration`.
+    Validating,
+    /// `MutatingWebhookConfiguration`.
+    Mutating,
+}
+
+impl WebhookConfigKind {
+    /// The Kubernetes kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            WebhookConfigKind::Validating => "ValidatingWebhookConfiguration",
+            WebhookConfigKind::Mutating => "MutatingWebhookConfiguration",
+        }
+    }
+
+    /// The plural resource name.
+    pub fn resource(self) -> &'static str {
+        match self {
+            WebhookConfigKind::Validating => "validatingwebhookconfigurations",
+            WebhookConfigKind::Mutating => "mutatingwebhookconfigurations",
+        }
+    }
+}
+
+/// The Service a webhook calls.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceKey {
+    /// Namespace of the Service.
+    pub namespace: String,
+    /// Name of the Service.
+    pub name: String,
+}
+
+impl std::fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What the collector found when it looked up a webhook's Service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceLookup {
+    /// The Service looked up.
+    pub service: ServiceKey,
+    /// Whether `GET` returned it (a 404 is `false`).
+    pub exists: bool,
+    /// Ready endpoints over its EndpointSlices; `None` when the Service
+    /// does not exist or the slices could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_endpoints: Option<u32>,
+    /// Why the lookup itself failed (neither found nor a 404): no proof
+    /// either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One webhook, flattened out of its configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookView<'a> {
+    /// Validating or mutating.
+    pub config_kind: WebhookConfigKind,
+    /// The configuration's `metadata.name`.
+    pub config_name: &'a str,
+    /// The configuration's `metadata.uid`.
+    pub config_uid: Option<&'a str>,
+    /// The configuration's `metadata.resourceVersion`.
+    pub config_resource_version: Option<&'a str>,
+    /// Position in `webhooks` (the patch path).
+    pub index: usize,
+    /// The webhook's name (what the apiserver's error quotes).
+    pub name: &'a str,
+    /// `failurePolicy`; the v1 default is `Fail`.
+    pub failure_policy: &'a str,
+    /// `clientConfig`.
+    pub client_config: &'a WebhookClientConfig,
+    /// `rules`.
+    pub rules: &'a [RuleWithOperations],
+}
+
+impl WebhookView<'_> {
+    /// The Service it calls, unless it calls a URL.
+    pub fn service(&self) -> Option<ServiceKey> {
+        self.client_config.service.as_ref().map(|s| ServiceKey {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+        })
+    }
+
+    /// Whether a rule matches `operation` (`DELETE`, `UPDATE`, ...).
+    pub fn matches_operation(&self, operation: &str) -> bool {
+        self.rules.iter().any(|r| {
+            r.operations
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o == operation || o == "*")
+        })
+    }
+
+    /// The rules in one line: `DELETE,UPDATE configmaps (v1)`.
+    pub fn rules_line(&self) -> String {
+        self.rules
+            .iter()
+            .map(|r| {
+                let ops = r.operations.as_deref().unwrap_or_default().join(",");
+                let resources = r.resources.as_deref().unwrap_or_default().join(",");
+                let groups: Vec<&str> = r
+                    .api_groups
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|g| if g.is_empty() { "core" } else { g.as_str() })
+                    .collect();
+                format!("{ops} {resources} ({})", groups.join(","))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Every webhook of every configuration in the snapshot, validating first.
+pub fn webhooks(snapshot: &Snapshot) -> Vec<WebhookView<'_>> {
+    let mut out = Vec::new();
+    for c in &snapshot.validating_webhooks {
+        let meta = &c.metadata;
+        for (index, w) in c.webhooks.iter().flatten().enumerate() {
+            out.push(WebhookView {
+                config_kind: WebhookConfigKind::Validating,
+                config_name: meta.name.as_deref().unwrap_or_default(),
+                config_uid: meta.uid.as_deref(),
+                config_resource_version: meta.resource_version.as_deref(),
+                index,
+                name: &w.name,
+                failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
+                client_config: &w.client_config,
+                rules: w.rules.as_deref().unwrap_or_default(),
+            });
+        }
+    }
+    for c in &snapshot.mutating_webhooks {
+        let meta = &c.metadata;
+        for (index, w) in c.webhooks.iter().flatten().enumerate() {
+            out.push(WebhookView {
+                config_kind: WebhookConfigKind::Mutating,
+                config_name: meta.name.as_deref().unwrap_or_default(),
+                config_uid: meta.uid.as_deref(),
+                config_resource_version: meta.resource_version.as_deref(),
+                index,
+                name: &w.name,
+                failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
+                client_config: &w.client_config,
+                rules: w.rules.as_deref().unwrap_or_default(),
+            });
+        }
+    }
+    out
+}
+
+/// The Services the webhooks of these configurations call, each once, in
+/// order: what a collector must look up.
+pub fn services_called(
+    validating: &[ValidatingWebhookConfiguration],
+    mutating: &[MutatingWebhookConfiguration],
+) -> Vec<ServiceKey> {
+    let v = validating
+        .iter()
+        .flat_map(|c| c.webhooks.iter().flatten())
+        .map(|w| &w.client_config);
+    let m = mutating
+        .iter()
+        .flat_map(|c| c.webhooks.iter().flatten())
+        .map(|w| &w.client_config);
+    let mut out: Vec<ServiceKey> = v
+        .chain(m)
+        .filter_map(|c| c.service.as_ref())
+        .map(|s| ServiceKey {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+const FAILED_CALLING: &str = "failed calling webhook \"";
+
+/// The webhook names an apiserver error text quotes as
+/// `failed calling webhook "<name>"`, each once, in order of appearance.
+pub fn failed_webhooks(message: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = message;
+    while let Some(at) = rest.find(FAILED_CALLING) {
+        rest = &rest[at + FAILED_CALLING.len()..];
+        let Some(end) = rest.find('"') else { break };
+        let name = &rest[..end];
+        if !name.is_empty() && !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_webhooks_reads_the_recorded_namespace_message() {
+        let m = "Failed to delete all resource types, 1 remaining: Internal error occurred: failed calling webhook \"validate.policy.example.com\": failed to call webhook: Post \"https://policy-webhook.policy-system.svc:443/validate?timeout=5s\": service \"policy-webhook\" not found";
+        assert_eq!(failed_webhooks(m), vec!["validate.policy.example.com"]);
+    }
+
+    #[test]
+    fn failed_webhooks_lists_each_name_once() {
+        let m = "a: failed calling webhook \"x.example.com\": e, b: failed calling webhook \"y.example.com\": e, c: failed calling webhook \"x.example.com\": e";
+        assert_eq!(failed_webhooks(m), vec!["x.example.com", "y.example.com"]);
+        assert!(failed_webhooks("All content successfully deleted").is_empty());
+        assert!(failed_webhooks("failed calling webhook \"unterminated").is_empty());
+    }
+}

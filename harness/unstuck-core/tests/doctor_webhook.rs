@@ -1,0 +1,286 @@
+//! A dead admission webhook (failurePolicy Fail, backend gone) blocking a
+//! namespace's deletion: diagnosis and plan on a snapshot recorded from a
+//! real v1.34.4 cluster, and on variants of it: what counts as proof of a
+//! dead backend, and what the doctor leaves alone.
+
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
+use unstuck_core::doctor::{
+    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, PlannedStep, ServiceKey,
+    ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan,
+};
+
+fn read<T: serde::de::DeserializeOwned>(path: &str) -> T {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/recorded")
+        .join(path);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+fn opts() -> DiagnoseOptions {
+    DiagnoseOptions {
+        stuck_after: Duration::from_secs(3),
+    }
+}
+
+fn run(s: &Snapshot) -> (Vec<Finding>, Plan) {
+    let findings = diagnose(s, &opts());
+    let p = plan(&findings, s);
+    (findings, p)
+}
+
+fn of_kind(findings: &[Finding], kind: FindingKind) -> Vec<&Finding> {
+    findings.iter().filter(|f| f.kind == kind).collect()
+}
+
+fn step_for<'a>(p: &'a Plan, findings: &[Finding], kind: FindingKind) -> &'a PlannedStep {
+    let i = findings
+        .iter()
+        .position(|f| f.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind} finding in {findings:#?}"));
+    p.steps
+        .iter()
+        .find(|s| s.finding_index == i)
+        .unwrap_or_else(|| panic!("no step for finding #{i}"))
+}
+
+fn policy_system() -> ServiceKey {
+    ServiceKey {
+        namespace: "policy-system".into(),
+        name: "policy-webhook".into(),
+    }
+}
+
+/// The recorded snapshot with the webhook's Service looked up as
+/// `lookup` instead of what the collector found.
+fn built(lookup: Option<ServiceLookup>) -> Snapshot {
+    let mut s: Snapshot = read("real-v1.34.4/dead-admission-webhook.json");
+    s.webhook_services = lookup.into_iter().collect();
+    s
+}
+
+fn lookup(exists: bool, ready: Option<u32>) -> ServiceLookup {
+    ServiceLookup {
+        service: policy_system(),
+        exists,
+        ready_endpoints: ready,
+        error: None,
+    }
+}
+
+#[test]
+fn recorded_dead_webhook_is_found_and_made_to_fail_open_with_consent() {
+    let s: Snapshot = read("real-v1.34.4/dead-admission-webhook.json");
+    let (findings, p) = run(&s);
+
+    let dead = of_kind(&findings, FindingKind::DeadWebhook);
+    assert_eq!(dead.len(), 1, "{findings:#?}");
+    let f = dead[0];
+    assert_eq!(f.subject.kind, "ValidatingWebhookConfiguration");
+    assert_eq!(f.subject.name, "policy-guard");
+    let FindingDetail::Webhook {
+        webhook,
+        backend,
+        service,
+        blocks_namespaces,
+        index,
+        ..
+    } = &f.detail
+    else {
+        panic!("detail {:?}", f.detail)
+    };
+    assert_eq!(webhook, "validate.policy.example.com");
+    assert_eq!(backend, "ServiceNotFound");
+    assert_eq!(*service, policy_system());
+    assert_eq!(blocks_namespaces, &vec!["shop".to_owned()]);
+    assert_eq!(*index, 0);
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e == "Service policy-system/policy-webhook does not exist (GET returned 404)"),
+        "{:#?}",
+        f.evidence
+    );
+
+    let ns = of_kind(&findings, FindingKind::NamespaceContentDeletionFailed);
+    assert_eq!(ns.len(), 1);
+    assert_eq!(ns[0].subject.name, "shop");
+    assert!(
+        ns[0].evidence.iter().any(|e| e.contains(
+            r#"failed calling webhook \"validate.policy.example.com\": failed to call webhook: Post \"https://policy-webhook.policy-system.svc:443/validate?timeout=5s\": service \"policy-webhook\" not found"#
+        )),
+        "{:#?}",
+        ns[0].evidence
+    );
+    // The controller wrote "All content successfully removed" beside the
+    // failure; the doctor must not read it as an empty namespace.
+    assert!(
+        ns[0]
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("NamespaceContentRemaining=False does not mean"))
+    );
+
+    let step = step_for(&p, &findings, FindingKind::DeadWebhook);
+    let Action::SetWebhookFailurePolicy(w) = &step.action else {
+        panic!("step {step:#?}")
+    };
+    assert!(step.action.needs_webhook_consent());
+    assert_eq!(step.force_level, 2);
+    assert_eq!(w.configuration, WebhookConfigKind::Validating);
+    assert_eq!(
+        w.api_path(),
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/policy-guard"
+    );
+    assert_eq!(
+        w.json_patch(),
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/uid", "value": "2e680360-c2ab-4c6b-9fcb-27f60e5d0392"},
+            {"op": "test", "path": "/webhooks/0/name", "value": "validate.policy.example.com"},
+            {"op": "test", "path": "/webhooks/0/failurePolicy", "value": "Fail"},
+            {"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"},
+        ])
+    );
+    // The namespace waits on the webhook; nothing is finalized, no
+    // finalizer stripped, no registration deleted.
+    let ns_step = step_for(&p, &findings, FindingKind::NamespaceContentDeletionFailed);
+    assert!(
+        matches!(ns_step.action, Action::Wait { .. }),
+        "{ns_step:#?}"
+    );
+    assert_eq!(
+        p.mutating_steps()
+            .map(|s| s.action.name())
+            .collect::<Vec<_>>(),
+        vec!["SetWebhookFailurePolicy"]
+    );
+    assert!(p.render_dry_run().contains("needs --allow-webhook-changes"));
+}
+
+#[test]
+fn a_missing_service_is_proof() {
+    let (findings, p) = run(&built(Some(lookup(false, None))));
+    assert_eq!(of_kind(&findings, FindingKind::DeadWebhook).len(), 1);
+    let step = step_for(&p, &findings, FindingKind::DeadWebhook);
+    assert!(matches!(step.action, Action::SetWebhookFailurePolicy(_)));
+}
+
+#[test]
+fn a_service_without_ready_endpoints_is_proof_when_it_blocks_a_namespace() {
+    let (findings, p) = run(&built(Some(lookup(true, Some(0)))));
+    let dead = of_kind(&findings, FindingKind::DeadWebhook);
+    assert_eq!(dead.len(), 1);
+    assert!(
+        matches!(&dead[0].detail, FindingDetail::Webhook { backend, .. } if backend == "NoReadyEndpoints")
+    );
+    let step = step_for(&p, &findings, FindingKind::DeadWebhook);
+    assert!(matches!(step.action, Action::SetWebhookFailurePolicy(_)));
+}
+
+#[test]
+fn a_service_without_endpoints_that_blocks_nothing_is_left_to_its_owner() {
+    let mut s = built(Some(lookup(true, Some(0))));
+    s.namespaces.clear();
+    let (findings, p) = run(&s);
+    assert_eq!(of_kind(&findings, FindingKind::DeadWebhook).len(), 1);
+    let step = step_for(&p, &findings, FindingKind::DeadWebhook);
+    let Action::Refuse { reason } = &step.action else {
+        panic!("{step:#?}")
+    };
+    assert!(reason.contains("restore the backend"), "{reason}");
+    assert_eq!(p.mutating_steps().count(), 0);
+}
+
+#[test]
+fn no_proof_no_dead_webhook() {
+    // A Service with a ready endpoint, no lookup at all, and a lookup that
+    // failed: none proves the backend gone.
+    let failed = ServiceLookup {
+        error: Some("forbidden".into()),
+        ..lookup(false, None)
+    };
+    for s in [
+        built(Some(lookup(true, Some(1)))),
+        built(None),
+        built(Some(failed)),
+    ] {
+        let (findings, p) = run(&s);
+        assert!(of_kind(&findings, FindingKind::DeadWebhook).is_empty());
+        // The namespace is still reported, and the doctor says it cannot
+        // explain it rather than acting.
+        let step = step_for(&p, &findings, FindingKind::NamespaceContentDeletionFailed);
+        assert!(matches!(step.action, Action::Refuse { .. }), "{step:#?}");
+        assert_eq!(p.mutating_steps().count(), 0);
+    }
+}
+
+#[test]
+fn a_webhook_that_fails_open_or_calls_a_url_is_not_dead() {
+    let mut ignore = built(Some(lookup(false, None)));
+    ignore.validating_webhooks[0].webhooks.as_mut().unwrap()[0].failure_policy =
+        Some("Ignore".into());
+    let (findings, p) = run(&ignore);
+    assert!(of_kind(&findings, FindingKind::DeadWebhook).is_empty());
+    // After the change, the stale condition means: wait for the retry.
+    let step = step_for(&p, &findings, FindingKind::NamespaceContentDeletionFailed);
+    assert!(matches!(step.action, Action::Wait { .. }), "{step:#?}");
+
+    let mut url = built(Some(lookup(false, None)));
+    let w = &mut url.validating_webhooks[0].webhooks.as_mut().unwrap()[0];
+    w.client_config.service = None;
+    w.client_config.url = Some("https://policy.example.com/validate".into());
+    let (findings, _) = run(&url);
+    assert!(of_kind(&findings, FindingKind::DeadWebhook).is_empty());
+}
+
+#[test]
+fn a_mutating_webhook_is_patched_at_its_own_path() {
+    let mut s = built(Some(lookup(false, None)));
+    let v = s.validating_webhooks.remove(0);
+    let w = &v.webhooks.as_ref().unwrap()[0];
+    s.mutating_webhooks.push(MutatingWebhookConfiguration {
+        metadata: v.metadata.clone(),
+        webhooks: Some(vec![MutatingWebhook {
+            name: w.name.clone(),
+            admission_review_versions: w.admission_review_versions.clone(),
+            client_config: w.client_config.clone(),
+            failure_policy: w.failure_policy.clone(),
+            rules: w.rules.clone(),
+            side_effects: w.side_effects.clone(),
+            ..MutatingWebhook::default()
+        }]),
+    });
+    let (findings, p) = run(&s);
+    let step = step_for(&p, &findings, FindingKind::DeadWebhook);
+    let Action::SetWebhookFailurePolicy(w) = &step.action else {
+        panic!("{step:#?}")
+    };
+    assert_eq!(w.configuration, WebhookConfigKind::Mutating);
+    assert_eq!(
+        w.api_path(),
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/policy-guard"
+    );
+}
+
+#[test]
+fn a_plan_made_for_another_webhook_order_refuses() {
+    // The finding says index 0; the configuration now has another webhook
+    // there. The plan re-reads the snapshot and will not patch blindly.
+    let s = built(Some(lookup(false, None)));
+    let mut findings = diagnose(&s, &opts());
+    let mut changed = s.clone();
+    let hooks = changed.validating_webhooks[0].webhooks.as_mut().unwrap();
+    let mut other = hooks[0].clone();
+    other.name = "other.example.com".into();
+    hooks.insert(0, other);
+    findings.retain(|f| f.kind == FindingKind::DeadWebhook);
+    let p = plan(&findings, &changed);
+    assert!(
+        matches!(&p.steps[0].action, Action::Refuse { reason } if reason.contains("not in policy-guard any more")),
+        "{:#?}",
+        p.steps
+    );
+}
