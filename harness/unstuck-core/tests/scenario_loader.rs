@@ -11,9 +11,9 @@ use std::{
 use unstuck_core::{
     duration::Duration,
     scenario::{
-        Condition, ConditionStatus, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, Fault,
-        LoadError, ObjectRef, Phase, Position, Scenario, Step, default_api_version, is_namespaced,
-        load_dir, load_file, load_str,
+        Condition, ConditionStatus, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DeleteSpec,
+        Fault, LoadError, ObjectRef, Phase, Position, Scenario, Step, default_api_version,
+        is_namespaced, load_dir, load_file, load_str,
     },
 };
 
@@ -58,6 +58,12 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "5:60",
         Invalid,
         "PersistentVolume is cluster-scoped",
+    ),
+    (
+        "delete-unknown-propagation-policy.yaml",
+        "7:26",
+        Parse,
+        "unknown variant `Cascade`, expected one of Foreground, Background, Orphan",
     ),
     (
         "doctor-unknown-field.yaml",
@@ -520,7 +526,13 @@ fn a_full_scenario_loads_into_the_right_types() {
     assert_eq!(s.steps[3].position, Position::new(15, 5));
 
     // The well-known kind got its apiVersion filled in.
-    assert_eq!(*steps[2], Step::Delete(obj("v1", "Namespace", "app", None)));
+    assert_eq!(
+        *steps[2],
+        Step::Delete(DeleteSpec {
+            object: obj("v1", "Namespace", "app", None),
+            propagation_policy: None,
+        })
+    );
 
     let Step::Expect(symptom) = steps[3] else {
         panic!("{:?}", steps[3])

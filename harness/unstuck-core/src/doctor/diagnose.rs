@@ -30,6 +30,9 @@ use super::webhook::{failed_webhooks, webhooks};
 /// to be removed by the controller.
 const NAMESPACE_RETRY_CAP: SignedDuration = SignedDuration::from_secs(60);
 
+/// The garbage collector's finalizer of an owner in foreground deletion.
+const FOREGROUND: &str = "foregroundDeletion";
+
 /// At most this many per-object evidence lines in a namespace finding.
 const MAX_LISTED: usize = 20;
 
@@ -614,6 +617,7 @@ impl<'a> Diagnosis<'a> {
                 &record,
                 age,
                 FindingKind::NamespaceOrphanMetadataFinalizer,
+                &[],
                 findings,
             );
         }
@@ -742,7 +746,121 @@ impl<'a> Diagnosis<'a> {
 
     fn object(&self, record: &ObjectRecord, findings: &mut Vec<Finding>) {
         let age = self.is_stuck(&record.metadata).unwrap_or_default();
-        self.finalizer_findings(record, age, FindingKind::OrphanFinalizer, findings);
+        let mut skip: &[&str] = &[];
+        if record.finalizers().iter().any(|f| f == FOREGROUND)
+            && let Some(f) = self.waiting_on_dependents(record, age)
+        {
+            findings.push(f);
+            skip = &[FOREGROUND];
+        }
+        self.finalizer_findings(record, age, FindingKind::OrphanFinalizer, skip, findings);
+    }
+
+    /// Terminating objects that name `owner` in an ownerReference with
+    /// `blockOwnerDeletion: true`: what its `foregroundDeletion` waits for.
+    fn blocking_dependents(&self, owner: &ObjectRecord) -> Vec<&'a ObjectRecord> {
+        let Some(uid) = owner.metadata.uid.as_deref() else {
+            return Vec::new();
+        };
+        let mut out: Vec<&ObjectRecord> = self
+            .snapshot
+            .terminating
+            .iter()
+            .filter(|r| {
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid && o.block_owner_deletion == Some(true))
+            })
+            .collect();
+        out.sort_by(|a, b| record_key(a).cmp(&record_key(b)));
+        out.dedup_by(|a, b| record_key(a) == record_key(b));
+        out
+    }
+
+    /// An owner in foreground deletion whose blocking dependents are
+    /// themselves stuck: walk down to the leaves (dependents that wait on
+    /// nothing of their own) and name what holds them.
+    fn waiting_on_dependents(&self, owner: &ObjectRecord, age: SignedDuration) -> Option<Finding> {
+        let direct = self.blocking_dependents(owner);
+        if direct.is_empty() {
+            return None;
+        }
+        let mut leaves: Vec<&ObjectRecord> = Vec::new();
+        let mut seen: BTreeSet<&str> = owner.metadata.uid.as_deref().into_iter().collect();
+        let mut frontier = direct.clone();
+        // Owner chains are short (Deployment -> ReplicaSet -> Pod); the
+        // bound only guards against a malformed cycle.
+        for _ in 0..8 {
+            let mut next = Vec::new();
+            for d in frontier {
+                if !seen.insert(d.metadata.uid.as_deref().unwrap_or_default()) {
+                    continue;
+                }
+                let below = if d.finalizers().iter().any(|f| f == FOREGROUND) {
+                    self.blocking_dependents(d)
+                } else {
+                    Vec::new()
+                };
+                if below.is_empty() {
+                    leaves.push(d);
+                } else {
+                    next.extend(below);
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            frontier = next;
+        }
+        leaves.sort_by(|a, b| record_key(a).cmp(&record_key(b)));
+        leaves.dedup_by(|a, b| record_key(a) == record_key(b));
+
+        let what = format!("{} {}", owner.kind, display_name(&owner.metadata));
+        let mut evidence: Vec<String> = self.deletion_line(&owner.metadata).into_iter().collect();
+        evidence.push(format!("finalizers [{}]", owner.finalizers().join(", ")));
+        evidence.push(format!(
+            "{FOREGROUND}: the garbage collector removes it once every dependent with blockOwnerDeletion is gone; {} still terminating",
+            direct.len()
+        ));
+        for d in direct.iter().take(MAX_LISTED) {
+            evidence.push(format!(
+                "dependent {} {} (blockOwnerDeletion) is terminating with finalizers [{}]",
+                d.kind,
+                display_name(&d.metadata),
+                d.finalizers().join(", ")
+            ));
+        }
+        for l in leaves.iter().take(MAX_LISTED) {
+            evidence.push(format!(
+                "blocked leaf: {} {} held by [{}]",
+                l.kind,
+                display_name(&l.metadata),
+                l.finalizers().join(", ")
+            ));
+        }
+        let leaf_keys: BTreeSet<&str> = leaves
+            .iter()
+            .flat_map(|l| l.finalizers())
+            .map(String::as_str)
+            .collect();
+        Some(Finding {
+            kind: FindingKind::WaitingOnDependents,
+            subject: record_ref(owner),
+            summary: format!(
+                "{what} has been terminating for {} in foreground deletion, waiting on {} dependent(s); the chain ends at {} object(s) held by [{}]",
+                fmt_secs(age.as_secs()),
+                direct.len(),
+                leaves.len(),
+                leaf_keys.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+            evidence,
+            detail: FindingDetail::Dependents {
+                dependents: direct.iter().map(|d| record_ref(d)).collect(),
+                leaves: leaves.iter().map(|l| record_ref(l)).collect(),
+            },
+        })
     }
 
     /// Judges every finalizer key of `record` and emits, as applicable, one
@@ -754,6 +872,7 @@ impl<'a> Diagnosis<'a> {
         record: &ObjectRecord,
         age: SignedDuration,
         orphan_kind: FindingKind,
+        skip: &[&str],
         findings: &mut Vec<Finding>,
     ) {
         let subject = record_ref(record);
@@ -774,7 +893,7 @@ impl<'a> Diagnosis<'a> {
 
         let mut verdicts = Vec::new();
         let mut protected = Vec::new();
-        for key in &finalizers {
+        for key in finalizers.iter().filter(|k| !skip.contains(&k.as_str())) {
             if let Some(users) = protection_in_use(
                 key,
                 &record.kind,

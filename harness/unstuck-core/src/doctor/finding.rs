@@ -54,6 +54,10 @@ pub enum FindingKind {
     UnknownFinalizerOwner,
     /// A finalizer whose controller is alive: leave it alone.
     WaitingOnLiveController,
+    /// An owner in foreground deletion (`foregroundDeletion`) whose
+    /// dependents with `blockOwnerDeletion` are stuck: the remedy is at the
+    /// leaves of the chain, never on the owner.
+    WaitingOnDependents,
     /// `kubernetes.io/pvc-protection` on a claim a pod still uses, or
     /// `kubernetes.io/pv-protection` on a bound volume: normal, never
     /// stripped.
@@ -62,7 +66,7 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 12] = [
+    pub const ALL: [FindingKind; 13] = [
         FindingKind::DeadApiService,
         FindingKind::DeadWebhook,
         FindingKind::NamespaceBlockedByDiscovery,
@@ -74,6 +78,7 @@ impl FindingKind {
         FindingKind::PodStuckTerminating,
         FindingKind::UnknownFinalizerOwner,
         FindingKind::WaitingOnLiveController,
+        FindingKind::WaitingOnDependents,
         FindingKind::ProtectedFinalizerInUse,
     ];
 
@@ -91,6 +96,7 @@ impl FindingKind {
             FindingKind::PodStuckTerminating => "PodStuckTerminating",
             FindingKind::UnknownFinalizerOwner => "UnknownFinalizerOwner",
             FindingKind::WaitingOnLiveController => "WaitingOnLiveController",
+            FindingKind::WaitingOnDependents => "WaitingOnDependents",
             FindingKind::ProtectedFinalizerInUse => "ProtectedFinalizerInUse",
         }
     }
@@ -183,6 +189,14 @@ pub enum FindingDetail {
         age_seconds: i64,
         /// The finalizers this finding is about.
         verdicts: Vec<FinalizerVerdict>,
+    },
+    /// For [`FindingKind::WaitingOnDependents`].
+    Dependents {
+        /// Terminating dependents with `blockOwnerDeletion` on the subject.
+        dependents: Vec<ObjectRef>,
+        /// Where the chain ends: dependents that wait on nothing of their
+        /// own (their findings say what holds them).
+        leaves: Vec<ObjectRef>,
     },
     /// For [`FindingKind::ProtectedFinalizerInUse`].
     Protected {

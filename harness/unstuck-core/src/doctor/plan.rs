@@ -597,6 +597,29 @@ fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> Plan
         }
         FindingKind::DeadApiService => delete_api_service(i, f, snapshot),
         FindingKind::DeadWebhook => webhook_fail_open(i, f, snapshot),
+        FindingKind::WaitingOnDependents => {
+            let leaves = match &f.detail {
+                FindingDetail::Dependents { leaves, .. } => leaves.clone(),
+                _ => Vec::new(),
+            };
+            let related = related_findings(all, |g| {
+                g.kind != FindingKind::WaitingOnDependents
+                    && leaves
+                        .iter()
+                        .any(|l| l.uid.is_some() && l.uid == g.subject.uid)
+            });
+            wait(
+                i,
+                format!(
+                    "{}: the garbage collector removes foregroundDeletion once its dependents are gone",
+                    f.subject
+                ),
+                format!(
+                    "foregroundDeletion is never stripped from the owner (its dependents would be orphaned); the chain is freed at its {} leaf object(s){related}",
+                    leaves.len()
+                ),
+            )
+        }
         FindingKind::NamespaceContentDeletionFailed => {
             let ns = &f.subject.name;
             let related = related_findings(all, |g| {

@@ -47,8 +47,8 @@ pub use load::{load_dir, load_file, load_str};
 pub use located::{Located, Position};
 pub use model::{
     API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, ApplySpec, Condition, ConditionStatus,
-    ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DoctorCheck, EventCheck,
-    Expect, Fault, KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck,
-    NamespaceRef, ObjectRef, Phase, PodRef, Scenario, Step,
+    ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DeleteSpec, DoctorCheck,
+    EventCheck, Expect, Fault, KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck,
+    NamespaceRef, ObjectRef, Phase, PodRef, PropagationPolicy, Scenario, Step,
 };
 pub use validate::MAX_NAME_LEN;

@@ -133,7 +133,7 @@ pub enum Step {
     Apply(ApplySpec),
     /// Delete one object (without waiting for it to go: that is what an
     /// `expect` step is for).
-    Delete(ObjectRef),
+    Delete(DeleteSpec),
     /// Inject a fault that cannot be expressed as a manifest.
     Fault(Fault),
     /// Wait until conditions hold, or fail at the timeout.
@@ -173,7 +173,10 @@ impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Step::Apply(apply) => write!(f, "apply {apply}"),
-            Step::Delete(object) => write!(f, "delete {object}"),
+            Step::Delete(d) => match d.propagation_policy {
+                Some(p) => write!(f, "delete {} (propagationPolicy {p:?})", d.object),
+                None => write!(f, "delete {}", d.object),
+            },
             Step::Fault(fault) => write!(f, "inject {fault}"),
             Step::Expect(expect) => expect.fmt(f),
             Step::Doctor(doctor) => doctor.fmt(f),
@@ -182,6 +185,72 @@ impl fmt::Display for Step {
                 "run a live controller for {} in {} (finishes after {})",
                 *c.finalizer, *c.namespace, c.finish_after
             ),
+        }
+    }
+}
+
+/// What a `delete` step deletes: an object reference, written inline
+/// (`delete: {kind: ConfigMap, name: mymap, namespace: app}`), plus how
+/// its dependents go (`propagationPolicy`, as in `DeleteOptions`; the
+/// server's default for the kind when left out).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "DeleteWire", into = "DeleteWire")]
+pub struct DeleteSpec {
+    /// The object.
+    pub object: ObjectRef,
+    /// `Foreground`, `Background` or `Orphan`.
+    pub propagation_policy: Option<PropagationPolicy>,
+}
+
+/// `DeleteOptions.propagationPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PropagationPolicy {
+    /// The owner waits (finalizer `foregroundDeletion`) until every
+    /// dependent with `blockOwnerDeletion` is gone.
+    Foreground,
+    /// The owner goes at once; the garbage collector deletes dependents.
+    Background,
+    /// Dependents are left, their ownerReferences removed.
+    Orphan,
+}
+
+/// The written form of a [`DeleteSpec`]: the object reference's keys and
+/// `propagationPolicy` side by side.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DeleteWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    api_version: Option<String>,
+    kind: Located<String>,
+    name: Located<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<Located<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    propagation_policy: Option<PropagationPolicy>,
+}
+
+impl From<DeleteWire> for DeleteSpec {
+    fn from(w: DeleteWire) -> Self {
+        DeleteSpec {
+            object: ObjectRef {
+                api_version: w.api_version,
+                kind: w.kind,
+                name: w.name,
+                namespace: w.namespace,
+            },
+            propagation_policy: w.propagation_policy,
+        }
+    }
+}
+
+impl From<DeleteSpec> for DeleteWire {
+    fn from(d: DeleteSpec) -> Self {
+        DeleteWire {
+            api_version: d.object.api_version,
+            kind: d.object.kind,
+            name: d.object.name,
+            namespace: d.object.namespace,
+            propagation_policy: d.propagation_policy,
         }
     }
 }
@@ -431,6 +500,10 @@ pub enum Condition {
     Gone(ObjectRef),
     /// The pod is in phase Running and not being deleted. Pods only.
     Running(ObjectRef),
+    /// The workload has all its replicas ready (`status.readyReplicas` at
+    /// least `spec.replicas`, for the current generation). Deployments,
+    /// ReplicaSets and StatefulSets only.
+    Ready(ObjectRef),
     /// A namespace status condition has the given status (and reason,
     /// message), as the namespace controller reports it while deleting.
     NamespaceCondition(NamespaceConditionCheck),
@@ -456,6 +529,7 @@ impl Condition {
             Condition::Terminating(_) => "terminating",
             Condition::Gone(_) => "gone",
             Condition::Running(_) => "running",
+            Condition::Ready(_) => "ready",
             Condition::NamespaceCondition(_) => "namespaceCondition",
             Condition::ApiServiceCondition(_) => "apiServiceCondition",
             Condition::NoContentLeft(_) => "noContentLeft",
@@ -472,6 +546,7 @@ impl fmt::Display for Condition {
             Condition::Terminating(object) => write!(f, "{object} is Terminating"),
             Condition::Gone(object) => write!(f, "{object} is gone"),
             Condition::Running(object) => write!(f, "{object} is Running"),
+            Condition::Ready(object) => write!(f, "{object} has all replicas ready"),
             Condition::NamespaceCondition(check) => check.fmt(f),
             Condition::ApiServiceCondition(check) => check.fmt(f),
             Condition::NoContentLeft(ns) => {

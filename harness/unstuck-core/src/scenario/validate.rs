@@ -96,7 +96,7 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
                     ctx.declared(ns)?;
                 }
             }
-            Step::Delete(object) => ctx.object(object)?,
+            Step::Delete(d) => ctx.object(&mut d.object)?,
             Step::Fault(fault) => ctx.fault(fault)?,
             Step::Expect(expect) => ctx.expect(expect, at, doctor_seen)?,
             Step::Doctor(doctor) => {
@@ -231,6 +231,21 @@ impl Context {
                     return Err(problem(
                         object.kind.position,
                         format!("`running` applies to Pods only, not to {}", object.kind),
+                    ));
+                }
+                self.object(object)
+            }
+            Condition::Ready(object) => {
+                if !matches!(
+                    object.kind.as_str(),
+                    "Deployment" | "ReplicaSet" | "StatefulSet"
+                ) {
+                    return Err(problem(
+                        object.kind.position,
+                        format!(
+                            "`ready` applies to Deployments, ReplicaSets and StatefulSets, not to {}",
+                            object.kind
+                        ),
                     ));
                 }
                 self.object(object)

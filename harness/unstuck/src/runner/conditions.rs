@@ -74,6 +74,27 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 other => Err(format!("pod {ns}/{} phase {other:?}", *r.name)),
             }
         }
+        Condition::Ready(r) => {
+            let obj = get(ctx, r)
+                .await?
+                .ok_or_else(|| format!("{} does not exist", describe(ctx, r)))?;
+            let want = obj.data["spec"]["replicas"].as_i64().unwrap_or(1);
+            let ready = obj.data["status"]["readyReplicas"].as_i64().unwrap_or(0);
+            let generation = obj.metadata.generation.unwrap_or(0);
+            let observed = obj.data["status"]["observedGeneration"]
+                .as_i64()
+                .unwrap_or(0);
+            let line = format!(
+                "{} has {ready}/{want} replicas ready (generation {generation}, observed {observed})",
+                describe(ctx, r)
+            );
+            if obj.metadata.deletion_timestamp.is_none() && observed >= generation && ready >= want
+            {
+                Ok(line)
+            } else {
+                Err(line)
+            }
+        }
         Condition::NamespaceCondition(c) => {
             let ns = ctx.namespaces.real(&c.namespace);
             let api: Api<Namespace> = Api::all(ctx.client.clone());

@@ -22,7 +22,9 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams},
 };
 use serde::Serialize;
-use unstuck_core::scenario::{Condition, DoctorCheck, Expect, Fault, Phase, Scenario, Step};
+use unstuck_core::scenario::{
+    Condition, DoctorCheck, Expect, Fault, Phase, PropagationPolicy, Scenario, Step,
+};
 
 use self::{
     conditions::{CheckContext, check, get},
@@ -41,6 +43,10 @@ use crate::{
 /// How long a deletion must hang before the doctor in a scenario calls it
 /// stuck. Short, because the symptom gate has already shown it hangs.
 pub const STUCK_AFTER: Duration = Duration::from_secs(3);
+
+/// The longest the doctor step waits for late deletions (a grace period in
+/// the future) to age, beyond [`STUCK_AFTER`].
+const MAX_SETTLE: Duration = Duration::from_secs(30);
 
 /// Where and against what a scenario runs.
 #[derive(Clone)]
@@ -366,7 +372,8 @@ impl ScenarioRun<'_> {
                 self.apply(&a.file, a.namespace.as_deref().map(String::as_str))
                     .await
             }
-            Step::Delete(r) => {
+            Step::Delete(d) => {
+                let r = &d.object;
                 let api_version = r.api_version().ok_or("no apiVersion")?;
                 let (ar, caps) = resolve(&self.ctx.client, api_version, &r.kind).await?;
                 let ns = r.namespace.as_ref().map(|n| self.ns.real(n));
@@ -376,14 +383,25 @@ impl ScenarioRun<'_> {
                     r.name.to_string()
                 };
                 let api = api_for(&self.ctx.client, &ar, &caps, ns.as_deref());
-                api.delete(&name, &DeleteParams::default())
+                let dp = DeleteParams {
+                    propagation_policy: d.propagation_policy.map(|p| match p {
+                        PropagationPolicy::Foreground => kube::api::PropagationPolicy::Foreground,
+                        PropagationPolicy::Background => kube::api::PropagationPolicy::Background,
+                        PropagationPolicy::Orphan => kube::api::PropagationPolicy::Orphan,
+                    }),
+                    ..DeleteParams::default()
+                };
+                api.delete(&name, &dp)
                     .await
                     .map_err(|e| format!("deleting {} {name}: {e}", *r.kind))?;
                 self.last_injection = Some(Instant::now());
                 Ok(vec![format!(
-                    "DELETE {} {}{name} accepted",
+                    "DELETE {} {}{name} accepted{}",
                     *r.kind,
-                    ns.map(|n| format!("{n}/")).unwrap_or_default()
+                    ns.map(|n| format!("{n}/")).unwrap_or_default(),
+                    d.propagation_policy
+                        .map(|p| format!(" (propagationPolicy {p:?})"))
+                        .unwrap_or_default()
                 )])
             }
             Step::Fault(f) => {
@@ -568,6 +586,21 @@ impl ScenarioRun<'_> {
         // a person meets a cluster that has been stuck for a while.
         if let Some(t) = self.last_injection {
             tokio::time::sleep(STUCK_AFTER.saturating_sub(t.elapsed())).await;
+        }
+        // Objects deleted by controllers after the gate (the garbage
+        // collector deleting dependents, the namespace controller deleting
+        // content) age from their own deletion: take the latest one in the
+        // scenario's namespaces into account too, within a bound.
+        if let Ok((snapshot, _)) = doctor::collect(&self.ctx.client).await {
+            let ours = self.ns.real_names();
+            let latest = snapshot
+                .terminating
+                .iter()
+                .filter(|r| r.namespace().is_some_and(|n| ours.iter().any(|o| o == n)))
+                .filter_map(|r| r.deletion_timestamp())
+                .max();
+            let bound = k8s_openapi::jiff::Timestamp::now() + MAX_SETTLE;
+            self.deleting_since = self.deleting_since.max(latest.map(|t| t.min(bound)));
         }
         if let Some(since) = self.deleting_since {
             // deletionTimestamp has whole seconds; a small margin keeps the
