@@ -34,7 +34,7 @@ fn names(steps: &[NodeStep]) -> Vec<&'static str> {
 
 #[test]
 fn every_recorded_collection_round_trips() {
-    for case in ["busy-mount", "held-subpath", "wedged-shim"] {
+    for case in ["busy-mount", "held-subpath", "wedged-shim", "kubelet-down"] {
         let f = facts(case);
         let back: NodeFacts = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
         assert_eq!(back, f, "{case}");
@@ -344,4 +344,141 @@ fn lines_about_other_pods_are_ignored() {
         finding.busy_volumes
     );
     assert_eq!(finding.causes, vec![NodeCause::Unknown]);
+}
+
+#[test]
+fn collections_recorded_before_the_kubelet_and_node_were_looked_at_still_load() {
+    for case in ["busy-mount", "held-subpath", "wedged-shim"] {
+        let f = facts(case);
+        assert_eq!(
+            (f.kubelet_running, &f.node_ready, f.node_lease_renewed),
+            (None, &None, None),
+            "{case}"
+        );
+        let finding = diagnose(&f);
+        assert!(!finding.causes.contains(&NodeCause::KubeletDown), "{case}");
+        let json = serde_json::to_value(&f).unwrap();
+        assert!(json.get("kubeletRunning").is_none() && json.get("nodeReady").is_none());
+    }
+}
+
+#[test]
+fn a_stopped_kubelet_is_kubelet_down_and_started_again_first() {
+    let f = facts("kubelet-down");
+    assert_eq!(f.kubelet_running, Some(false));
+    let finding = diagnose(&f);
+    assert!(finding.stuck);
+    assert_eq!(finding.causes, vec![NodeCause::KubeletDown]);
+    assert_eq!(finding.hint(), PodStuckHint::NodeLost);
+    assert_eq!(finding.kubelet_running, Some(false));
+    // Nothing stopped the containers, and nothing failed: no other cause.
+    assert_eq!(finding.tasks.len(), 2);
+    assert!(finding.tasks.iter().all(|t| t.status == "RUNNING"));
+    assert!(finding.kill_failures.is_empty() && finding.busy_volumes.is_empty());
+    assert_eq!(finding.stray_mounts().count(), 0);
+    for quoted in [
+        "no kubelet process runs on node",
+        r#"Ready=Unknown (NodeStatusUnknown): "Kubelet stopped posting node status." since"#,
+        "the kubelet last renewed its Lease kube-node-lease/",
+        "event Warning NodeNotReady (x1) from node-controller: Node is not ready",
+    ] {
+        assert!(
+            finding.evidence.iter().any(|e| e.contains(quoted)),
+            "{quoted:?} not in {:#?}",
+            finding.evidence
+        );
+    }
+    assert!(
+        finding.summary.contains("kubelet is not running"),
+        "{}",
+        finding.summary
+    );
+
+    let plan = plan_node(&finding);
+    assert_eq!(names(&plan), ["RestartKubelet", "ForceDelete"]);
+    assert!(!plan[0].force);
+    assert!(plan[0].why.contains("does not run"), "{}", plan[0].why);
+    assert!(plan[1].force);
+    assert!(
+        plan[1].why.contains("containers still run"),
+        "{}",
+        plan[1].why
+    );
+}
+
+#[test]
+fn once_the_kubelet_runs_again_it_is_not_blamed_while_the_node_catches_up() {
+    let mut f = facts("kubelet-down");
+    f.kubelet_running = Some(true);
+    let finding = diagnose(&f);
+    assert_eq!(finding.causes, vec![NodeCause::Unknown]);
+    assert!(
+        finding
+            .evidence
+            .iter()
+            .any(|e| e.contains("the kubelet process runs on node") && e.contains("not Ready")),
+        "{:#?}",
+        finding.evidence
+    );
+    assert_eq!(names(&plan_node(&finding)), ["AwaitKubelet", "ForceDelete"]);
+}
+
+#[test]
+fn where_the_node_cannot_say_whether_its_kubelet_runs_a_node_gone_unknown_is_kubelet_down() {
+    let mut f = facts("kubelet-down");
+    f.kubelet_running = None;
+    let finding = diagnose(&f);
+    assert_eq!(finding.causes, vec![NodeCause::KubeletDown]);
+    assert!(
+        finding.summary.contains("stopped posting status"),
+        "{}",
+        finding.summary
+    );
+    let plan = plan_node(&finding);
+    assert_eq!(names(&plan), ["RestartKubelet", "ForceDelete"]);
+    assert!(plan[0].why.contains("stopped posting node status"));
+
+    // A Ready node (or one not looked at) is not blamed.
+    f.node_ready.as_mut().unwrap().status = "True".into();
+    assert_eq!(diagnose(&f).causes, vec![NodeCause::Unknown]);
+    f.node_ready = None;
+    assert_eq!(diagnose(&f).causes, vec![NodeCause::Unknown]);
+}
+
+#[test]
+fn a_kubelet_that_is_down_comes_before_every_other_cause() {
+    let mut f = facts("wedged-shim");
+    f.kubelet_running = Some(false);
+    let finding = diagnose(&f);
+    assert_eq!(
+        finding.causes,
+        vec![NodeCause::KubeletDown, NodeCause::WedgedRuntime]
+    );
+    assert_eq!(finding.hint(), PodStuckHint::NodeLost);
+    assert_eq!(
+        names(&plan_node(&finding)),
+        [
+            "RestartKubelet",
+            "KillShim",
+            "RestartRuntime",
+            "ForceDelete"
+        ]
+    );
+}
+
+#[test]
+fn a_pod_on_a_lost_node_within_its_threshold_is_not_stuck_yet() {
+    let mut f = facts("kubelet-down");
+    let ts = f.pod.metadata.deletion_timestamp.clone().unwrap().0;
+    f.taken_at = ts.checked_add(SignedDuration::from_secs(5)).unwrap();
+    let finding = diagnose(&f);
+    assert!(!finding.stuck && finding.causes.is_empty());
+    assert!(plan_node(&finding).is_empty());
+    // The node's state is still shown.
+    assert!(
+        finding
+            .evidence
+            .iter()
+            .any(|e| e.contains("no kubelet process runs"))
+    );
 }

@@ -172,6 +172,12 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "catalogCase must be a case number from failure-catalog.md, counted from 1; got -1",
     ),
     (
+        "ready-on-a-pod.yaml",
+        "8:25",
+        Invalid,
+        "`ready` applies to Deployments, ReplicaSets and StatefulSets, not to Pod",
+    ),
+    (
         "recovered-before-doctor.yaml",
         "6:5",
         Invalid,
@@ -220,6 +226,12 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "8:54",
         Invalid,
         r#""NamespaceContentRemainig" is not a condition type of a namespace"#,
+    ),
+    (
+        "unknown-node-condition-type.yaml",
+        "8:59",
+        Invalid,
+        r#""Readyy" is not a condition type of a node; expected one of: Ready,"#,
     ),
     (
         "unknown-phase.yaml",

@@ -1,13 +1,14 @@
 //! After a run that failed or was interrupted with a node fault in place,
 //! nothing of the fault is left: no injected mount, no stopped process, no
-//! test pod. Real local cluster; needs root and ci/setup.sh's components.
+//! stopped kubelet, no test pod. Real local cluster; needs root and
+//! ci/setup.sh's components.
 
 use std::{path::Path, sync::Arc, time::Duration};
 
 use unstuck::{
     cluster::local::{LocalCluster, UpOptions},
     host,
-    node::LocalNode,
+    node::{LocalNode, Node},
     runner::{Outcome, RunContext, run_scenario, run_scenario_until},
 };
 use unstuck_core::scenario::load_str;
@@ -128,6 +129,31 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
         interrupted.outcome
     );
     assert_clean(&interrupted, &dir);
+
+    // A stopped kubelet: revert starts it again, and it finishes the pod
+    // (cleanup's own deletes need it too).
+    let node = LocalNode::of(&cluster);
+    let failed_kubelet = run_scenario(
+        &ctx("kubelet"),
+        &scenario("kubelet-then-fail", "stopKubelet", cannot_pass),
+    )
+    .await;
+    assert!(
+        matches!(failed_kubelet.outcome, Outcome::Failed { step: 5, .. }),
+        "{:?}",
+        failed_kubelet.outcome
+    );
+    assert_clean(&failed_kubelet, &dir);
+    assert!(
+        failed_kubelet
+            .cleanup
+            .reverted
+            .iter()
+            .any(|r| r.starts_with("started the kubelet")),
+        "{:?}",
+        failed_kubelet.cleanup
+    );
+    assert!(node.kubelet_running().await.unwrap(), "no kubelet runs");
 
     let _ = std::fs::remove_dir_all(&out);
     let report = cluster.down().await;

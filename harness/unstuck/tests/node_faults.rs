@@ -12,7 +12,10 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{ConfigMap, Event, Node as K8sNode, NodeCondition, Pod},
+};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, PostParams},
@@ -20,12 +23,13 @@ use kube::{
 use unstuck::{
     cluster::local::{self, LocalCluster, UpOptions},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod, stuck_pods},
-    faults::{Injected, busy_mount, wedge_shim},
+    faults::{Injected, busy_mount, stop_kubelet, wedge_shim},
     node::{LocalNode, Node},
     wait::{self, Poll},
 };
-use unstuck_core::doctor::node::{
-    DiagnoseNodeOptions, NodeCause, NodeFacts, NodeFinding, diagnose_pod,
+use unstuck_core::doctor::{
+    PodStuckHint,
+    node::{DiagnoseNodeOptions, NodeCause, NodeFacts, NodeFinding, diagnose_pod},
 };
 
 mod common;
@@ -464,17 +468,24 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it_or_rest
     );
 
     // The restarted runtime runs and stops pods, and `down` still finds it.
-    running_pod(&client, "after-restart").await;
-    delete(&client, "after-restart").await;
+    run_and_delete(&client, "after-restart").await;
+    assert_down_clean(cluster).await;
+}
+
+/// Runs pod `name`, deletes it, and waits until the kubelet has finished
+/// it: the node works.
+async fn run_and_delete(client: &Client, name: &str) {
+    running_pod(client, name).await;
+    delete(client, name).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     wait::until(
-        "pod after-restart to be deleted by the kubelet",
+        format!("pod {name} to be deleted by the kubelet"),
         Duration::from_secs(60),
         Duration::from_millis(500),
         || {
             let pods = pods.clone();
             async move {
-                match pods.get_opt("after-restart").await {
+                match pods.get_opt(name).await {
                     Ok(None) => Poll::Ready(()),
                     other => Poll::Pending(format!("{:?}", other.map(|p| p.is_some()))),
                 }
@@ -483,5 +494,238 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it_or_rest
     )
     .await
     .unwrap();
+}
+
+/// Waits until the node's `Ready` condition has `status`; returns it.
+async fn node_ready_condition(
+    client: &Client,
+    node: &str,
+    status: &str,
+    timeout: Duration,
+) -> NodeCondition {
+    let nodes: Api<K8sNode> = Api::all(client.clone());
+    wait::until(
+        format!("node {node} to be Ready={status}"),
+        timeout,
+        Duration::from_millis(500),
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let ready = nodes.get(node).await.map(|n| {
+                    n.status
+                        .and_then(|s| s.conditions)
+                        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+                });
+                match ready {
+                    Ok(Some(c)) if c.status == status => Poll::Ready(c),
+                    other => Poll::Pending(format!("{other:?}")),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// The lines `path` gained since it was `from` bytes long that contain
+/// one of `needles`.
+fn log_lines_since(path: &std::path::Path, from: u64, needles: &[&str]) -> Vec<String> {
+    let text = std::fs::read(path).unwrap_or_default();
+    let start = (from as usize).min(text.len());
+    String::from_utf8_lossy(&text[start..])
+        .lines()
+        .filter(|l| needles.iter().any(|n| l.contains(n)))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn file_len(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stopped_kubelet_keeps_a_pod_terminating_until_the_doctor_starts_it_again() {
+    let cluster = up("it-node-kubelet").await;
+    let client = cluster.client();
+    let node = LocalNode::of(&cluster);
+    let pod = running_pod(&client, "lost").await;
+    let uid = pod.metadata.uid.clone().unwrap();
+    let kubelet_log = cluster.layout().log_file("kubelet");
+    let kcm_log = cluster.layout().log_file("kube-controller-manager");
+    let (kubelet_from, kcm_from) = (file_len(&kubelet_log), file_len(&kcm_log));
+    assert!(node.kubelet_running().await.unwrap());
+    // A node that has run a while holds a Lease; a fresh kubelet creates
+    // it only on its lease controller's second round (the first one runs
+    // before the Node is registered), 10 s after start.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    wait::until(
+        format!("lease kube-node-lease/{}", node.name()),
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || {
+            let leases = leases.clone();
+            let name = node.name().to_owned();
+            async move {
+                match leases.get_opt(&name).await {
+                    Ok(Some(_)) => Poll::Ready(()),
+                    other => Poll::Pending(format!("{:?}", other.map(|l| l.is_some()))),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+
+    let injected = stop_kubelet::inject(&client, &node, "default", "lost")
+        .await
+        .expect("inject stopped kubelet");
+    let stopped = Instant::now();
+    let Injected::StoppedKubelet(lost) = &injected else {
+        panic!("wrong fault: {injected:?}")
+    };
+    eprintln!("{}", injected.describe());
+    assert!(!node.kubelet_running().await.unwrap());
+    assert!(lost.kubelet.command.contains("kubelet"), "{lost:?}");
+    delete(&client, "lost").await;
+
+    // The real symptom: once the node-monitor grace period has passed
+    // without a status from the kubelet, the node lifecycle controller
+    // turns the node's Ready condition Unknown; the pod stays.
+    let ready =
+        node_ready_condition(&client, node.name(), "Unknown", Duration::from_secs(150)).await;
+    let unknown_after = stopped.elapsed();
+    eprintln!("node Ready after {unknown_after:.1?}: {ready:?}");
+    assert_eq!(ready.reason.as_deref(), Some("NodeStatusUnknown"));
+    assert_eq!(
+        ready.message.as_deref(),
+        Some("Kubelet stopped posting node status.")
+    );
+    let (facts, finding) = wait_symptom(
+        &client,
+        &node,
+        "lost",
+        "the pod to be stuck on a lost node",
+        Duration::from_secs(60),
+        |facts, f| {
+            f.stuck
+                && facts
+                    .node_ready
+                    .as_ref()
+                    .is_some_and(|c| c.status == "Unknown")
+        },
+    )
+    .await;
+    assert_eq!(finding.causes, vec![NodeCause::KubeletDown], "{finding:#?}");
+    assert_eq!(finding.hint(), PodStuckHint::NodeLost);
+    assert_eq!(facts.kubelet_running, Some(false));
+    assert_eq!(facts.pod.metadata.deletion_grace_period_seconds, Some(1));
+    // Nothing stopped the containers: the runtime still runs them.
+    assert!(
+        finding.tasks.iter().any(|t| t.status == "RUNNING"),
+        "{finding:#?}"
+    );
+    for quoted in [
+        "no kubelet process runs on node",
+        "Ready=Unknown (NodeStatusUnknown): \"Kubelet stopped posting node status.\"",
+        "the kubelet last renewed its Lease kube-node-lease/",
+    ] {
+        assert!(
+            finding.evidence.iter().any(|e| e.contains(quoted)),
+            "{quoted:?} not in {:#?} (lease renewed {:?})",
+            finding.evidence,
+            facts.node_lease_renewed
+        );
+    }
+    let listed = stuck_pods(&client, node.name(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(listed.iter().any(|p| p.uid == uid), "{listed:?}");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let pod_events: Vec<String> = events
+        .list(&ListParams::default().fields(&format!("involvedObject.uid={uid}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{} {} (x{}): {}",
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.count.unwrap_or(1),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect();
+    eprintln!(
+        "symptom after {:.1?}:\n  {}\npod events:\n  {}\nkubelet log since the stop:\n  {}\nkube-controller-manager log:\n  {}",
+        stopped.elapsed(),
+        finding.evidence.join("\n  "),
+        pod_events.join("\n  "),
+        log_lines_since(&kubelet_log, kubelet_from, &[""]).join("\n  "),
+        log_lines_since(
+            &kcm_log,
+            kcm_from,
+            &[node.name(), "isruption", "NotReady", "lost"]
+        )
+        .join("\n  ")
+    );
+
+    // Rung 1: start the kubelet again; it finishes the pod by itself.
+    let report = heal_pod(
+        &client,
+        &node,
+        "default",
+        "lost",
+        &HealOptions {
+            apply: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("heal");
+    record("kubelet-down", &facts, &report);
+    eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
+    assert_eq!(report.outcome, HealOutcome::Recovered, "{report:#?}");
+    assert!(!report.force_used);
+    let initial = report.initial.as_ref().unwrap();
+    assert_eq!(initial.causes.first(), Some(&NodeCause::KubeletDown));
+    assert_eq!(report.plan[0].remedy.name(), "RestartKubelet");
+    assert_eq!(report.steps[0].step.remedy.name(), "RestartKubelet");
+    assert!(
+        report.steps[0].ok && report.steps[0].pod_gone,
+        "{report:#?}"
+    );
+    assert!(report.steps.iter().all(|s| !s.step.force));
+    let ready = node_ready_condition(&client, node.name(), "True", Duration::from_secs(60)).await;
+    eprintln!(
+        "timings: Ready=Unknown {unknown_after:.1?} after the stop; restart -> pod gone {:?} ms (restart step {} ms); node Ready again: {ready:?}",
+        report
+            .timings
+            .pod_gone_ms
+            .map(|g| g - report.steps[0].started_at_ms),
+        report.steps[0].took_ms,
+    );
+    eprintln!(
+        "kubelet log about the pod after the restart:\n  {}",
+        log_lines_since(
+            &kubelet_log,
+            kubelet_from,
+            &["\"default/lost\"", &format!("podUID=\"{uid}\"")]
+        )
+        .join("\n  ")
+    );
+
+    // The restarted kubelet is recorded, revert has nothing to undo, and
+    // it runs and stops pods.
+    assert!(node.kubelet_running().await.unwrap());
+    let state = std::fs::read_to_string(cluster.layout().state_file()).unwrap();
+    assert!(
+        !state.contains(&format!("\"pid\": {},", lost.kubelet.pid)),
+        "state.json still records the stopped kubelet: {state}"
+    );
+    let undone = injected.revert(&node).await.expect("revert after heal");
+    assert!(undone.is_empty(), "revert found work left: {undone:?}");
+    run_and_delete(&client, "after-restart").await;
     assert_down_clean(cluster).await;
 }

@@ -1025,6 +1025,73 @@ impl<'a> Diagnosis<'a> {
     /// threshold, and `deletionGracePeriodSeconds` not yet 0 (the kubelet's
     /// final DELETE sets it to 0; a pod left after that is held only by
     /// finalizers, which the finalizer path judges).
+    /// Evidence that node `name` is not answering: its `Ready` condition
+    /// is not `True` (the node lifecycle controller writes `Unknown`,
+    /// `NodeStatusUnknown`, "Kubelet stopped posting node status." once its
+    /// lease is stale), or the Node is gone. `None` when it is Ready, or
+    /// when the snapshot holds no nodes at all (an old recording).
+    fn node_not_ready(&self, name: &str) -> Option<Vec<String>> {
+        if self.snapshot.nodes.is_empty() {
+            return None;
+        }
+        let Some(node) = self
+            .snapshot
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+        else {
+            return Some(vec![format!(
+                "node {name} does not exist any more: no kubelet will confirm this pod's end"
+            )]);
+        };
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))?;
+        if ready.status == "True" {
+            return None;
+        }
+        let mut lines = vec![format!(
+            "node {name}: Ready={} ({}): {:?}{}",
+            ready.status,
+            ready.reason.as_deref().unwrap_or("<none>"),
+            ready.message.as_deref().unwrap_or_default(),
+            ready
+                .last_transition_time
+                .as_ref()
+                .map(|t| format!(
+                    " since {} ({} before the snapshot)",
+                    t.0,
+                    fmt_secs(self.snapshot.age_of(t.0).as_secs())
+                ))
+                .unwrap_or_default()
+        )];
+        if let Some(lease) = self.snapshot.leases.iter().find(|l| {
+            l.metadata.namespace.as_deref() == Some("kube-node-lease")
+                && l.metadata.name.as_deref() == Some(name)
+        }) && let Some(renew) = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref())
+        {
+            lines.push(format!(
+                "its kubelet last renewed lease kube-node-lease/{name} {} before the snapshot",
+                fmt_secs(self.snapshot.age_of(renew.0).as_secs())
+            ));
+        }
+        let taints: Vec<String> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|t| t.key.starts_with("node.kubernetes.io/"))
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect();
+        if !taints.is_empty() {
+            lines.push(format!("taints {}", taints.join(", ")));
+        }
+        Some(lines)
+    }
+
     fn pod(&self, pod: &Pod, findings: &mut Vec<Finding>) {
         let Some(overdue) = self.is_stuck(&pod.metadata) else {
             return;
@@ -1114,8 +1181,25 @@ impl<'a> Diagnosis<'a> {
         events.dedup();
         evidence.extend(events);
 
+        let node_lost = node.as_deref().and_then(|n| self.node_not_ready(n));
+        if let Some(lines) = &node_lost {
+            evidence.extend(lines.iter().cloned());
+            if pod
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "StatefulSet")
+            {
+                evidence.push(
+                    "a StatefulSet pod: forcing it away while its node may still run it risks two pods with one identity (split brain)".into(),
+                );
+            }
+        }
         let terminal = matches!(phase.as_deref(), Some("Succeeded" | "Failed"));
-        let hint = if status.and_then(|s| s.reason.as_deref()) == Some("NodeLost") {
+        let hint = if node_lost.is_some()
+            || status.and_then(|s| s.reason.as_deref()) == Some("NodeLost")
+        {
             PodStuckHint::NodeLost
         } else if any_running || kill_events {
             PodStuckHint::RuntimeKill
@@ -1126,7 +1210,7 @@ impl<'a> Diagnosis<'a> {
         };
         let explain = match hint {
             PodStuckHint::NodeLost => {
-                "its node is lost; only safe to force delete once the node is known to be down"
+                "its node is not answering, so no kubelet confirms the kill; bring the kubelet back, and force it away only once the node is known to be down"
             }
             PodStuckHint::RuntimeKill => {
                 "the container runtime does not stop its containers (check the runtime and shim on the node)"

@@ -18,8 +18,9 @@
 //! - [`diagnose`](diagnose_pod): [`NodeFacts`] -> [`NodeFinding`].
 //! - [`plan`](plan_node): [`NodeFinding`] -> the remedy ladder
 //!   ([`NodeStep`]s): busy mount: release the holder, then a lazy unmount;
-//!   wedged runtime: kill the stopped shim, then restart the runtime; a
-//!   force delete of the pod object always last, and loud.
+//!   wedged runtime: kill the stopped shim, then restart the runtime;
+//!   kubelet down (the node lost to the control plane): start the kubelet
+//!   again; a force delete of the pod object always last, and loud.
 
 pub mod diagnose;
 pub mod klog;
@@ -29,7 +30,7 @@ pub mod runtime;
 
 use std::path::PathBuf;
 
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{Event, NodeCondition, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -88,6 +89,20 @@ pub struct NodeFacts {
     /// The container runtime's view of the pod.
     #[serde(default)]
     pub runtime: RuntimeFacts,
+    /// Whether the node's kubelet process runs, as the node itself shows
+    /// it; `None` when not known (a node that cannot tell, or a recording
+    /// made before this was collected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_running: Option<bool>,
+    /// The node's `Ready` condition as the API shows it (the node
+    /// lifecycle controller turns it `Unknown` once the kubelet stops
+    /// posting status); `None` when not collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ready: Option<NodeCondition>,
+    /// When the kubelet last renewed its node Lease
+    /// (`kube-node-lease/<node>`); `None` when not collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_lease_renewed: Option<Timestamp>,
 }
 
 /// The runtime's view of one pod: its containers (sandbox included), their

@@ -681,7 +681,7 @@ fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> Plan
                             "un-wedge the container runtime on node {node} and let the kubelet retry"
                         ),
                         PodStuckHint::NodeLost => format!(
-                            "confirm node {node} is down (then delete the Node or taint it out-of-service)"
+                            "bring the kubelet on node {node} back (it then finishes the pod by itself); only if the node is known to be down for good, `kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute` lets the pod garbage collector delete its pods and their volumes detach (remove the taint when the node returns)"
                         ),
                         PodStuckHint::Unknown => format!("inspect the kubelet on node {node}"),
                     }

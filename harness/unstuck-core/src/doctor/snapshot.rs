@@ -13,7 +13,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, PersistentVolume, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -70,6 +70,11 @@ pub struct Snapshot {
     /// doctor then judges pv-protection by its controller alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub persistent_volumes: Vec<PersistentVolume>,
+    /// (Added) Every Node, full objects: whether a stuck pod's node still
+    /// answers (its `Ready` condition, taints). Empty in older recordings:
+    /// the doctor then judges a node by the pod alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<Node>,
     /// (Added) Every ValidatingWebhookConfiguration, full objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validating_webhooks: Vec<ValidatingWebhookConfiguration>,

@@ -392,6 +392,12 @@ pub enum Fault {
     /// Stop the pod's containerd shim, so the runtime can no longer stop
     /// its containers and the pod stays Terminating. Failure catalog case 5.
     WedgeShim(PodRef),
+    /// Stop the kubelet of the node the pod runs on (the node is lost to
+    /// the control plane: it goes NotReady/Unknown and nothing on it
+    /// finishes a deletion). Seed 004's pods on a NotReady node. Stops
+    /// every pod's progress on that node: scenarios using it must be
+    /// `serial`.
+    StopKubelet(PodRef),
 }
 
 impl Fault {
@@ -400,13 +406,14 @@ impl Fault {
         match self {
             Fault::BusyMount(_) => "busyMount",
             Fault::WedgeShim(_) => "wedgeShim",
+            Fault::StopKubelet(_) => "stopKubelet",
         }
     }
 
     /// The pod the fault targets.
     pub fn pod(&self) -> &PodRef {
         match self {
-            Fault::BusyMount(pod) | Fault::WedgeShim(pod) => pod,
+            Fault::BusyMount(pod) | Fault::WedgeShim(pod) | Fault::StopKubelet(pod) => pod,
         }
     }
 
@@ -414,7 +421,7 @@ impl Fault {
     /// scenarios' pods on it). True for every fault there is today.
     pub fn is_node_level(&self) -> bool {
         match self {
-            Fault::BusyMount(_) | Fault::WedgeShim(_) => true,
+            Fault::BusyMount(_) | Fault::WedgeShim(_) | Fault::StopKubelet(_) => true,
         }
     }
 }
@@ -509,6 +516,10 @@ pub enum Condition {
     NamespaceCondition(NamespaceConditionCheck),
     /// An APIService status condition has the given status.
     ApiServiceCondition(ApiServiceConditionCheck),
+    /// A status condition of the node a pod runs on has the given status
+    /// (`Ready=Unknown` once the node lifecycle controller stops hearing
+    /// from its kubelet).
+    NodeCondition(NodeConditionCheck),
     /// Nothing that lived in the namespace is left in storage: a namespace
     /// of the same name, re-created, would be empty. The proof that forcing
     /// a namespace away did not orphan its content.
@@ -532,6 +543,7 @@ impl Condition {
             Condition::Ready(_) => "ready",
             Condition::NamespaceCondition(_) => "namespaceCondition",
             Condition::ApiServiceCondition(_) => "apiServiceCondition",
+            Condition::NodeCondition(_) => "nodeCondition",
             Condition::NoContentLeft(_) => "noContentLeft",
             Condition::DiscoveryComplete {} => "discoveryComplete",
             Condition::KubeletLog(_) => "kubeletLog",
@@ -549,6 +561,7 @@ impl fmt::Display for Condition {
             Condition::Ready(object) => write!(f, "{object} has all replicas ready"),
             Condition::NamespaceCondition(check) => check.fmt(f),
             Condition::ApiServiceCondition(check) => check.fmt(f),
+            Condition::NodeCondition(check) => check.fmt(f),
             Condition::NoContentLeft(ns) => {
                 write!(
                     f,
@@ -592,6 +605,51 @@ pub const NAMESPACE_CONDITION_TYPES: &[&str] = &[
     "NamespaceContentRemaining",
     "NamespaceFinalizersRemaining",
 ];
+
+/// The node status condition types the kubelet and the node lifecycle
+/// controller set (`k8s.io/api/core/v1` `NodeConditionType`).
+pub const NODE_CONDITION_TYPES: &[&str] = &[
+    "Ready",
+    "MemoryPressure",
+    "DiskPressure",
+    "PIDPressure",
+    "NetworkUnavailable",
+];
+
+/// Checks one status condition of the node a pod is bound to (node names
+/// differ per cluster, so the node is named through the pod).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeConditionCheck {
+    /// The pod whose node to look at.
+    pub pod: Located<String>,
+    /// Logical namespace of the pod.
+    pub namespace: Located<String>,
+    /// Condition type, one of [`NODE_CONDITION_TYPES`].
+    #[serde(rename = "type")]
+    pub condition_type: Located<String>,
+    /// Required status.
+    pub status: ConditionStatus,
+    /// Required reason, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Text the condition's message must contain, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<Located<String>>,
+}
+
+impl fmt::Display for NodeConditionCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt_condition_check(
+            f,
+            format_args!("the node of pod {}/{}", self.namespace, self.pod),
+            &self.condition_type,
+            self.status,
+            self.reason.as_deref(),
+            self.message_contains.as_ref().map(|m| m.as_str()),
+        )
+    }
+}
 
 /// The APIService status condition types (`apiregistration/v1`).
 pub const API_SERVICE_CONDITION_TYPES: &[&str] = &["Available"];

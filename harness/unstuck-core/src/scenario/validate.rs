@@ -16,7 +16,7 @@ use super::{
     located::{Located, Position},
     model::{
         API_SERVICE_CONDITION_TYPES, Condition, DoctorCheck, Expect, Fault,
-        NAMESPACE_CONDITION_TYPES, ObjectRef, Phase, Scenario, Step,
+        NAMESPACE_CONDITION_TYPES, NODE_CONDITION_TYPES, ObjectRef, Phase, Scenario, Step,
     },
 };
 use crate::duration::Duration;
@@ -269,6 +269,15 @@ impl Context {
                     API_SERVICE_CONDITION_TYPES,
                     "an APIService",
                 )?;
+                if let Some(message) = &check.message_contains {
+                    nonempty("messageContains", message)?;
+                }
+                Ok(())
+            }
+            Condition::NodeCondition(check) => {
+                nonempty("pod", &check.pod)?;
+                self.declared(&check.namespace)?;
+                known_condition_type(&check.condition_type, NODE_CONDITION_TYPES, "a node")?;
                 if let Some(message) = &check.message_contains {
                     nonempty("messageContains", message)?;
                 }

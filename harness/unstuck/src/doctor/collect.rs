@@ -11,7 +11,7 @@ use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         coordination::v1::Lease,
-        core::v1::{Event, Namespace, PersistentVolume, Pod, Service},
+        core::v1::{Event, Namespace, Node, PersistentVolume, Pod, Service},
         discovery::v1::EndpointSlice,
     },
     apimachinery::pkg::apis::meta::v1::APIResource,
@@ -156,7 +156,8 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         Api::<Event>::all(client.clone()),
         Api::<PersistentVolume>::all(client.clone()),
     );
-    let (namespaces, api_services, pods, leases, events, pvs, webhooks) = tokio::join!(
+    let node_api = Api::<Node>::all(client.clone());
+    let (namespaces, api_services, pods, leases, events, pvs, webhooks, nodes) = tokio::join!(
         ns_api.list(&lp),
         svc_api.list(&lp),
         pod_api.list(&lp),
@@ -164,6 +165,7 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         event_api.list(&lp),
         pv_api.list(&lp),
         collect_webhooks(client),
+        node_api.list(&lp),
     );
     let list = |what: &'static str| move |source| CollectError::List { what, source };
     let namespaces = namespaces.map_err(list("namespaces"))?.items;
@@ -262,6 +264,7 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         discovery_failures: failures,
         events: events.map_err(list("events"))?.items,
         persistent_volumes: pvs.map_err(list("persistentvolumes"))?.items,
+        nodes: nodes.map_err(list("nodes"))?.items,
         validating_webhooks: webhooks.validating,
         mutating_webhooks: webhooks.mutating,
         webhook_services: webhooks.services,

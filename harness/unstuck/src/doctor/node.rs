@@ -12,7 +12,10 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::{
-    api::core::v1::{Event, Pod},
+    api::{
+        coordination::v1::Lease,
+        core::v1::{Event, Node as K8sNode, NodeCondition, Pod},
+    },
     jiff::{SignedDuration, Timestamp},
 };
 use kube::{
@@ -71,8 +74,8 @@ pub struct HealOptions {
     pub log_tail_bytes: u64,
     /// At most this many remedies.
     pub max_steps: usize,
-    /// Remedies never to take, by name (`KillShim`, `RestartRuntime`,
-    /// `ReleaseHolder`, `LazyUnmount`, ...): for a node where, say, killing
+    /// Remedies never to take, by name (`RestartKubelet`, `KillShim`,
+    /// `RestartRuntime`, `ReleaseHolder`, `LazyUnmount`, ...): for a node where, say, killing
     /// processes is not acceptable. The ladder goes on with the next rung.
     pub skip: Vec<String>,
 }
@@ -275,6 +278,14 @@ pub async fn gather(
         .filter(|m| m.mount_point.starts_with(&dir))
         .collect();
     let holders = node.holders_of(&dir).await?;
+    let kubelet_running = match node.kubelet_running().await {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!("cannot tell whether the kubelet runs: {e}");
+            None
+        }
+    };
+    let (node_ready, node_lease_renewed) = node_standing(client, node.name()).await;
     Ok(Some(NodeFacts {
         taken_at,
         node: node.name().to_owned(),
@@ -286,7 +297,42 @@ pub async fn gather(
         mounts,
         holders,
         runtime,
+        kubelet_running,
+        node_ready,
+        node_lease_renewed,
     }))
+}
+
+/// The node's `Ready` condition and its Lease's last renewal, as the API
+/// shows them. Best effort: a doctor that may not read Nodes or Leases
+/// still diagnoses from the rest.
+async fn node_standing(
+    client: &Client,
+    node_name: &str,
+) -> (Option<NodeCondition>, Option<Timestamp>) {
+    let nodes: Api<K8sNode> = Api::all(client.clone());
+    let ready = match nodes.get_opt(node_name).await {
+        Ok(n) => n
+            .and_then(|n| n.status)
+            .and_then(|s| s.conditions)
+            .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready")),
+        Err(e) => {
+            tracing::warn!("reading node {node_name}: {e}");
+            None
+        }
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let renewed = match leases.get_opt(node_name).await {
+        Ok(l) => l
+            .and_then(|l| l.spec)
+            .and_then(|s| s.renew_time)
+            .map(|t| t.0),
+        Err(e) => {
+            tracing::warn!("reading lease kube-node-lease/{node_name}: {e}");
+            None
+        }
+    };
+    (ready, renewed)
 }
 
 fn status_container_ids(pod: &Pod) -> Vec<String> {
@@ -457,7 +503,9 @@ fn wait_budget(remedy: &NodeRemedy, finding: &NodeFinding, opts: &HealOptions) -
             retry_in.max(opts.settle).min(opts.kubelet_retry_cap)
         }
         NodeRemedy::ForceDelete { .. } => Duration::from_secs(30),
-        NodeRemedy::KillShim { .. } | NodeRemedy::RestartRuntime => opts.settle,
+        NodeRemedy::KillShim { .. } | NodeRemedy::RestartRuntime | NodeRemedy::RestartKubelet => {
+            opts.settle
+        }
     }
 }
 
@@ -553,18 +601,14 @@ async fn apply_step(
         }
         NodeRemedy::RestartRuntime => {
             lines.push(match node.restart_runtime().await {
-                Ok(r) => format!(
-                    "restarted containerd: pid {} -> {} in {} ms{}",
-                    r.old_pid.map_or("<none>".to_owned(), |p| p.to_string()),
-                    r.new_pid,
-                    r.took_ms,
-                    if r.killed {
-                        " (the old one had to be killed)"
-                    } else {
-                        ""
-                    }
-                ),
+                Ok(r) => r.to_string(),
                 Err(e) => fail(format!("restarting containerd: {e}"), &mut ok),
+            });
+        }
+        NodeRemedy::RestartKubelet => {
+            lines.push(match node.restart_kubelet().await {
+                Ok(r) => format!("{r} (healthz ok)"),
+                Err(e) => fail(format!("restarting the kubelet: {e}"), &mut ok),
             });
         }
         NodeRemedy::ReleaseHolder { stop, unmount } => {
@@ -791,6 +835,7 @@ mod tests {
         assert_send(&heal_pod(client, node, "ns", "p", &opts));
         assert_send(&heal_node(client, node, &opts));
         assert_send(&faults::wedge_shim::inject(client, node, "ns", "p"));
+        assert_send(&faults::stop_kubelet::inject(client, node, "ns", "p"));
         let busy = faults::busy_mount::BusyMountOptions::default();
         assert_send(&faults::busy_mount::inject(client, node, "ns", "p", &busy));
     }

@@ -8,13 +8,18 @@
 //! - [`wedge_shim`]: SIGSTOP the pod's containerd shim, so every stop
 //!   request runs into its deadline and the runtime lists the tasks as
 //!   UNKNOWN (catalog case 5, seed 000).
+//! - [`stop_kubelet`]: stop the kubelet of the pod's node, so the node is
+//!   lost to the control plane (`Ready=Unknown`, `Kubelet stopped posting
+//!   node status.`) and nothing confirms the pod's containers are gone
+//!   (seed 004's pods on a NotReady node). Revert starts it again.
 //!
 //! An injector returns an [`Injected`] that records exactly what it did;
 //! [`Injected::revert`] undoes it. Revert is idempotent and tolerates the
 //! fault having been healed already, so it is safe in cleanup on every
-//! path. Neither injector deletes the pod: the scenario does that.
+//! path. No injector deletes the pod: the scenario does that.
 
 pub mod busy_mount;
+pub mod stop_kubelet;
 pub mod wedge_shim;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -126,6 +131,7 @@ pub(crate) async fn target_pod(
 pub enum Injected {
     BusyMount(busy_mount::BusyMount),
     WedgedShim(wedge_shim::WedgedShim),
+    StoppedKubelet(stop_kubelet::StoppedKubelet),
 }
 
 impl Injected {
@@ -134,6 +140,7 @@ impl Injected {
         match self {
             Injected::BusyMount(b) => &b.pod,
             Injected::WedgedShim(w) => &w.pod,
+            Injected::StoppedKubelet(k) => &k.pod,
         }
     }
 
@@ -142,6 +149,7 @@ impl Injected {
         match self {
             Injected::BusyMount(b) => b.describe(),
             Injected::WedgedShim(w) => w.describe(),
+            Injected::StoppedKubelet(k) => k.describe(),
         }
     }
 
@@ -151,6 +159,7 @@ impl Injected {
         match self {
             Injected::BusyMount(b) => b.revert(node).await,
             Injected::WedgedShim(w) => w.revert(node).await,
+            Injected::StoppedKubelet(k) => k.revert(node).await,
         }
     }
 }

@@ -1,15 +1,19 @@
 //! [`Node`] for the `local` provider: the node is this machine, so files,
 //! /proc and mounts are read directly and actions are syscalls.
 use std::{
+    future::Future,
     io::{Read, Seek, SeekFrom},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
-use super::{Holder, HolderUse, HolderUseKind, Node, NodeError, ProcRef, RuntimeRestart};
+use super::{
+    ComponentRestart, ComponentStop, Holder, HolderUse, HolderUseKind, Node, NodeError, ProcRef,
+};
 use crate::{
     cluster::local::{
-        LocalCluster, config,
+        LocalCluster,
+        config::{self, ComponentCommand},
         layout::Layout,
         process::{self, Lifetime},
         state::{self, ClusterState, ProcessRef},
@@ -80,28 +84,44 @@ impl LocalNode {
         }
     }
 
-    /// The live containerd of this cluster: the recorded one, or (when it
-    /// was restarted by hand) whichever runs with this cluster's config.
-    fn find_containerd(&self, st: &ClusterState) -> Option<ProcessRef> {
+    fn state(&self) -> Result<ClusterState, NodeError> {
+        let dir = &self.layout.dir;
+        ClusterState::load(dir)
+            .map_err(|e| self.failed(e.to_string()))?
+            .ok_or_else(|| self.failed(format!("no state record in {}", dir.display())))
+    }
+
+    /// The command line `up` starts component `name` with.
+    fn command(&self, name: &str) -> Result<ComponentCommand, NodeError> {
+        config::component_commands(&self.layout, &self.bins)
+            .into_iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| self.failed(format!("no {name} command line")))
+    }
+
+    /// The live process of component `name` of this cluster: the recorded
+    /// one, or (when it was restarted by hand) whichever runs its program
+    /// with its first argument (`--config=<cluster dir>/...`, which names
+    /// this cluster).
+    fn find_component(&self, st: &ClusterState, name: &str) -> Option<ProcessRef> {
         let recorded = st
             .components
             .iter()
-            .find(|c| c.name == "containerd")
+            .find(|c| c.name == name)
             .map(|c| c.process.clone())
             .filter(ProcessRef::is_alive);
         recorded.or_else(|| {
-            let config_arg = format!(
-                "--config={}",
-                self.layout.dir.join("containerd.toml").display()
-            );
+            let cmd = self.command(name).ok()?;
+            let program = cmd.program.file_name()?;
+            let first = cmd.args.first()?;
             host::processes()
                 .into_iter()
                 .find(|p| {
                     p.state != 'Z'
                         && p.cmdline
                             .first()
-                            .is_some_and(|a| a.ends_with("/containerd"))
-                        && p.cmdline.contains(&config_arg)
+                            .is_some_and(|a| Path::new(a).file_name() == Some(program))
+                        && p.cmdline.contains(first)
                 })
                 .map(|p| ProcessRef {
                     pid: p.pid,
@@ -109,6 +129,136 @@ impl LocalNode {
                 })
         })
     }
+
+    /// Stops component `name` (SIGTERM, SIGKILL after 10 s) if it runs.
+    async fn stop_component(&self, name: &str) -> Result<ComponentStop, NodeError> {
+        let st = self.state()?;
+        let Some(old) = self.find_component(&st, name) else {
+            return Ok(ComponentStop {
+                component: name.into(),
+                stopped: None,
+                killed: false,
+            });
+        };
+        let stopped = host::process(old.pid)
+            .filter(|p| p.start_time == old.start_time)
+            .map(|p| ProcRef::of(&p));
+        let killed = process::stop(&old, Duration::from_secs(10)).await;
+        if old.is_alive() {
+            return Err(self.failed(format!("{name} {} survives SIGKILL", old.pid)));
+        }
+        Ok(ComponentStop {
+            component: name.into(),
+            stopped,
+            killed,
+        })
+    }
+
+    /// Stops component `name` if it runs, starts it again with the command
+    /// line `up` used, records the new pid in state.json (so `down` and
+    /// the reaper stop the right one), and waits until `answers` says it
+    /// does. The new process is [`Lifetime::Detached`]: the caller may be
+    /// a short-lived test thread, and PR_SET_PDEATHSIG would kill the
+    /// component when that thread ends; teardown finds it anyway, by the
+    /// recorded pid and by its command line, which names the cluster
+    /// directory.
+    async fn restart_component<F, Fut>(
+        &self,
+        name: &str,
+        timeout: Duration,
+        mut answers: F,
+    ) -> Result<ComponentRestart, NodeError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
+        let started = Instant::now();
+        let cmd = self.command(name)?;
+        let mut st = self.state()?;
+        let old = self.find_component(&st, name);
+        let killed = match &old {
+            Some(p) => process::stop(p, Duration::from_secs(10)).await,
+            None => false,
+        };
+        let log = self.layout.log_file(name);
+        let mut child = process::spawn(&cmd, &log, Lifetime::Detached)
+            .map_err(|e| self.failed(e.to_string()))?;
+        let new_pid = child.id() as i32;
+        // Reap it whenever it ends, so it never lingers as our zombie.
+        std::thread::spawn(move || child.wait());
+        let new_ref = ProcessRef::of(new_pid)
+            .ok_or_else(|| self.failed(format!("{name} {new_pid} exited right after start")))?;
+        match st.components.iter_mut().find(|c| c.name == name) {
+            Some(c) => c.process = new_ref.clone(),
+            None => st.components.push(state::ComponentProcess {
+                name: name.into(),
+                process: new_ref.clone(),
+            }),
+        }
+        st.save().map_err(|e| self.failed(e.to_string()))?;
+        wait::until(
+            format!("the restarted {name} to answer"),
+            timeout,
+            Duration::from_millis(200),
+            || {
+                let alive = new_ref.is_alive();
+                let probe = answers();
+                async move {
+                    if !alive {
+                        return Poll::Ready(Err(()));
+                    }
+                    match probe.await {
+                        Ok(()) => Poll::Ready(Ok(())),
+                        Err(e) => Poll::Pending(e),
+                    }
+                }
+            },
+        )
+        .await
+        .map_err(|e| self.failed(e.to_string()))?
+        .map_err(|()| {
+            self.failed(format!(
+                "the restarted {name} ({new_pid}) exited; see {}",
+                log.display()
+            ))
+        })?;
+        Ok(ComponentRestart {
+            component: name.into(),
+            old_pid: old.map(|p| p.pid),
+            new_pid,
+            killed,
+            took_ms: started.elapsed().as_millis(),
+        })
+    }
+}
+
+/// `GET /healthz` on the kubelet's healthz port: `Ok` on 200 `ok`.
+async fn kubelet_healthz(port: u16) -> Result<(), String> {
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let timeout = Duration::from_secs(2);
+        let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("healthz {addr}: {e}"))?;
+        s.set_read_timeout(Some(timeout))
+            .map_err(|e| e.to_string())?;
+        s.set_write_timeout(Some(timeout))
+            .map_err(|e| e.to_string())?;
+        s.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .map_err(|e| format!("healthz {addr}: {e}"))?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply)
+            .map_err(|e| format!("healthz {addr}: {e}"))?;
+        let status = reply.lines().next().unwrap_or_default();
+        let body = reply.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
+        if status.split_whitespace().nth(1) == Some("200") && body == "ok" {
+            Ok(())
+        } else {
+            Err(format!("healthz {addr}: {status} {body:?}"))
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 /// Paths under `/proc/PID/{cwd,root,fd/*}` that lie at or below `dir`.
@@ -327,70 +477,31 @@ impl Node for LocalNode {
         }
     }
 
-    /// Stops the recorded containerd (SIGTERM, SIGKILL after 10 s), starts
-    /// it again with the command line `up` used, records the new pid in
-    /// state.json (so `down` and the reaper stop the right one), and waits
-    /// until it answers. The new process is [`Lifetime::Detached`]: the
-    /// caller may be a short-lived test thread, and PR_SET_PDEATHSIG would
-    /// kill the daemon when that thread ends; teardown finds it anyway by
-    /// its command line, which names the cluster directory.
-    async fn restart_runtime(&self) -> Result<RuntimeRestart, NodeError> {
-        let started = Instant::now();
-        let dir = &self.layout.dir;
-        let mut st = ClusterState::load(dir)
-            .map_err(|e| self.failed(e.to_string()))?
-            .ok_or_else(|| self.failed(format!("no state record in {}", dir.display())))?;
-        let old = self.find_containerd(&st);
-        let killed = match &old {
-            Some(p) => process::stop(p, Duration::from_secs(10)).await,
-            None => false,
-        };
-        let cmd = config::component_commands(&self.layout, &self.bins)
-            .into_iter()
-            .find(|c| c.name == "containerd")
-            .ok_or_else(|| self.failed("no containerd command line"))?;
-        let mut child = process::spawn(
-            &cmd,
-            &self.layout.log_file("containerd"),
-            Lifetime::Detached,
-        )
-        .map_err(|e| self.failed(e.to_string()))?;
-        let new_pid = child.id() as i32;
-        // Reap it whenever it ends, so it never lingers as our zombie.
-        std::thread::spawn(move || child.wait());
-        let new_ref = ProcessRef::of(new_pid)
-            .ok_or_else(|| self.failed(format!("containerd {new_pid} exited right after start")))?;
-        match st.components.iter_mut().find(|c| c.name == "containerd") {
-            Some(c) => c.process = new_ref,
-            None => st.components.push(state::ComponentProcess {
-                name: "containerd".into(),
-                process: new_ref,
-            }),
-        }
-        st.save().map_err(|e| self.failed(e.to_string()))?;
+    /// Restarts containerd (see [`LocalNode::restart_component`]) and
+    /// waits until `ctr version` answers.
+    async fn restart_runtime(&self) -> Result<ComponentRestart, NodeError> {
         let version = self.ctr().arg("version").timeout(Duration::from_secs(5));
-        wait::until(
-            "the restarted containerd to answer",
-            Duration::from_secs(30),
-            Duration::from_millis(200),
-            || {
-                let version = version.clone();
-                async move {
-                    match version.output().await {
-                        Ok(_) => Poll::Ready(()),
-                        Err(e) => Poll::Pending(e.to_string()),
-                    }
-                }
-            },
-        )
-        .await
-        .map_err(|e| self.failed(e.to_string()))?;
-        Ok(RuntimeRestart {
-            old_pid: old.map(|p| p.pid),
-            new_pid,
-            killed,
-            took_ms: started.elapsed().as_millis(),
+        self.restart_component("containerd", Duration::from_secs(30), || {
+            let version = version.clone();
+            async move { version.output().await.map(drop).map_err(|e| e.to_string()) }
         })
+        .await
+    }
+
+    async fn kubelet_running(&self) -> Result<bool, NodeError> {
+        Ok(self.find_component(&self.state()?, "kubelet").is_some())
+    }
+
+    async fn stop_kubelet(&self) -> Result<ComponentStop, NodeError> {
+        self.stop_component("kubelet").await
+    }
+
+    /// Restarts the kubelet (see [`LocalNode::restart_component`]) and
+    /// waits until its healthz says `ok`.
+    async fn restart_kubelet(&self) -> Result<ComponentRestart, NodeError> {
+        let port = self.layout.kubelet_healthz_port();
+        self.restart_component("kubelet", Duration::from_secs(60), || kubelet_healthz(port))
+            .await
     }
 }
 

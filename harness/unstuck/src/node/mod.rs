@@ -69,14 +69,51 @@ impl ProcRef {
     }
 }
 
-/// What a runtime restart did.
+/// What a restart of a node component (containerd, the kubelet) did.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct RuntimeRestart {
+pub struct ComponentRestart {
+    /// `containerd`, `kubelet`.
+    pub component: String,
+    /// The process that was stopped first; `None` when none ran.
     pub old_pid: Option<i32>,
     pub new_pid: i32,
-    /// Whether the old daemon ignored SIGTERM and had to be killed.
+    /// Whether the old process ignored SIGTERM and had to be killed.
     pub killed: bool,
+    /// Until the new process answered (containerd its API, the kubelet
+    /// its healthz).
     pub took_ms: u128,
+}
+
+impl std::fmt::Display for ComponentRestart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.old_pid {
+            Some(old) => write!(
+                f,
+                "restarted {}: pid {old} -> {}",
+                self.component, self.new_pid
+            )?,
+            None => write!(
+                f,
+                "started {} (none was running): pid {}",
+                self.component, self.new_pid
+            )?,
+        }
+        write!(f, ", answering after {} ms", self.took_ms)?;
+        if self.killed {
+            write!(f, " (the old one ignored SIGTERM and had to be killed)")?;
+        }
+        Ok(())
+    }
+}
+
+/// What stopping a node component did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ComponentStop {
+    pub component: String,
+    /// The process that was stopped; `None` when none ran.
+    pub stopped: Option<ProcRef>,
+    /// Whether it ignored SIGTERM and had to be killed.
+    pub killed: bool,
 }
 
 /// A Kubernetes node's host, as the fault injectors and the node doctor
@@ -165,7 +202,21 @@ pub trait Node: Send + Sync {
 
     /// Restarts the container runtime daemon (containerd) with its own
     /// command line, and waits until it answers again.
-    fn restart_runtime(&self) -> impl Future<Output = Result<RuntimeRestart, NodeError>> + Send;
+    fn restart_runtime(&self) -> impl Future<Output = Result<ComponentRestart, NodeError>> + Send;
+
+    /// Whether the node's kubelet process runs (a stopped-by-signal one
+    /// counts as running: it exists, it just does not work).
+    fn kubelet_running(&self) -> impl Future<Output = Result<bool, NodeError>> + Send;
+
+    /// Stops the node's kubelet (SIGTERM, SIGKILL after a grace period),
+    /// leaving the runtime and the pods' containers running: the node is
+    /// lost to the control plane until the kubelet is started again.
+    fn stop_kubelet(&self) -> impl Future<Output = Result<ComponentStop, NodeError>> + Send;
+
+    /// (Re)starts the node's kubelet with its own command line, as its
+    /// service manager would (stopping a running one first), and waits
+    /// until it answers its health check.
+    fn restart_kubelet(&self) -> impl Future<Output = Result<ComponentRestart, NodeError>> + Send;
 }
 
 /// The runtime's view of the pod with UID `pod_uid`: its containerd

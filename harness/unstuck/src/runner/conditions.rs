@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use k8s_openapi::{
-    api::core::v1::{Event, Namespace, NamespaceCondition, Pod},
+    api::core::v1::{Event, Namespace, NamespaceCondition, Node, NodeCondition, Pod},
     kube_aggregator::pkg::apis::apiregistration::v1::{APIService, APIServiceCondition},
 };
 use kube::{
@@ -64,11 +64,10 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                     .unwrap_or("default"),
             );
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-            let pod = pods
-                .get_opt(&r.name)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("pod {ns}/{} does not exist", *r.name))?;
+            let pod = existing(&pods, &r.name, || {
+                format!("pod {ns}/{} does not exist", *r.name)
+            })
+            .await?;
             match pod.status.and_then(|s| s.phase) {
                 Some(p) if p == "Running" => Ok(format!("pod {ns}/{} is Running", *r.name)),
                 other => Err(format!("pod {ns}/{} phase {other:?}", *r.name)),
@@ -98,11 +97,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
         Condition::NamespaceCondition(c) => {
             let ns = ctx.namespaces.real(&c.namespace);
             let api: Api<Namespace> = Api::all(ctx.client.clone());
-            let obj = api
-                .get_opt(&ns)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("namespace {ns} does not exist"))?;
+            let obj = existing(&api, &ns, || format!("namespace {ns} does not exist")).await?;
             let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
             let seen = find_condition(&format!("namespace {ns}"), &conds, &c.condition_type)?;
             judge(
@@ -115,11 +110,10 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
         }
         Condition::ApiServiceCondition(c) => {
             let api: Api<APIService> = Api::all(ctx.client.clone());
-            let obj = api
-                .get_opt(&c.name)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("APIService {} does not exist", *c.name))?;
+            let obj = existing(&api, &c.name, || {
+                format!("APIService {} does not exist", *c.name)
+            })
+            .await?;
             let service = obj.spec.as_ref().and_then(|s| s.service.as_ref()).map(|s| {
                 format!(
                     "{}/{}",
@@ -138,6 +132,33 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 *c.name,
                 service.unwrap_or_else(|| "Local".into())
             );
+            judge(
+                subject,
+                seen,
+                c.status.as_str(),
+                c.reason.as_deref(),
+                c.message_contains.as_deref().map(String::as_str),
+            )
+        }
+        Condition::NodeCondition(c) => {
+            let ns = ctx.namespaces.real(&c.namespace);
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            let pod = existing(&pods, &c.pod, || {
+                format!("pod {ns}/{} does not exist", *c.pod)
+            })
+            .await?;
+            let node_name = pod
+                .spec
+                .and_then(|s| s.node_name)
+                .ok_or_else(|| format!("pod {ns}/{} is not bound to a node", *c.pod))?;
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            let node = existing(&nodes, &node_name, || {
+                format!("node {node_name} does not exist")
+            })
+            .await?;
+            let conds = node.status.and_then(|s| s.conditions).unwrap_or_default();
+            let subject = format!("Node {node_name}");
+            let seen = find_condition(&subject, &conds, &c.condition_type)?;
             judge(
                 subject,
                 seen,
@@ -283,6 +304,21 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
     }
 }
 
+/// GETs `name`; a 404 is an error saying what is missing (`missing()`).
+async fn existing<K>(
+    api: &Api<K>,
+    name: &str,
+    missing: impl FnOnce() -> String,
+) -> Result<K, String>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(missing)
+}
+
 /// A status condition as the cluster shows it.
 struct Seen<'a> {
     type_: &'a str,
@@ -297,6 +333,17 @@ trait StatusCondition {
 }
 
 impl StatusCondition for NamespaceCondition {
+    fn seen(&self) -> Seen<'_> {
+        Seen {
+            type_: &self.type_,
+            status: &self.status,
+            reason: self.reason.as_deref(),
+            message: self.message.as_deref(),
+        }
+    }
+}
+
+impl StatusCondition for NodeCondition {
     fn seen(&self) -> Seen<'_> {
         Seen {
             type_: &self.type_,

@@ -35,7 +35,7 @@ use crate::{
         self, DoctorOptions, DoctorReport, Scope,
         node::{HealOptions, heal_pod, stuck_pods},
     },
-    faults::{Injected, busy_mount, wedge_shim},
+    faults::{Injected, busy_mount, stop_kubelet, wedge_shim},
     node::{LocalNode, Node},
     wait::{self, Poll},
 };
@@ -423,6 +423,9 @@ impl ScenarioRun<'_> {
                     }
                     Fault::WedgeShim(_) => {
                         wedge_shim::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
+                    }
+                    Fault::StopKubelet(_) => {
+                        stop_kubelet::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
                     }
                 }
                 .map_err(|e| e.to_string())?;

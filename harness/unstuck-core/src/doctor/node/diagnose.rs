@@ -30,6 +30,12 @@ impl Default for DiagnoseNodeOptions {
 /// What keeps the kubelet from finishing the pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum NodeCause {
+    /// The node's kubelet does not run (or, where the node cannot say, its
+    /// node is `Ready=Unknown`: the kubelet stopped posting status). Nothing
+    /// on the node kills the containers or sends the final delete. Seed
+    /// 004's pods on a NotReady node. Listed first: every other cause is
+    /// only worked on by a running kubelet.
+    KubeletDown,
     /// The runtime cannot stop the pod's containers: a stopped or
     /// unresponsive shim, tasks in `UNKNOWN`, kill requests running into
     /// their deadline (catalog case 5, seed 000). Listed first: volumes are
@@ -134,12 +140,16 @@ pub struct NodeFinding {
     pub kill_failures: Vec<String>,
     /// When the kubelet next retries a failed volume operation.
     pub next_kubelet_retry: Option<Timestamp>,
+    /// Whether the node's kubelet process runs, when the node could say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_running: Option<bool>,
 }
 
 impl NodeFinding {
     /// The API doctor's hint this verdict corresponds to.
     pub fn hint(&self) -> PodStuckHint {
         match self.causes.first() {
+            Some(NodeCause::KubeletDown) => PodStuckHint::NodeLost,
             Some(NodeCause::WedgedRuntime) => PodStuckHint::RuntimeKill,
             Some(NodeCause::BusyVolume) => PodStuckHint::VolumeTeardown,
             _ => PodStuckHint::Unknown,
@@ -191,6 +201,65 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
             "phase {} on node {}",
             status.phase.as_deref().unwrap_or("<unknown>"),
             facts.node
+        ));
+    }
+
+    // The kubelet itself and the node's standing with the control plane.
+    let node_ready = facts.node_ready.as_ref();
+    let node_unknown = node_ready.is_some_and(|c| c.status == "Unknown");
+    let node_not_ready = node_ready.is_some_and(|c| c.status != "True");
+    match facts.kubelet_running {
+        Some(false) => evidence.push(format!(
+            "no kubelet process runs on node {}: nothing kills the pod's containers or confirms its deletion",
+            facts.node
+        )),
+        Some(true) if node_not_ready => evidence.push(format!(
+            "the kubelet process runs on node {}, but the node is not Ready",
+            facts.node
+        )),
+        _ => {}
+    }
+    if let Some(c) = node_ready.filter(|c| c.status != "True") {
+        evidence.push(format!(
+            "node {}: Ready={} ({}): {:?}{}",
+            facts.node,
+            c.status,
+            c.reason.as_deref().unwrap_or("<none>"),
+            c.message.as_deref().unwrap_or_default(),
+            c.last_transition_time
+                .as_ref()
+                .map(|t| format!(
+                    " since {} ({}s before collection)",
+                    t.0,
+                    facts.taken_at.duration_since(t.0).as_secs()
+                ))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(renewed) = facts.node_lease_renewed
+        && (node_not_ready || facts.kubelet_running == Some(false))
+    {
+        evidence.push(format!(
+            "the kubelet last renewed its Lease kube-node-lease/{} at {renewed} ({}s before collection)",
+            facts.node,
+            facts.taken_at.duration_since(renewed).as_secs()
+        ));
+    }
+    for ev in facts
+        .pod_events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("NodeNotReady"))
+    {
+        evidence.push(format!(
+            "event {} NodeNotReady (x{}) from {}: {}",
+            ev.type_.as_deref().unwrap_or("Normal"),
+            ev.count.unwrap_or(1),
+            ev.source
+                .as_ref()
+                .and_then(|s| s.component.as_deref())
+                .or(ev.reporting_component.as_deref())
+                .unwrap_or("<unknown>"),
+            ev.message.as_deref().unwrap_or_default()
         ));
     }
 
@@ -379,7 +448,12 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
 
     // Causes.
     let mut causes = Vec::new();
+    let kubelet_down =
+        facts.kubelet_running == Some(false) || (facts.kubelet_running.is_none() && node_unknown);
     if stuck {
+        if kubelet_down {
+            causes.push(NodeCause::KubeletDown);
+        }
         let runtime_wedged = !wedged_shims.is_empty()
             || !unknown.is_empty()
             || (!kill_failures.is_empty()
@@ -420,6 +494,13 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
     } else {
         let secs = overdue.map_or(0, |o| o.as_secs());
         let mut why = Vec::new();
+        if causes.contains(&NodeCause::KubeletDown) {
+            why.push(if facts.kubelet_running == Some(false) {
+                "its node's kubelet is not running, so nothing kills its containers or confirms its deletion".to_owned()
+            } else {
+                "its node's kubelet stopped posting status (Ready=Unknown), so nothing confirms its deletion".to_owned()
+            });
+        }
         if causes.contains(&NodeCause::WedgedRuntime) {
             why.push(if wedged_shims.iter().any(ShimFact::is_stopped) {
                 "its containerd shim is stopped, so the runtime cannot stop its containers"
@@ -480,6 +561,7 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         tasks,
         kill_failures,
         next_kubelet_retry,
+        kubelet_running: facts.kubelet_running,
     }
 }
 

@@ -1,6 +1,11 @@
 //! [`NodeFinding`] -> the remedy ladder, least force first.
 //!
 //! The ladder follows the catalog (cases 4 and 5) and the seeds:
+//! - kubelet down (its node lost to the control plane, seed 004's
+//!   NotReady node): [`NodeRemedy::RestartKubelet`], start it again as its
+//!   service manager would; it then kills the containers and finishes the
+//!   pod by itself. Listed before everything else: only a running kubelet
+//!   acts on the other remedies;
 //! - wedged runtime: [`NodeRemedy::KillShim`] (SIGKILL the stopped shim;
 //!   containerd notices the shim is gone, cleans the task up, and the
 //!   kubelet's next kill succeeds), then [`NodeRemedy::RestartRuntime`]
@@ -31,6 +36,8 @@ use super::diagnose::{NodeCause, NodeFinding, ProcessTarget, kubelet_mounts_of};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all_fields = "camelCase")]
 pub enum NodeRemedy {
+    /// Start the node's kubelet again (stopping a hung one first).
+    RestartKubelet,
     /// SIGKILL these stopped or unresponsive shims.
     KillShim { shims: Vec<ProcessTarget> },
     /// Restart the node's container runtime daemon.
@@ -58,6 +65,7 @@ impl NodeRemedy {
     /// The remedy's name, as reports and tests spell it.
     pub fn name(&self) -> &'static str {
         match self {
+            NodeRemedy::RestartKubelet => "RestartKubelet",
             NodeRemedy::KillShim { .. } => "KillShim",
             NodeRemedy::RestartRuntime => "RestartRuntime",
             NodeRemedy::ReleaseHolder { .. } => "ReleaseHolder",
@@ -91,6 +99,22 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
         why,
         force: false,
     };
+
+    let kubelet_down = f.causes.contains(&NodeCause::KubeletDown);
+    if kubelet_down {
+        steps.push(step(
+            NodeRemedy::RestartKubelet,
+            format!(
+                "{} on node {}; started again (as its service manager would), it kills the pod's containers, tears down its volumes and finishes the deletion itself",
+                if f.kubelet_running == Some(false) {
+                    "the kubelet does not run"
+                } else {
+                    "the kubelet stopped posting node status"
+                },
+                f.node
+            ),
+        ));
+    }
 
     if f.causes.contains(&NodeCause::WedgedRuntime) {
         if !f.wedged_shims.is_empty() {
@@ -194,7 +218,11 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             name: f.pod.name.clone(),
             uid: f.pod.uid.clone(),
         },
-        why: "last resort: removes the pod object without the kubelet; its containers, mounts and directory may stay on the node".to_owned(),
+        why: if kubelet_down {
+            "last resort: removes the pod object without the kubelet; with the kubelet down its containers still run on the node, and a replacement may run beside them (two pods with one identity for a StatefulSet)".to_owned()
+        } else {
+            "last resort: removes the pod object without the kubelet; its containers, mounts and directory may stay on the node".to_owned()
+        },
         force: true,
     });
     steps
