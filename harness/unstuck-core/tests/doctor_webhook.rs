@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use unstuck_core::doctor::{
     Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, PlannedStep, ServiceKey,
     ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan,
@@ -282,5 +283,39 @@ fn a_plan_made_for_another_webhook_order_refuses() {
         matches!(&p.steps[0].action, Action::Refuse { reason } if reason.contains("not in policy-guard any more")),
         "{:#?}",
         p.steps
+    );
+}
+
+#[test]
+fn the_fail_open_step_comes_before_the_patches_a_dead_webhook_would_reject() {
+    // The recorded webhook snapshot plus a ConfigMap held by an orphan
+    // finalizer (from another recording of the same cluster): removing the
+    // finalizer is an UPDATE the dead webhook may reject, so making it fail
+    // open goes first although its force level is higher.
+    let mut s: Snapshot = read("real-v1.34.4/dead-admission-webhook.json");
+    let other: Snapshot = read("real-v1.34.4/foreground-deletion-chain.json");
+    let mut child = other
+        .terminating
+        .iter()
+        .find(|r| r.kind == "ConfigMap" && r.name() == "child")
+        .cloned()
+        .expect("fg/child in the foreground recording");
+    // Recorded later than the webhook snapshot: make it a minute old there.
+    child.metadata.deletion_timestamp = Some(Time(s.taken_at - Duration::from_secs(60)));
+    s.terminating.push(child);
+    let (_, p) = run(&s);
+    let order: Vec<&str> = p.mutating_steps().map(|s| s.action.name()).collect();
+    assert_eq!(order, vec!["SetWebhookFailurePolicy", "RemoveFinalizers"]);
+    // Steps that change nothing still come first.
+    let first_mutating = p.steps.iter().position(|s| s.action.is_mutating()).unwrap();
+    assert!(
+        p.steps[..first_mutating]
+            .iter()
+            .all(|s| !s.action.is_mutating())
+    );
+    assert!(
+        p.steps[first_mutating..]
+            .iter()
+            .all(|s| s.action.is_mutating())
     );
 }

@@ -95,7 +95,9 @@ impl RunReport {
                 } else {
                     "❌ failed"
                 },
-                md_cell(s.symptoms.first().map(String::as_str).unwrap_or("-")),
+                // The last symptom is the stuck state itself (earlier ones
+                // are set-up gates such as "pod is Running").
+                md_cell(s.symptoms.last().map(String::as_str).unwrap_or("-")),
                 md_cell(s.findings.first().map(String::as_str).unwrap_or("-")),
                 md_cell(s.remedies.first().map(String::as_str).unwrap_or("-")),
                 s.time_to_recover_ms

@@ -48,7 +48,8 @@ const BACKEND_GONE_REASONS: [&str; 5] = [
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
-    /// Ordered by `force_level`, then by finding index.
+    /// Steps that change nothing first, then a dead webhook's fail-open
+    /// (it unblocks the rest), then by `force_level`, then by finding index.
     pub steps: Vec<PlannedStep>,
 }
 
@@ -483,7 +484,19 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
         .enumerate()
         .map(|(i, f)| step_for(i, f, findings, snapshot))
         .collect();
-    steps.sort_by_key(|s| (s.force_level, s.finding_index));
+    // Least force first, except that making a dead webhook fail open
+    // comes before the other changes: while it fails closed it rejects
+    // the very patches and deletes they make (every call to it fails
+    // already, so no admission decision that could pass is changed).
+    steps.sort_by_key(|s| {
+        let unblocks = matches!(s.action, Action::SetWebhookFailurePolicy(_));
+        (
+            s.action.is_mutating(),
+            !unblocks,
+            s.force_level,
+            s.finding_index,
+        )
+    });
     Plan { steps }
 }
 
