@@ -61,7 +61,7 @@ if k8s_built; then
   log "kubernetes $K8S_VERSION: cached in $K8S_DIR/bin"
 else
   start=$(date +%s)
-  log "kubernetes $K8S_VERSION: building ${K8S_CMDS[*]} from Go modules (a cold build takes tens of minutes on 2 cores)"
+  log "kubernetes $K8S_VERSION: building ${K8S_CMDS[*]} from Go modules (a cold build takes about 6 minutes on 2 cores)"
   minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
   staging_version="v0.${K8S_VERSION#v1.}"
   W="$K8S_DIR/src"; mkdir -p "$W" "$K8S_DIR/bin"
