@@ -181,3 +181,48 @@ fn an_ownership_cycle_does_not_hang_the_walk() {
                 && f.subject.uid.as_deref() == Some(deployment_uid.as_str()))
     );
 }
+
+#[test]
+fn a_pod_finished_by_its_kubelet_says_its_timestamp_is_the_final_delete() {
+    let s = recorded();
+    let (findings, _) = run(&s);
+    let pods = about(&findings, FindingKind::OrphanFinalizer, "Pod");
+    assert_eq!(pods.len(), 2, "{findings:#?}");
+    for f in pods {
+        assert!(
+            f.evidence
+                .iter()
+                .any(|e| e.starts_with("deletionGracePeriodSeconds 0: the kubelet has finished")),
+            "{:#?}",
+            f.evidence
+        );
+    }
+}
+
+#[test]
+fn a_pod_its_kubelet_has_not_finished_is_both_stuck_and_held() {
+    // The same chain a moment earlier: the kubelet has not sent its final
+    // delete yet, so the pods keep their grace period and the timestamp
+    // of the deletion request plus that grace.
+    let mut s = recorded();
+    for p in &mut s.pods {
+        if p.metadata.deletion_timestamp.is_some() {
+            p.metadata.deletion_grace_period_seconds = Some(1);
+        }
+    }
+    for r in &mut s.terminating {
+        if r.kind == "Pod" {
+            r.metadata.deletion_grace_period_seconds = Some(1);
+        }
+    }
+    let (findings, _) = run(&s);
+    let held = about(&findings, FindingKind::OrphanFinalizer, "Pod");
+    let stuck = about(&findings, FindingKind::PodStuckTerminating, "Pod");
+    assert_eq!((held.len(), stuck.len()), (2, 2), "{findings:#?}");
+    assert!(
+        held.iter()
+            .flat_map(|f| &f.evidence)
+            .all(|e| !e.contains("final delete")),
+        "{held:#?}"
+    );
+}

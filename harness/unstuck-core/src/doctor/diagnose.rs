@@ -878,6 +878,16 @@ impl<'a> Diagnosis<'a> {
         let subject = record_ref(record);
         let finalizers = record.finalizers().to_vec();
         let mut common: Vec<String> = self.deletion_line(&record.metadata).into_iter().collect();
+        if record.api_version == "v1"
+            && record.kind == "Pod"
+            && record.metadata.deletion_grace_period_seconds == Some(0)
+        {
+            // BeforeDelete never lets a shortened grace period put the
+            // timestamp in the past: the final delete stamps its own time.
+            common.push(
+                "deletionGracePeriodSeconds 0: the kubelet has finished with it, and the API server set deletionTimestamp to the time of the kubelet's final delete, so it was deleted earlier than that".into(),
+            );
+        }
         common.push(format!("finalizers [{}]", finalizers.join(", ")));
         common.extend(finalizer_managers(&record.metadata));
         if let Some(ns) = record.namespace()

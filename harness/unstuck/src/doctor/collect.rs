@@ -175,7 +175,20 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         .filter_map(|n| n.metadata.name.clone())
         .collect();
 
-    let listed: Vec<(ListableType, MetadataList)> = stream::iter(discovered.types.clone())
+    let pods = pods.map_err(list("pods"))?.items;
+    // Pods come from the full list above, not a second metadata list: the
+    // kubelet's final delete (grace 0) moves a pod's deletionTimestamp to
+    // the time of that delete, so two lists a few milliseconds apart can
+    // disagree on how long one pod has been terminating.
+    let is_pods = |t: &ListableType| t.api_version == "v1" && t.resource == "pods";
+    let pod_type = discovered.types.iter().find(|t| is_pods(t)).cloned();
+    let metadata_types: Vec<ListableType> = discovered
+        .types
+        .iter()
+        .filter(|t| !is_pods(t))
+        .cloned()
+        .collect();
+    let mut listed: Vec<(ListableType, MetadataList)> = stream::iter(metadata_types)
         .map(|t| {
             let client = client.clone();
             async move {
@@ -190,6 +203,17 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
+    if let Some(t) = pod_type {
+        let items = pods
+            .iter()
+            .map(|p| PartialObjectMeta {
+                types: None,
+                metadata: p.metadata.clone(),
+                _phantom: Default::default(),
+            })
+            .collect();
+        listed.push((t, Ok(items)));
+    }
 
     let mut terminating = Vec::new();
     let mut namespace_content = Vec::new();
@@ -259,7 +283,7 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         api_services: api_services.map_err(list("apiservices"))?.items,
         terminating,
         namespace_content,
-        pods: pods.map_err(list("pods"))?.items,
+        pods,
         leases: leases.map_err(list("leases"))?.items,
         discovery_failures: failures,
         events: events.map_err(list("events"))?.items,

@@ -194,16 +194,38 @@ pub enum DoctorError {
     Collect(#[from] CollectError),
 }
 
+/// What the doctor finds in `snapshot` within its scope (no I/O).
+pub fn findings_in(
+    snapshot: &unstuck_core::doctor::Snapshot,
+    opts: &DoctorOptions,
+) -> Vec<Finding> {
+    diagnose(snapshot, &opts.diagnose)
+        .into_iter()
+        .filter(|f| opts.scope.admits(f))
+        .collect()
+}
+
 /// Runs the doctor.
 pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, DoctorError> {
+    run_from(client, opts, None).await
+}
+
+/// Runs the doctor; its first round diagnoses `first` when given (a
+/// snapshot the caller has just collected and judged), later rounds
+/// collect afresh.
+pub async fn run_from(
+    client: &Client,
+    opts: &DoctorOptions,
+    mut first: Option<(unstuck_core::doctor::Snapshot, CollectStats)>,
+) -> Result<DoctorReport, DoctorError> {
     let start = Instant::now();
     let mut rounds = Vec::new();
     for _ in 0..opts.max_rounds.max(1) {
-        let (snapshot, stats) = collect(client).await?;
-        let findings: Vec<Finding> = diagnose(&snapshot, &opts.diagnose)
-            .into_iter()
-            .filter(|f| opts.scope.admits(f))
-            .collect();
+        let (snapshot, stats) = match first.take() {
+            Some(s) => s,
+            None => collect(client).await?,
+        };
+        let findings = findings_in(&snapshot, opts);
         let plan = plan(&findings, &snapshot);
         let mut applied = Vec::new();
         if opts.apply {

@@ -22,6 +22,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams},
 };
 use serde::Serialize;
+use unstuck_core::doctor::FindingKind;
 use unstuck_core::scenario::{
     Condition, DoctorCheck, Expect, Fault, Phase, PropagationPolicy, Scenario, Step,
 };
@@ -615,7 +616,6 @@ impl ScenarioRun<'_> {
                 tokio::time::sleep(left).await;
             }
         }
-        self.doctor_started = Some(Instant::now());
         let opts = DoctorOptions {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
                 stuck_after: STUCK_AFTER,
@@ -626,7 +626,9 @@ impl ScenarioRun<'_> {
             backup_dir: self.ctx.out_dir.join("backups"),
             ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
         };
-        let report = doctor::run(&self.ctx.client, &opts)
+        let (first, looks) = self.settled_snapshot(d, &opts).await;
+        self.doctor_started = Some(Instant::now());
+        let report = doctor::run_from(&self.ctx.client, &opts, first)
             .await
             .map_err(|e| e.to_string())?;
         if let Some(first) = report.rounds.first() {
@@ -677,11 +679,63 @@ impl ScenarioRun<'_> {
             return Err(format!("remedy steps failed: {}", failed.join("; ")));
         }
         evidence.insert(0, format!("found {found:?}"));
+        if looks > 1 {
+            evidence.insert(
+                1,
+                format!("the doctor diagnosed the snapshot of look {looks}: the cluster was still moving before it"),
+            );
+        }
         Ok(evidence)
     }
 }
 
 impl ScenarioRun<'_> {
+    /// A snapshot in which the stuck state has settled: the first one,
+    /// within [`MAX_SETTLE`], whose diagnosis holds every API-level kind
+    /// the step expects (node-level kinds come from the node doctor).
+    /// The wait above cannot be exact, because the cluster keeps moving
+    /// while the doctor looks: a kubelet's final delete, seconds after
+    /// the grace period, moves a pod's deletionTimestamp to that moment,
+    /// so the pod is "terminating" afresh. The doctor then diagnoses this
+    /// very snapshot, so what was judged is what is reported. When it never
+    /// settles, the last snapshot is used and the step fails on what it
+    /// lacks.
+    async fn settled_snapshot(
+        &self,
+        d: &DoctorCheck,
+        opts: &DoctorOptions,
+    ) -> (
+        Option<(unstuck_core::doctor::Snapshot, doctor::CollectStats)>,
+        usize,
+    ) {
+        let expected: Vec<FindingKind> = d
+            .expect_findings
+            .iter()
+            .filter_map(|k| {
+                FindingKind::ALL
+                    .into_iter()
+                    .find(|f| f.as_str() == k.as_str())
+            })
+            .collect();
+        let deadline = Instant::now() + MAX_SETTLE;
+        let (mut last, mut looks) = (None, 0);
+        loop {
+            looks += 1;
+            if let Ok((snapshot, stats)) = doctor::collect(&self.ctx.client).await {
+                let found = doctor::findings_in(&snapshot, opts);
+                let settled = expected.iter().all(|k| found.iter().any(|f| f.kind == *k));
+                last = Some((snapshot, stats));
+                if settled {
+                    return (last, looks);
+                }
+            }
+            if Instant::now() >= deadline {
+                return (last, looks);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// The node half of the doctor: pods on the node stuck past their
     /// deletion in the scenario's namespaces, healed one rung at a time
     /// without force. Returns the causes found (as finding kinds) and what
