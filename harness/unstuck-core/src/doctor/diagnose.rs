@@ -85,6 +85,11 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     }
     for pod in &snapshot.pods {
         d.pod(pod, &mut findings);
+        findings.extend(super::starting::pod_not_starting(
+            snapshot,
+            d.threshold,
+            pod,
+        ));
     }
 
     findings.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));

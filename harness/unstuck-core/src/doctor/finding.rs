@@ -50,6 +50,13 @@ pub enum FindingKind {
     /// A pod past its grace period (plus the threshold) that the kubelet has
     /// not finished deleting. Node-level; the API doctor only explains it.
     PodStuckTerminating,
+    /// A pod, not being deleted, that has not started past the threshold:
+    /// unschedulable, its image cannot be had or inspected, its container
+    /// cannot be created from its spec, its volumes cannot be mounted, its
+    /// sandbox cannot be created, or it crashes in a loop (seed 004's
+    /// Pending / ContainerCreating / ImagePullBackOff / ImageInspectError /
+    /// CrashLoopBackOff). Explained with evidence, never remedied.
+    PodNotStarting,
     /// A finalizer whose owner could not be argued alive or dead.
     UnknownFinalizerOwner,
     /// A finalizer whose controller is alive: leave it alone.
@@ -66,7 +73,7 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 13] = [
+    pub const ALL: [FindingKind; 14] = [
         FindingKind::DeadApiService,
         FindingKind::DeadWebhook,
         FindingKind::NamespaceBlockedByDiscovery,
@@ -76,6 +83,7 @@ impl FindingKind {
         FindingKind::NamespaceOrphanMetadataFinalizer,
         FindingKind::NamespaceSpecFinalizerStuck,
         FindingKind::PodStuckTerminating,
+        FindingKind::PodNotStarting,
         FindingKind::UnknownFinalizerOwner,
         FindingKind::WaitingOnLiveController,
         FindingKind::WaitingOnDependents,
@@ -94,6 +102,7 @@ impl FindingKind {
             FindingKind::NamespaceOrphanMetadataFinalizer => "NamespaceOrphanMetadataFinalizer",
             FindingKind::NamespaceSpecFinalizerStuck => "NamespaceSpecFinalizerStuck",
             FindingKind::PodStuckTerminating => "PodStuckTerminating",
+            FindingKind::PodNotStarting => "PodNotStarting",
             FindingKind::UnknownFinalizerOwner => "UnknownFinalizerOwner",
             FindingKind::WaitingOnLiveController => "WaitingOnLiveController",
             FindingKind::WaitingOnDependents => "WaitingOnDependents",
@@ -300,6 +309,74 @@ pub enum FindingDetail {
         /// What the evidence points at.
         hint: PodStuckHint,
     },
+    /// For [`FindingKind::PodNotStarting`].
+    PodStart {
+        /// `spec.nodeName`, when scheduled.
+        node: Option<String>,
+        /// `status.phase`.
+        phase: Option<String>,
+        /// Seconds since the pod was created.
+        age_seconds: i64,
+        /// What the evidence points at.
+        cause: PodStartCause,
+    },
+}
+
+/// Why a pod does not start, as its status and events show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PodStartCause {
+    /// `PodScheduled=False`: no node fits (resources, selectors, taints).
+    Unschedulable,
+    /// `ErrImagePull`, `ImagePullBackOff`, `ErrImageNeverPull` or
+    /// `InvalidImageName`.
+    ImagePull,
+    /// `ImageInspectError`: the image is on the node but unreadable.
+    ImageInspect,
+    /// `CreateContainerConfigError` (a missing ConfigMap/Secret key, ...),
+    /// `CreateContainerError`, `RunContainerError`, `PreStartHookError`.
+    ContainerConfig,
+    /// `CrashLoopBackOff`: it starts, exits, and is restarted with backoff.
+    CrashLoop,
+    /// `FailedMount` / `FailedAttachVolume` events: stuck in
+    /// ContainerCreating on its volumes.
+    VolumeMount,
+    /// `FailedCreatePodSandBox` events: the runtime or CNI cannot create
+    /// its sandbox.
+    Sandbox,
+    /// Pending with nothing in the API that says why.
+    Unknown,
+}
+
+impl PodStartCause {
+    /// One line for the summary: what is wrong and where to look.
+    pub fn explain(self) -> &'static str {
+        match self {
+            PodStartCause::Unschedulable => {
+                "no node fits it (the scheduler's message says which predicate fails: resources, node selector or affinity, taints)"
+            }
+            PodStartCause::ImagePull => {
+                "its image cannot be pulled (check the image name, the registry and pull secrets, or imagePullPolicy)"
+            }
+            PodStartCause::ImageInspect => {
+                "its image is on the node but cannot be inspected (a corrupt image or runtime storage: remove and pull it again)"
+            }
+            PodStartCause::ContainerConfig => {
+                "its container cannot be created from its spec (a missing ConfigMap/Secret or key, a bad command or hook)"
+            }
+            PodStartCause::CrashLoop => {
+                "it starts and exits again and again (read the last run's logs and exit code)"
+            }
+            PodStartCause::VolumeMount => {
+                "its volumes cannot be mounted (a missing ConfigMap/Secret/claim, or a volume plugin failing on the node)"
+            }
+            PodStartCause::Sandbox => {
+                "its sandbox cannot be created (the container runtime or the CNI plugin on the node fails)"
+            }
+            PodStartCause::Unknown => {
+                "it is still Pending and the API says nothing about why; look at the kubelet on its node"
+            }
+        }
+    }
 }
 
 /// The facts needed to remove orphan finalizers from one object.

@@ -11,6 +11,7 @@
 //!   status conditions.
 //! - [`webhook`]: admission webhooks and the errors of calling them.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
+//! - [`starting`]: explaining pods that never start.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
 
@@ -21,11 +22,12 @@ pub mod node;
 pub mod owner;
 pub mod plan;
 pub mod snapshot;
+pub mod starting;
 pub mod webhook;
 
 pub use diagnose::{DiagnoseOptions, diagnose};
 pub use finding::{
-    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint,
+    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PodStuckHint,
     UnknownFindingKind,
 };
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};

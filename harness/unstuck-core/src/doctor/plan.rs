@@ -682,6 +682,13 @@ fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> Plan
             }
         }
         FindingKind::NamespaceSpecFinalizerStuck => finalize_namespace(i, f, snapshot),
+        FindingKind::PodNotStarting => refuse(
+            i,
+            format!(
+                "{} is not stuck in deletion; what keeps it from starting is fixed in its spec, image or node, not by the doctor",
+                f.subject
+            ),
+        ),
         FindingKind::PodStuckTerminating => {
             let hint = match &f.detail {
                 FindingDetail::Pod { hint, node, .. } => {

@@ -1,0 +1,257 @@
+//! Pods that never start: the other half of seed 004's catalogue (Pending,
+//! ContainerCreating, ImagePullBackOff, ImageInspectError,
+//! CreateContainerConfigError, CrashLoopBackOff). Not stuck in Terminating,
+//! but the same question from the same person: why does this pod not get
+//! where it should, and what evidence says so. Explained, never remedied:
+//! the fix is in the workload's spec, its image or its node.
+//!
+//! The strings matched are the kubelet's and the scheduler's own: waiting
+//! reasons from `pkg/kubelet/images/types.go`,
+//! `pkg/kubelet/container/sync_result.go` and
+//! `pkg/kubelet/kuberuntime/kuberuntime_container.go`, event reasons from
+//! `pkg/kubelet/events/event.go`, and the `PodScheduled` condition.
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::jiff::SignedDuration;
+
+use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause};
+use super::owner::fmt_secs;
+use super::snapshot::{Snapshot, display_name};
+
+/// Waiting reasons that mean the image cannot be had.
+const IMAGE_PULL: [&str; 4] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+];
+/// Waiting reasons that mean the container cannot be created from its spec.
+const CONTAINER_CONFIG: [&str; 4] = [
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "PreStartHookError",
+];
+/// Warning event reasons worth quoting for a pod that does not start.
+const EVENT_REASONS: [&str; 9] = [
+    "FailedScheduling",
+    "FailedMount",
+    "FailedAttachVolume",
+    "FailedCreatePodSandBox",
+    "Failed",
+    "InspectFailed",
+    "ErrImageNeverPull",
+    "BackOff",
+    "FailedSync",
+];
+/// How many events are quoted per pod.
+const MAX_EVENTS: usize = 6;
+
+/// A [`FindingKind::PodNotStarting`] for `pod` when it is not being
+/// deleted, is older than `threshold`, and has not started for a reason
+/// the API shows (or is still Pending with none).
+pub(crate) fn pod_not_starting(
+    snapshot: &Snapshot,
+    threshold: SignedDuration,
+    pod: &Pod,
+) -> Option<Finding> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    let phase = status.phase.clone();
+    if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
+        return None;
+    }
+    let age = snapshot.age_of(pod.metadata.creation_timestamp.as_ref()?.0);
+    if age <= threshold {
+        return None;
+    }
+
+    let mut evidence = vec![format!(
+        "phase {}, created {} before the snapshot, node {}",
+        phase.as_deref().unwrap_or("<unknown>"),
+        fmt_secs(age.as_secs()),
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("<none>")
+    )];
+    let unscheduled = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False");
+    if let Some(c) = unscheduled {
+        evidence.push(format!(
+            "PodScheduled=False ({}): {:?}",
+            c.reason.as_deref().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default()
+        ));
+    }
+    let containers: Vec<&ContainerStatus> = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .collect();
+    let mut waiting_cause = None;
+    for cs in &containers {
+        let state = cs.state.as_ref();
+        // Between two back-offs a crash-looping container shows as just
+        // exited (`kubectl get pods` says Error) rather than waiting.
+        if let Some(t) = state.and_then(|s| s.terminated.as_ref())
+            && t.exit_code != 0
+            && cs.restart_count > 0
+        {
+            evidence.push(format!(
+                "container {}: exited {}{} and restarted {} time(s)",
+                cs.name,
+                t.exit_code,
+                t.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default(),
+                cs.restart_count
+            ));
+            waiting_cause.get_or_insert(PodStartCause::CrashLoop);
+            continue;
+        }
+        let Some(w) = state.and_then(|s| s.waiting.as_ref()) else {
+            continue;
+        };
+        let reason = w.reason.as_deref().unwrap_or_default();
+        let cause = waiting_cause_of(reason);
+        if cause.is_none() && reason != "ContainerCreating" && reason != "PodInitializing" {
+            continue;
+        }
+        let mut line = format!("container {}: waiting ({reason})", cs.name);
+        if let Some(m) = w.message.as_deref().filter(|m| !m.is_empty()) {
+            line.push_str(&format!(": {m:?}"));
+        }
+        if cs.restart_count > 0 {
+            line.push_str(&format!(", restarted {} time(s)", cs.restart_count));
+        }
+        if let Some(t) = cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()) {
+            line.push_str(&format!(
+                "; last run exited {}{}",
+                t.exit_code,
+                t.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ));
+        }
+        evidence.push(line);
+        if waiting_cause.is_none() {
+            waiting_cause = cause;
+        }
+    }
+
+    let mut events = pod_warnings(snapshot, pod);
+    if unscheduled.is_none() {
+        // Old news once it is scheduled (often "untolerated taint(s)" from
+        // before the node was Ready).
+        events.retain(|(reason, _)| reason != "FailedScheduling");
+    }
+    let event_cause = events.iter().find_map(|(reason, _)| match reason.as_str() {
+        "FailedMount" | "FailedAttachVolume" => Some(PodStartCause::VolumeMount),
+        "FailedCreatePodSandBox" => Some(PodStartCause::Sandbox),
+        _ => None,
+    });
+    evidence.extend(
+        events
+            .iter()
+            .take(MAX_EVENTS)
+            .map(|(reason, message)| format!("event Warning {reason}: {message:?}")),
+    );
+
+    let cause = if unscheduled.is_some() {
+        PodStartCause::Unschedulable
+    } else if let Some(c) = waiting_cause {
+        c
+    } else if let Some(c) = event_cause {
+        c
+    } else if phase.as_deref() == Some("Pending") {
+        PodStartCause::Unknown
+    } else {
+        // Running, and no container waits for a reason of note.
+        return None;
+    };
+
+    Some(Finding {
+        kind: FindingKind::PodNotStarting,
+        subject: ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone(),
+        },
+        summary: format!(
+            "pod {} has not started {} after it was created: {}",
+            display_name(&pod.metadata),
+            fmt_secs(age.as_secs()),
+            cause.explain()
+        ),
+        evidence,
+        detail: FindingDetail::PodStart {
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            phase,
+            age_seconds: age.as_secs(),
+            cause,
+        },
+    })
+}
+
+fn waiting_cause_of(reason: &str) -> Option<PodStartCause> {
+    if IMAGE_PULL.contains(&reason) {
+        Some(PodStartCause::ImagePull)
+    } else if reason == "ImageInspectError" {
+        Some(PodStartCause::ImageInspect)
+    } else if CONTAINER_CONFIG.contains(&reason) {
+        Some(PodStartCause::ContainerConfig)
+    } else if reason == "CrashLoopBackOff" {
+        Some(PodStartCause::CrashLoop)
+    } else {
+        None
+    }
+}
+
+/// The pod's Warning events of note, newest first, one per distinct
+/// (reason, message).
+fn pod_warnings(snapshot: &Snapshot, pod: &Pod) -> Vec<(String, String)> {
+    let uid = pod.metadata.uid.as_deref();
+    let mut events: Vec<_> = snapshot
+        .events
+        .iter()
+        .filter(|e| {
+            let o = &e.involved_object;
+            o.kind.as_deref() == Some("Pod")
+                && o.namespace == pod.metadata.namespace
+                && o.name == pod.metadata.name
+                && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)
+        })
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| EVENT_REASONS.contains(&e.reason.as_deref().unwrap_or_default()))
+        .collect();
+    events.sort_by_key(|e| {
+        std::cmp::Reverse(
+            e.last_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .or(e.event_time.as_ref().map(|t| t.0)),
+        )
+    });
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in events {
+        let item = (
+            e.reason.clone().unwrap_or_default(),
+            e.message.clone().unwrap_or_default(),
+        );
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
