@@ -21,7 +21,7 @@ use super::owner::{
     FinalizerVerdict, OwnerVerdict, controller_manager_alive, finalizer_owner, fmt_secs,
     protection_in_use,
 };
-use super::snapshot::{ObjectRecord, Snapshot, display_name};
+use super::snapshot::{ObjectRecord, Snapshot, container_statuses, display_name};
 use super::webhook::{failed_webhooks, webhooks};
 
 /// The namespace controller retries a failing namespace at most every 60 s
@@ -1114,8 +1114,6 @@ impl<'a> Diagnosis<'a> {
         if pod.metadata.deletion_grace_period_seconds == Some(0) {
             return;
         }
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let namespace = pod.metadata.namespace.clone();
         let status = pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.clone());
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -1131,15 +1129,7 @@ impl<'a> Diagnosis<'a> {
             phase.as_deref().unwrap_or("<unknown>"),
             node.as_deref().unwrap_or("<none>")
         ));
-        let statuses: Vec<_> = status
-            .into_iter()
-            .flat_map(|s| {
-                s.init_container_statuses
-                    .iter()
-                    .flatten()
-                    .chain(s.container_statuses.iter().flatten())
-            })
-            .collect();
+        let statuses: Vec<_> = status.into_iter().flat_map(container_statuses).collect();
         let mut any_running = false;
         let mut all_terminated = !statuses.is_empty();
         for cs in &statuses {
@@ -1167,20 +1157,10 @@ impl<'a> Diagnosis<'a> {
                 }
             ));
         }
-        let uid = pod.metadata.uid.as_deref();
         let mut kill_events = false;
         let mut events: Vec<String> = self
             .snapshot
-            .events
-            .iter()
-            .filter(|e| {
-                let o = &e.involved_object;
-                o.kind.as_deref() == Some("Pod")
-                    && o.namespace == namespace
-                    && o.name.as_deref() == Some(name.as_str())
-                    && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)
-            })
-            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .pod_warnings(&pod.metadata)
             .map(|e| {
                 let reason = e.reason.as_deref().unwrap_or_default();
                 if reason == "FailedKillPod" || reason == "ExceededGracePeriod" {
@@ -1237,13 +1217,7 @@ impl<'a> Diagnosis<'a> {
         };
         findings.push(Finding {
             kind: FindingKind::PodStuckTerminating,
-            subject: ObjectRef {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                namespace,
-                name: name.clone(),
-                uid: pod.metadata.uid.clone(),
-            },
+            subject: ObjectRef::pod(&pod.metadata),
             summary: format!(
                 "pod {} is {} past its grace period and not deleted: {explain}",
                 display_name(&pod.metadata),

@@ -1,6 +1,7 @@
 //! What the doctor found: one [`Finding`] per fact worth acting on (or
 //! worth leaving alone), with the evidence that argues it.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::conditions::{FinalizerCount, ResourceCount};
@@ -153,6 +154,19 @@ pub struct ObjectRef {
     /// UID, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+}
+
+impl ObjectRef {
+    /// The pod with this metadata.
+    pub fn pod(meta: &ObjectMeta) -> Self {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone(),
+        }
+    }
 }
 
 impl std::fmt::Display for ObjectRef {

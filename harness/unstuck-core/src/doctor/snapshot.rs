@@ -13,7 +13,9 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{
+    ContainerStatus, Event, Namespace, Node, PersistentVolume, Pod, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -214,6 +216,41 @@ impl Snapshot {
     pub fn fresh_leases(&self) -> impl Iterator<Item = &Lease> {
         self.leases.iter().filter(|l| self.lease_is_fresh(l))
     }
+
+    /// The Warning events about the pod with this metadata (matched by
+    /// namespace and name, and by UID when both sides have one, so events
+    /// of an earlier pod with the same name are left out).
+    pub fn pod_warnings<'a>(&'a self, pod: &'a ObjectMeta) -> impl Iterator<Item = &'a Event> + 'a {
+        let uid = pod.uid.as_deref();
+        self.events.iter().filter(move |e| {
+            let o = &e.involved_object;
+            e.type_.as_deref() == Some("Warning")
+                && o.kind.as_deref() == Some("Pod")
+                && o.namespace == pod.namespace
+                && o.name == pod.name
+                && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)
+        })
+    }
+}
+
+/// A pod's container statuses, init containers first.
+pub fn container_statuses(status: &PodStatus) -> impl Iterator<Item = &ContainerStatus> {
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+}
+
+/// The runtime's container IDs in a pod's status (`containerd://<id>` ->
+/// `<id>`).
+pub fn status_container_ids(pod: &Pod) -> Vec<String> {
+    pod.status
+        .iter()
+        .flat_map(container_statuses)
+        .filter_map(|c| c.container_id.as_deref())
+        .map(|id| id.rsplit("://").next().unwrap_or(id).to_owned())
+        .collect()
 }
 
 /// `namespace/name` of an object's metadata, or just `name` when

@@ -11,12 +11,12 @@
 //! `pkg/kubelet/kuberuntime/kuberuntime_container.go`, event reasons from
 //! `pkg/kubelet/events/event.go`, and the `PodScheduled` condition.
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use k8s_openapi::jiff::SignedDuration;
 
 use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause};
 use super::owner::fmt_secs;
-use super::snapshot::{Snapshot, display_name};
+use super::snapshot::{Snapshot, container_statuses, display_name};
 
 /// Waiting reasons that mean the image cannot be had.
 const IMAGE_PULL: [&str; 4] = [
@@ -89,14 +89,8 @@ pub(crate) fn pod_not_starting(
             c.message.as_deref().unwrap_or_default()
         ));
     }
-    let containers: Vec<&ContainerStatus> = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten())
-        .collect();
     let mut waiting_cause = None;
-    for cs in &containers {
+    for cs in container_statuses(status) {
         let state = cs.state.as_ref();
         // Between two back-offs a crash-looping container shows as just
         // exited (`kubectl get pods` says Error) rather than waiting.
@@ -105,13 +99,9 @@ pub(crate) fn pod_not_starting(
             && cs.restart_count > 0
         {
             evidence.push(format!(
-                "container {}: exited {}{} and restarted {} time(s)",
+                "container {}: {} and restarted {} time(s)",
                 cs.name,
-                t.exit_code,
-                t.reason
-                    .as_deref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default(),
+                exited(t),
                 cs.restart_count
             ));
             waiting_cause.get_or_insert(PodStartCause::CrashLoop);
@@ -133,14 +123,7 @@ pub(crate) fn pod_not_starting(
             line.push_str(&format!(", restarted {} time(s)", cs.restart_count));
         }
         if let Some(t) = cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()) {
-            line.push_str(&format!(
-                "; last run exited {}{}",
-                t.exit_code,
-                t.reason
-                    .as_deref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            ));
+            line.push_str(&format!("; last run {}", exited(t)));
         }
         evidence.push(line);
         if waiting_cause.is_none() {
@@ -181,13 +164,7 @@ pub(crate) fn pod_not_starting(
 
     Some(Finding {
         kind: FindingKind::PodNotStarting,
-        subject: ObjectRef {
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-            namespace: pod.metadata.namespace.clone(),
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            uid: pod.metadata.uid.clone(),
-        },
+        subject: ObjectRef::pod(&pod.metadata),
         summary: format!(
             "pod {} has not started {} after it was created: {}",
             display_name(&pod.metadata),
@@ -202,6 +179,14 @@ pub(crate) fn pod_not_starting(
             cause,
         },
     })
+}
+
+/// `exited 3 (Error)`.
+fn exited(t: &ContainerStateTerminated) -> String {
+    match t.reason.as_deref() {
+        Some(r) => format!("exited {} ({r})", t.exit_code),
+        None => format!("exited {}", t.exit_code),
+    }
 }
 
 fn waiting_cause_of(reason: &str) -> Option<PodStartCause> {
@@ -221,18 +206,8 @@ fn waiting_cause_of(reason: &str) -> Option<PodStartCause> {
 /// The pod's Warning events of note, newest first, one per distinct
 /// (reason, message).
 fn pod_warnings(snapshot: &Snapshot, pod: &Pod) -> Vec<(String, String)> {
-    let uid = pod.metadata.uid.as_deref();
     let mut events: Vec<_> = snapshot
-        .events
-        .iter()
-        .filter(|e| {
-            let o = &e.involved_object;
-            o.kind.as_deref() == Some("Pod")
-                && o.namespace == pod.metadata.namespace
-                && o.name == pod.metadata.name
-                && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)
-        })
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .pod_warnings(&pod.metadata)
         .filter(|e| EVENT_REASONS.contains(&e.reason.as_deref().unwrap_or_default()))
         .collect();
     events.sort_by_key(|e| {

@@ -28,6 +28,8 @@ use unstuck_core::doctor::node::{
     SyncLoopOp, diagnose_pod, klog_records, parse_kubelet_log, plan_node, pod_dir,
 };
 
+use unstuck_core::doctor::snapshot::status_container_ids;
+
 use crate::node::{Node, NodeError, runtime_facts};
 
 /// Why the node doctor could not do its job (as opposed to a remedy that
@@ -333,20 +335,6 @@ async fn node_standing(
         }
     };
     (ready, renewed)
-}
-
-fn status_container_ids(pod: &Pod) -> Vec<String> {
-    pod.status
-        .iter()
-        .flat_map(|s| {
-            s.init_container_statuses
-                .iter()
-                .flatten()
-                .chain(s.container_statuses.iter().flatten())
-        })
-        .filter_map(|c| c.container_id.as_deref())
-        .map(|id| id.rsplit("://").next().unwrap_or(id).to_owned())
-        .collect()
 }
 
 /// Diagnoses the pod on its node and, with [`HealOptions::apply`], heals

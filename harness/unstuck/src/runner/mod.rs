@@ -711,11 +711,7 @@ impl ScenarioRun<'_> {
         let expected: Vec<FindingKind> = d
             .expect_findings
             .iter()
-            .filter_map(|k| {
-                FindingKind::ALL
-                    .into_iter()
-                    .find(|f| f.as_str() == k.as_str())
-            })
+            .filter_map(|k| k.parse().ok())
             .collect();
         let deadline = Instant::now() + MAX_SETTLE;
         let (mut last, mut looks) = (None, 0);

@@ -9,6 +9,7 @@ use super::klog::{KubeletEvent, RuntimeCall, VolumeFailureKind, is_busy_error, p
 use super::mounts::{MountRole, PodMount, classify_pod_mounts, pod_dir};
 use super::runtime::{ShimFact, TaskFact};
 use super::{Holder, NodeFacts};
+use crate::doctor::snapshot::status_container_ids;
 use crate::doctor::{ObjectRef, PodStuckHint};
 
 /// Knobs for [`diagnose_pod`].
@@ -266,7 +267,9 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
     // The kubelet's log, the lines about this pod only.
     let ids = facts.runtime.ids();
     let mut pod_ids = ids.clone();
-    pod_ids.extend(container_ids_from_status(facts));
+    // IDs from the pod's status too, so kubelet lines about them count
+    // even when the runtime no longer lists them.
+    pod_ids.extend(status_container_ids(&facts.pod));
     pod_ids.sort();
     pod_ids.dedup();
     let entries: Vec<_> = parse_kubelet_log(facts.kubelet_log.iter().map(String::as_str))
@@ -563,22 +566,6 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         next_kubelet_retry,
         kubelet_running: facts.kubelet_running,
     }
-}
-
-/// Container IDs from the pod's status (`containerd://<id>`), so kubelet
-/// lines about them count even when the runtime no longer lists them.
-fn container_ids_from_status(facts: &NodeFacts) -> Vec<String> {
-    let Some(status) = &facts.pod.status else {
-        return Vec::new();
-    };
-    status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten())
-        .filter_map(|c| c.container_id.as_deref())
-        .map(|id| id.rsplit("://").next().unwrap_or(id).to_owned())
-        .collect()
 }
 
 /// The kubelet-owned mount of `volume`, if any (for a lazy unmount).
