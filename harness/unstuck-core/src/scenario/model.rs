@@ -109,11 +109,16 @@ impl Scenario {
     /// it says `serial: true`, or it injects a fault on a node, which other
     /// scenarios' pods may share.
     pub fn runs_alone(&self) -> bool {
-        self.serial
-            || self
-                .steps
-                .iter()
-                .any(|step| matches!(&step.value, Step::Fault(fault) if fault.is_node_level()))
+        self.serial || self.needs_node()
+    }
+
+    /// Whether the scenario needs access to a node (it injects a node
+    /// fault): only the local provider gives that, never a cluster met
+    /// through a kubeconfig.
+    pub fn needs_node(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|step| matches!(&step.value, Step::Fault(fault) if fault.is_node_level()))
     }
 }
 

@@ -32,10 +32,32 @@ pub enum Scope {
     /// Findings about these namespaces, objects in them, and cluster-scoped
     /// registrations (APIServices) that block them.
     Namespaces(Vec<String>),
+    /// A scenario run (`unstuck run`): objects in the run's namespaces,
+    /// and cluster-scoped objects whose UID is among those the run
+    /// created. Nothing else, even a blocker of the run's namespaces: on
+    /// a cluster unstuck did not create that may be someone's live object.
+    Run {
+        namespaces: Vec<String>,
+        created_uids: Vec<String>,
+    },
 }
 
 impl Scope {
     fn admits(&self, f: &Finding) -> bool {
+        if let Scope::Run {
+            namespaces,
+            created_uids,
+        } = self
+        {
+            return match &f.subject.namespace {
+                Some(ns) => namespaces.contains(ns),
+                None => f
+                    .subject
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| created_uids.contains(u)),
+            };
+        }
         let Scope::Namespaces(names) = self else {
             return true;
         };

@@ -1,4 +1,8 @@
-//! Cleanup of what a scenario created, on every path out. Registrations
+//! Cleanup of what a scenario created, on every path out. It acts only on
+//! objects this run created, matched by UID: every delete carries a UID
+//! precondition and every finalizer strip is a JSON patch that `test`s
+//! the UID and the list it replaces, so an object that took the name
+//! since (or was never this run's) is left alone. Registrations
 //! that block deletion go first (a dead APIService blocks every namespace
 //! deletion, a dead webhook rejects the deletes it matches), then the scenario's namespaces — stripping finalizers from
 //! the harness's own leftovers where a failed run left them stuck — and
@@ -15,7 +19,7 @@ use serde::Serialize;
 
 use super::{
     Created,
-    objects::{NamespaceMap, api_for, resolve},
+    objects::{api_for, resolve},
 };
 use crate::doctor::collect;
 
@@ -46,29 +50,34 @@ async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupR
     let Ok(Some(obj)) = api.get_opt(&c.name).await else {
         return;
     };
-    if force
-        && !obj
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .is_empty()
-    {
-        let patch = serde_json::json!({"metadata": {"finalizers": null}});
-        if api
-            .patch(&c.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .is_ok()
+    if obj.metadata.uid.as_deref() != Some(c.uid.as_str()) {
+        // Not (or no longer) the object this run created.
+        return;
+    }
+    let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+    if force && !finalizers.is_empty() {
+        let patch = serde_json::json!([
+            {"op": "test", "path": "/metadata/uid", "value": c.uid},
+            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+            {"op": "replace", "path": "/metadata/finalizers", "value": []},
+        ]);
+        if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(patch)
+            && api
+                .patch(&c.name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+                .is_ok()
         {
             report.forced.push(label.clone());
         }
     }
-    if obj.metadata.deletion_timestamp.is_none()
-        && api
-            .delete(&c.name, &DeleteParams::background())
-            .await
-            .is_ok()
-    {
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(c.uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    if obj.metadata.deletion_timestamp.is_none() && api.delete(&c.name, &dp).await.is_ok() {
         report.deleted.push(label);
     }
 }
@@ -77,12 +86,15 @@ async fn gone(client: &Client, c: &Created) -> bool {
     let Ok((ar, caps)) = resolve(client, &c.api_version, &c.kind).await else {
         return true;
     };
-    matches!(
-        api_for(client, &ar, &caps, c.namespace.as_deref())
-            .get_opt(&c.name)
-            .await,
-        Ok(None)
-    )
+    // An object of that name with another UID is not ours: ours is gone.
+    match api_for(client, &ar, &caps, c.namespace.as_deref())
+        .get_opt(&c.name)
+        .await
+    {
+        Ok(None) => true,
+        Ok(Some(o)) => o.metadata.uid.as_deref() != Some(c.uid.as_str()),
+        Err(_) => false,
+    }
 }
 
 /// A registration that can block deletes: removed before anything else.
@@ -93,7 +105,7 @@ fn is_blocker(c: &Created) -> bool {
     )
 }
 
-pub async fn cleanup(client: &Client, ns: &NamespaceMap, created: &[Created]) -> CleanupReport {
+pub async fn cleanup(client: &Client, created: &[Created]) -> CleanupReport {
     let mut report = CleanupReport::default();
     // 1. Registrations that block deletes.
     for c in created.iter().rev().filter(|c| is_blocker(c)) {
@@ -145,7 +157,6 @@ pub async fn cleanup(client: &Client, ns: &NamespaceMap, created: &[Created]) ->
             report.leaked.push(c.to_string());
         }
     }
-    let _ = ns;
     report
 }
 
@@ -170,6 +181,9 @@ async fn force_namespace_content(
                     kind: rec.kind.clone(),
                     namespace: rec.metadata.namespace.clone(),
                     name: rec.metadata.name.clone().unwrap_or_default(),
+                    // Content of this run's namespace (checked by UID
+                    // above), created by it or by controllers for it.
+                    uid: rec.metadata.uid.clone().unwrap_or_default(),
                 };
                 delete(client, &created, true, report).await;
             }

@@ -14,13 +14,17 @@ use kube::{
 };
 use unstuck_core::scenario::{Condition, ObjectRef};
 
-use super::objects::{NamespaceMap, api_for, resolve};
+use super::{
+    names::Names,
+    objects::{api_for, resolve},
+};
 use crate::doctor::collect;
 
 /// What a condition check needs besides the client.
 pub struct CheckContext<'a> {
     pub client: &'a Client,
-    pub namespaces: &'a NamespaceMap,
+    /// The run's names for the scenario's logical ones.
+    pub names: &'a Names,
     /// The node's kubelet log, when the provider can read it.
     pub kubelet_log: Option<&'a Path>,
 }
@@ -57,7 +61,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             )),
         },
         Condition::Running(r) => {
-            let ns = ctx.namespaces.real(
+            let ns = ctx.names.namespace(
                 r.namespace
                     .as_deref()
                     .map(String::as_str)
@@ -95,7 +99,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             }
         }
         Condition::NamespaceCondition(c) => {
-            let ns = ctx.namespaces.real(&c.namespace);
+            let ns = ctx.names.namespace(&c.namespace);
             let api: Api<Namespace> = Api::all(ctx.client.clone());
             let obj = existing(&api, &ns, || format!("namespace {ns} does not exist")).await?;
             let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
@@ -105,15 +109,16 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 seen,
                 c.status.as_str(),
                 c.reason.as_deref(),
-                c.message_contains.as_deref().map(String::as_str),
+                c.message_contains
+                    .as_deref()
+                    .map(|m| ctx.names.text(m))
+                    .as_deref(),
             )
         }
         Condition::ApiServiceCondition(c) => {
             let api: Api<APIService> = Api::all(ctx.client.clone());
-            let obj = existing(&api, &c.name, || {
-                format!("APIService {} does not exist", *c.name)
-            })
-            .await?;
+            let name = ctx.names.object("APIService", &c.name, false);
+            let obj = existing(&api, &name, || format!("APIService {name} does not exist")).await?;
             let service = obj.spec.as_ref().and_then(|s| s.service.as_ref()).map(|s| {
                 format!(
                     "{}/{}",
@@ -122,14 +127,9 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 )
             });
             let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
-            let seen = find_condition(
-                &format!("APIService {}", *c.name),
-                &conds,
-                &c.condition_type,
-            )?;
+            let seen = find_condition(&format!("APIService {name}"), &conds, &c.condition_type)?;
             let subject = format!(
-                "APIService {} (service {})",
-                *c.name,
+                "APIService {name} (service {})",
                 service.unwrap_or_else(|| "Local".into())
             );
             judge(
@@ -137,11 +137,14 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 seen,
                 c.status.as_str(),
                 c.reason.as_deref(),
-                c.message_contains.as_deref().map(String::as_str),
+                c.message_contains
+                    .as_deref()
+                    .map(|m| ctx.names.text(m))
+                    .as_deref(),
             )
         }
         Condition::NodeCondition(c) => {
-            let ns = ctx.namespaces.real(&c.namespace);
+            let ns = ctx.names.namespace(&c.namespace);
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
             let pod = existing(&pods, &c.pod, || {
                 format!("pod {ns}/{} does not exist", *c.pod)
@@ -164,11 +167,14 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 seen,
                 c.status.as_str(),
                 c.reason.as_deref(),
-                c.message_contains.as_deref().map(String::as_str),
+                c.message_contains
+                    .as_deref()
+                    .map(|m| ctx.names.text(m))
+                    .as_deref(),
             )
         }
         Condition::NoContentLeft(r) => {
-            let ns = ctx.namespaces.real(&r.namespace);
+            let ns = ctx.names.namespace(&r.namespace);
             let discovered = collect::discover(ctx.client)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -243,7 +249,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             // operations, only by its UID: accept either.
             let mut pod_keys = Vec::new();
             if let (Some(p), Some(ns)) = (&k.pod, &k.namespace) {
-                let ns = ctx.namespaces.real(ns);
+                let ns = ctx.names.namespace(ns);
                 pod_keys.push(format!("{ns}/{}", p.as_str()));
                 let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
                 if let Ok(Some(pod)) = pods.get_opt(p).await
@@ -252,20 +258,18 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                     pod_keys.push(uid);
                 }
             }
+            let wanted = ctx.names.text(&k.contains);
             let hit = text.lines().rev().find(|l| {
-                l.contains(k.contains.as_str())
+                l.contains(wanted.as_str())
                     && (pod_keys.is_empty() || pod_keys.iter().any(|key| l.contains(key)))
             });
             match hit {
                 Some(line) => Ok(format!("kubelet log: {}", line.trim())),
-                None => Err(format!(
-                    "no kubelet log line contains \"{}\"",
-                    k.contains.as_str()
-                )),
+                None => Err(format!("no kubelet log line contains \"{}\"", wanted)),
             }
         }
         Condition::Event(e) => {
-            let ns = ctx.namespaces.real(&e.namespace);
+            let ns = ctx.names.namespace(&e.namespace);
             let api: Api<Event> = Api::namespaced(ctx.client.clone(), &ns);
             let events = api
                 .list(&ListParams::default())
@@ -286,7 +290,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                         ev.message
                             .as_deref()
                             .unwrap_or_default()
-                            .contains(m.as_str())
+                            .contains(ctx.names.text(m).as_str())
                     })
             });
             match hit {
@@ -409,30 +413,29 @@ fn judge(
 
 fn describe(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {
     match real_namespace(ctx, r) {
-        Some(ns) => format!("{} {ns}/{}", *r.kind, *r.name),
+        Some(ns) => format!("{} {ns}/{}", *r.kind, real_name(ctx, r)),
         None => format!("{} {}", *r.kind, real_name(ctx, r)),
     }
 }
 
-/// A Namespace's name in a scenario is a logical namespace name.
+/// The run's name for the object: a namespace's and a cluster-scoped
+/// object's names are logical (a reference without a namespace is
+/// cluster-scoped).
 fn real_name(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {
-    if r.kind.as_str() == "Namespace" {
-        ctx.namespaces.real(&r.name)
-    } else {
-        r.name.to_string()
-    }
+    ctx.names.object(&r.kind, &r.name, r.namespace.is_some())
 }
 
 fn real_namespace(ctx: &CheckContext<'_>, r: &ObjectRef) -> Option<String> {
-    r.namespace.as_ref().map(|ns| ctx.namespaces.real(ns))
+    r.namespace.as_ref().map(|ns| ctx.names.namespace(ns))
 }
 
 /// GETs the referenced object; `None` when it does not exist.
 pub async fn get(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Option<DynamicObject>, String> {
-    let api_version = r
-        .api_version()
-        .ok_or_else(|| format!("{} has no apiVersion", *r.kind))?;
-    let (ar, caps) = resolve(ctx.client, api_version, &r.kind).await?;
+    let api_version = ctx.names.api_version(
+        r.api_version()
+            .ok_or_else(|| format!("{} has no apiVersion", *r.kind))?,
+    );
+    let (ar, caps) = resolve(ctx.client, &api_version, &r.kind).await?;
     let ns = real_namespace(ctx, r);
     let api = api_for(ctx.client, &ar, &caps, ns.as_deref());
     api.get_opt(&real_name(ctx, r))

@@ -6,6 +6,8 @@
 mod cleanup;
 pub mod conditions;
 mod controller;
+mod create;
+pub mod names;
 pub mod objects;
 pub mod progress;
 pub mod suite;
@@ -17,10 +19,7 @@ use std::{
 
 use std::sync::Arc;
 
-use kube::{
-    Client,
-    api::{DeleteParams, Patch, PatchParams},
-};
+use kube::{Client, api::DeleteParams};
 use serde::Serialize;
 use unstuck_core::doctor::FindingKind;
 use unstuck_core::scenario::{
@@ -29,6 +28,7 @@ use unstuck_core::scenario::{
 
 use self::{
     conditions::{CheckContext, check, get},
+    names::Names,
     objects::{NamespaceMap, api_for, read_manifests, resolve},
 };
 use crate::{
@@ -180,12 +180,13 @@ pub async fn run_scenario_until(
     mut cancel: tokio::sync::watch::Receiver<bool>,
 ) -> ScenarioReport {
     let started = Instant::now();
-    let ns = NamespaceMap::new(scenario.namespace_names(), &run_id());
+    let names = Names::for_scenario(scenario, &ctx.fixtures_dir, &run_id());
+    let ns = names.namespaces().clone();
     let _ = std::fs::create_dir_all(&ctx.out_dir);
     let mut run = ScenarioRun {
         ctx,
         scenario,
-        ns: ns.clone(),
+        names,
         created: Vec::new(),
         report: ScenarioReport::start(scenario, ns, ctx.out_dir.clone(), Outcome::Passed),
         doctor_started: None,
@@ -231,7 +232,7 @@ pub async fn run_scenario_until(
             }
         }
     }
-    run.report.cleanup = cleanup::cleanup(&ctx.client, &run.ns, &run.created).await;
+    run.report.cleanup = cleanup::cleanup(&ctx.client, &run.created).await;
     run.report.cleanup.reverted = reverted;
     progress::clear(scenario.name.as_str());
     run.controllers.clear();
@@ -242,13 +243,15 @@ pub async fn run_scenario_until(
     run.report
 }
 
-/// An object the scenario created, for cleanup.
+/// An object this run created, for cleanup: cleanup acts on it only
+/// while the object of that name still has this UID.
 #[derive(Clone, Debug)]
 pub struct Created {
     pub api_version: String,
     pub kind: String,
     pub namespace: Option<String>,
     pub name: String,
+    pub uid: String,
 }
 
 impl std::fmt::Display for Created {
@@ -264,7 +267,7 @@ impl std::fmt::Display for Created {
 struct ScenarioRun<'a> {
     ctx: &'a RunContext,
     scenario: &'a Scenario,
-    ns: NamespaceMap,
+    names: Names,
     created: Vec<Created>,
     report: ScenarioReport,
     doctor_started: Option<Instant>,
@@ -331,7 +334,11 @@ impl ScenarioRun<'_> {
             .filter_map(|f| read_manifests(&self.ctx.fixtures_dir.join(f)).ok())
             .flatten()
             .filter(|d| d["kind"] == "Namespace")
-            .filter_map(|d| d["metadata"]["name"].as_str().map(|n| self.ns.real(n)))
+            .filter_map(|d| {
+                d["metadata"]["name"]
+                    .as_str()
+                    .map(|n| self.names.namespace(n))
+            })
             .collect()
     }
 
@@ -339,22 +346,17 @@ impl ScenarioRun<'_> {
         let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
             kube::Api::all(self.ctx.client.clone());
         let from_fixtures = self.namespaces_from_fixtures();
-        for real in self.ns.real_names() {
+        for real in self.names.namespaces().real_names() {
             if from_fixtures.contains(&real) {
-                // Created by its apply step; still cleaned up at the end.
-                self.created.push(Created {
-                    api_version: "v1".into(),
-                    kind: "Namespace".into(),
-                    namespace: None,
-                    name: real,
-                });
+                // Created (and recorded) by its apply step.
                 continue;
             }
             let obj: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": real, "labels": {"unstuck.dev/scenario": self.scenario.name.as_str()}}
             }))
             .expect("static namespace");
-            api.create(&Default::default(), &obj)
+            let made = api
+                .create(&Default::default(), &obj)
                 .await
                 .map_err(|e| format!("creating namespace {real}: {e}"))?;
             self.created.push(Created {
@@ -362,6 +364,7 @@ impl ScenarioRun<'_> {
                 kind: "Namespace".into(),
                 namespace: None,
                 name: real,
+                uid: made.metadata.uid.unwrap_or_default(),
             });
         }
         Ok(())
@@ -375,14 +378,13 @@ impl ScenarioRun<'_> {
             }
             Step::Delete(d) => {
                 let r = &d.object;
-                let api_version = r.api_version().ok_or("no apiVersion")?;
-                let (ar, caps) = resolve(&self.ctx.client, api_version, &r.kind).await?;
-                let ns = r.namespace.as_ref().map(|n| self.ns.real(n));
-                let name = if r.kind.as_str() == "Namespace" {
-                    self.ns.real(&r.name)
-                } else {
-                    r.name.to_string()
-                };
+                let api_version = self
+                    .names
+                    .api_version(r.api_version().ok_or("no apiVersion")?);
+                let (ar, caps) = resolve(&self.ctx.client, &api_version, &r.kind).await?;
+                let ns = r.namespace.as_ref().map(|n| self.names.namespace(n));
+                let namespaced = matches!(caps.scope, kube::discovery::Scope::Namespaced);
+                let name = self.names.object(&r.kind, &r.name, namespaced);
                 let api = api_for(&self.ctx.client, &ar, &caps, ns.as_deref());
                 let dp = DeleteParams {
                     propagation_policy: d.propagation_policy.map(|p| match p {
@@ -410,7 +412,7 @@ impl ScenarioRun<'_> {
                     format!("fault '{}' needs node access; this cluster provider gives none (use the local provider)", f.kind())
                 })?;
                 let pod = f.pod();
-                let ns = self.ns.real(&pod.namespace);
+                let ns = self.names.namespace(&pod.namespace);
                 let injected = match f {
                     Fault::BusyMount(_) => {
                         busy_mount::inject(
@@ -439,17 +441,17 @@ impl ScenarioRun<'_> {
             Step::Expect(e) => self.expect(e).await,
             Step::Doctor(d) => self.doctor(d).await,
             Step::Controller(c) => {
-                let ns = self.ns.real(&c.namespace);
+                let ns = self.names.namespace(&c.namespace);
+                let finalizer = self.names.text(&c.finalizer);
                 self.controllers.push(controller::start(
                     self.ctx.client.clone(),
                     ns.clone(),
-                    c.finalizer.to_string(),
+                    finalizer.clone(),
                     c.finish_after.as_std(),
                 ));
                 Ok(vec![format!(
-                    "live controller for {} running in {ns}, holding Lease {ns}/{}",
-                    *c.finalizer,
-                    c.finalizer.split('/').next().unwrap_or_default()
+                    "live controller for {finalizer} running in {ns}, holding Lease {ns}/{}",
+                    finalizer.split('/').next().unwrap_or_default()
                 )])
             }
         }
@@ -459,6 +461,8 @@ impl ScenarioRun<'_> {
         let path = self.ctx.fixtures_dir.join(file);
         let mut evidence = Vec::new();
         for mut doc in read_manifests(&path)? {
+            let logical = doc["metadata"]["name"].as_str().map(str::to_string);
+            self.names.document(&mut doc);
             let api_version = doc["apiVersion"]
                 .as_str()
                 .ok_or_else(|| format!("{}: a document has no apiVersion", path.display()))?
@@ -467,60 +471,55 @@ impl ScenarioRun<'_> {
                 .as_str()
                 .ok_or_else(|| format!("{}: a document has no kind", path.display()))?
                 .to_string();
-            let name = doc["metadata"]["name"]
-                .as_str()
-                .ok_or_else(|| format!("{}: a {kind} has no metadata.name", path.display()))?
-                .to_string();
-            // A Namespace in a fixture is one of the scenario's logical namespaces.
-            let name = if kind == "Namespace" {
-                let real = self.ns.real(&name);
-                doc["metadata"]["name"] = serde_json::Value::String(real.clone());
-                real
-            } else {
-                name
-            };
+            let logical = logical
+                .ok_or_else(|| format!("{}: a {kind} has no metadata.name", path.display()))?;
             let (ar, caps) = resolve(&self.ctx.client, &api_version, &kind).await?;
             let real_ns = match (&caps.scope, namespace) {
-                (kube::discovery::Scope::Namespaced, Some(ns)) => Some(self.ns.real(ns)),
+                (kube::discovery::Scope::Namespaced, Some(ns)) => Some(self.names.namespace(ns)),
                 (kube::discovery::Scope::Namespaced, None) => {
                     return Err(format!(
-                        "{}: {kind} {name} is namespaced; give the apply step a `namespace:`",
+                        "{}: {kind} {logical} is namespaced; give the apply step a `namespace:`",
                         path.display()
                     ));
                 }
                 (kube::discovery::Scope::Cluster, _) => None,
             };
+            let name = self.names.object(&kind, &logical, real_ns.is_some());
+            doc["metadata"]["name"] = serde_json::Value::String(name.clone());
             if let Some(ns) = &real_ns {
                 doc["metadata"]["namespace"] = serde_json::Value::String(ns.clone());
             }
             let api = api_for(&self.ctx.client, &ar, &caps, real_ns.as_deref());
-            let pp = PatchParams::apply("unstuck").force();
-            // Just after a CRD is created its kind may 404 for a moment.
-            wait::until(
-                format!("apply of {kind} {name}"),
-                Duration::from_secs(30),
-                Duration::from_millis(500),
-                || {
-                    let (api, doc, pp, name) = (api.clone(), doc.clone(), pp.clone(), name.clone());
-                    async move {
-                        match api.patch(&name, &pp, &Patch::Apply(&doc)).await {
-                            Ok(_) => Poll::Ready(()),
-                            Err(e) => Poll::Pending(e.to_string()),
-                        }
-                    }
-                },
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            self.created.push(Created {
-                api_version: api_version.clone(),
-                kind: kind.clone(),
-                namespace: real_ns.clone(),
-                name: name.clone(),
-            });
+            let label = format!(
+                "{kind} {}{name}",
+                real_ns
+                    .as_deref()
+                    .map(|n| format!("{n}/"))
+                    .unwrap_or_default()
+            );
+            let ours = self
+                .created
+                .iter()
+                .find(|c| c.kind == kind && c.namespace == real_ns && c.name == name)
+                .map(|c| c.uid.clone());
+            let made =
+                create::create_or_replace_ours(&api, &doc, &name, &label, ours.as_deref()).await?;
+            if ours.is_none() {
+                self.created.push(Created {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                    namespace: real_ns.clone(),
+                    name: name.clone(),
+                    uid: made.uid,
+                });
+            }
             evidence.push(format!(
-                "applied {kind} {}{name}",
-                real_ns.map(|n| format!("{n}/")).unwrap_or_default()
+                "{} {label}",
+                if made.replaced {
+                    "replaced this run's"
+                } else {
+                    "created"
+                }
             ));
         }
         Ok(evidence)
@@ -529,7 +528,7 @@ impl ScenarioRun<'_> {
     async fn expect(&mut self, e: &Expect) -> Result<Vec<String>, String> {
         let ctx = CheckContext {
             client: &self.ctx.client,
-            namespaces: &self.ns,
+            names: &self.names,
             kubelet_log: self.ctx.kubelet_log.as_deref(),
         };
         let conds: &Vec<Condition> = &e.that;
@@ -596,7 +595,7 @@ impl ScenarioRun<'_> {
         // content) age from their own deletion: take the latest one in the
         // scenario's namespaces into account too, within a bound.
         if let Ok((snapshot, _)) = doctor::collect(&self.ctx.client).await {
-            let ours = self.ns.real_names();
+            let ours = self.names.namespaces().real_names();
             let latest = snapshot
                 .terminating
                 .iter()
@@ -620,7 +619,10 @@ impl ScenarioRun<'_> {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
                 stuck_after: STUCK_AFTER,
             },
-            scope: Scope::Namespaces(self.ns.real_names()),
+            scope: Scope::Run {
+                namespaces: self.names.namespaces().real_names(),
+                created_uids: self.created.iter().map(|c| c.uid.clone()).collect(),
+            },
             apply: d.apply,
             allow_webhook_changes: d.allow_webhook_changes,
             backup_dir: self.ctx.out_dir.join("backups"),
@@ -749,7 +751,7 @@ impl ScenarioRun<'_> {
             Ok(s) => s,
             Err(e) => return (found, vec![format!("listing stuck pods: {e}")]),
         };
-        let ours = self.ns.real_names();
+        let ours = self.names.namespaces().real_names();
         for pod in stuck.into_iter().filter(|p| ours.contains(&p.namespace)) {
             let opts = HealOptions {
                 apply,
