@@ -59,10 +59,16 @@ struct RunArgs {
     /// Run against an existing cluster instead of a throwaway local one.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Confirms that scenarios may create, break and repair objects on the
-    /// --kubeconfig cluster (one unstuck did not create).
+    /// Lets scenarios create, break and repair objects on a --kubeconfig
+    /// cluster unstuck did not create; the value must be that
+    /// kubeconfig's current context, exactly.
+    #[arg(long, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "")]
+    allow_existing_cluster: Option<String>,
+    /// Leave out the scenarios that inject node faults (they need the
+    /// local provider's node access; on a --kubeconfig cluster they are
+    /// refused otherwise).
     #[arg(long)]
-    allow_existing_cluster: bool,
+    without_node_scenarios: bool,
     /// Kubernetes version of the local cluster.
     #[arg(long, env = "UNSTUCK_K8S_VERSION", default_value = unstuck::components::DEFAULT_K8S_VERSION)]
     k8s_version: String,
@@ -200,20 +206,35 @@ fn load_scenarios(
 
 async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
     use unstuck::runner::suite::{SuiteOptions, run_suite};
-    if let Some(kubeconfig) = &args.kubeconfig
-        && !args.allow_existing_cluster
-    {
-        anyhow::bail!(
-            "{} names a cluster unstuck did not create; scenarios create, break and repair objects there.\n  \
-             If that is what you want, add --allow-existing-cluster",
-            kubeconfig.display()
-        );
-    }
+    // Before anything else: which cluster, and may it be changed.
+    let existing = match &args.kubeconfig {
+        Some(path) => Some(guard_existing(path, args.allow_existing_cluster.as_deref()).await?),
+        None => None,
+    };
     let mut scenarios = load_scenarios(&args.scenarios, &args.fixtures)?;
     if let Some(f) = &args.filter {
         scenarios.retain(|s| s.name.contains(f.as_str()));
         if scenarios.is_empty() {
             anyhow::bail!("no scenario name contains '{f}'; `unstuck scenarios` lists them");
+        }
+    }
+    if args.without_node_scenarios {
+        scenarios.retain(|s| !s.needs_node());
+        if scenarios.is_empty() {
+            anyhow::bail!("--without-node-scenarios left no scenario to run");
+        }
+    } else if existing.is_some() {
+        let node: Vec<&str> = scenarios
+            .iter()
+            .filter(|s| s.needs_node())
+            .map(|s| s.name.as_str())
+            .collect();
+        if !node.is_empty() {
+            anyhow::bail!(
+                "these scenarios inject node faults and need the local provider's node access, which a --kubeconfig cluster does not give: {}\n  \
+                 Leave them out with --without-node-scenarios (or pick others with --filter)",
+                node.join(", ")
+            );
         }
     }
     let stamp = k8s_openapi::jiff::Timestamp::now()
@@ -233,8 +254,8 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
         std::process::exit(130);
     });
 
-    let (report, cluster) = if let Some(kubeconfig) = &args.kubeconfig {
-        let client = local::client_for(kubeconfig).await?;
+    let (report, cluster) = if let Some((client, target)) = existing {
+        eprintln!("[unstuck] running on {target}");
         let version = client
             .apiserver_version()
             .await
@@ -247,7 +268,7 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
             kubelet_log: None,
             node: None,
             parallelism: args.parallel,
-            cluster: kubeconfig.display().to_string(),
+            cluster: format!("context '{}' ({})", target.context, target.server),
             k8s_version: version,
         };
         (run_suite(&opts, scenarios, cancel_rx).await, None)
@@ -307,6 +328,37 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Connects to a --kubeconfig cluster, says which it is, and refuses it
+/// unless unstuck made it or `allowed` names its context.
+async fn guard_existing(
+    path: &std::path::Path,
+    allowed: Option<&str>,
+) -> Result<(kube::Client, unstuck::cluster::identity::Target)> {
+    use unstuck::cluster::identity;
+    let unknown = |e: &dyn std::fmt::Display| {
+        anyhow::anyhow!(
+            "cannot tell which cluster {} names: {e}\n  \
+             `unstuck run` changes a cluster unstuck did not create only with --allow-existing-cluster=<its context>",
+            path.display()
+        )
+    };
+    let (context, server) = identity::kubeconfig_context(path).map_err(|e| unknown(&e))?;
+    let client = local::client_for(path).await.map_err(|e| unknown(&e))?;
+    let (target, marked) = identity::identify(&client, context, server)
+        .await
+        .map_err(|e| unknown(&e))?;
+    eprintln!(
+        "[unstuck] target: {target}{}",
+        if marked {
+            " (a cluster unstuck created)"
+        } else {
+            " (not created by unstuck)"
+        }
+    );
+    identity::guard(&target, marked, allowed)?;
+    Ok((client, target))
 }
 
 async fn doctor(args: DoctorArgs) -> Result<ExitCode> {

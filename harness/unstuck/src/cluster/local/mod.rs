@@ -408,6 +408,23 @@ impl Starting {
             },
         )
         .await?;
+        // The mark that lets `unstuck run` know this cluster is its own.
+        let c = client.clone();
+        self.wait_for(
+            "the marker kube-system/unstuck-cluster",
+            remaining(),
+            "kube-apiserver",
+            || {
+                let c = c.clone();
+                async move {
+                    match crate::cluster::identity::mark(&c).await {
+                        Ok(()) => Poll::Ready(()),
+                        Err(e) => Poll::Pending(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await?;
         let total = started.elapsed();
         Ok((
             client,
