@@ -11,7 +11,10 @@
 //!   holds a Lease and would finish that finalizer;
 //! - namespaces and objects named as the scenarios name theirs: the
 //!   PersistentVolume `unstuck-pvc-protection`, the webhook configuration
-//!   `policy-guard`, ConfigMaps `app/mymap` and `app/slow-cleanup`.
+//!   `policy-guard`, ConfigMaps `app/mymap` and `app/slow-cleanup`;
+//! - a ClusterRole stuck Terminating on a finalizer with no live owner,
+//!   which the scenarios' doctor steps must leave alone (cluster-scoped
+//!   and not the run's).
 //!
 //! The guard must refuse the cluster without the opt-in and with a wrong
 //! context; with `--allow-existing-cluster=<context>` the whole API-level
@@ -263,6 +266,12 @@ fn production(ip: Ipv4Addr, port: u16) -> Vec<serde_json::Value> {
                "spec": {"capacity": {"storage": "1Mi"}, "accessModes": ["ReadWriteOnce"],
                         "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "production",
                         "hostPath": {"path": "/tmp", "type": "Directory"}}}),
+        // Stuck in production (deleted below): its finalizer has no live
+        // owner, so a doctor on the whole cluster would strip it. The
+        // runner's doctor must not: the run did not create it.
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "prod-audit-reader", "finalizers": ["audit.example.com/retain"]},
+               "rules": []}),
         // Matches nothing the suite does, and fails open.
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                "metadata": {"name": "policy-guard"},
@@ -475,7 +484,46 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
         }
     })
     .await;
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    roles
+        .delete("prod-audit-reader", &Default::default())
+        .await
+        .expect("deleting the stuck production ClusterRole");
+    wait_until("the production ClusterRole Terminating", || async {
+        let r = roles
+            .get("prod-audit-reader")
+            .await
+            .map_err(|e| e.to_string())?;
+        r.metadata
+            .deletion_timestamp
+            .map(|_| ())
+            .ok_or_else(|| "no deletionTimestamp yet".to_string())
+    })
+    .await;
     let before = snapshot(&client, &docs).await;
+
+    // The control: a doctor on the whole cluster does call the production
+    // ClusterRole's finalizer orphaned (dry run: it changes nothing).
+    wait_until(
+        "a whole-cluster doctor to see the stuck ClusterRole",
+        || async {
+            let o = tokio::process::Command::new(env!("CARGO_BIN_EXE_unstuck"))
+                .arg("doctor")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--stuck-after", "1s"])
+                .output()
+                .await
+                .map_err(|e| e.to_string())?;
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            if stdout.contains("prod-audit-reader") && stdout.contains("OrphanFinalizer") {
+                Ok(())
+            } else {
+                Err(format!("doctor said:\n{stdout}"))
+            }
+        },
+    )
+    .await;
 
     // The guard: no opt-in, a wrong context, the flag without a context.
     let err = refused(&mut unstuck_run(
@@ -538,6 +586,8 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
         "the suite failed on the existing cluster"
     );
 
+    create_never_overwrites(&client, &out).await;
+
     // Production is untouched, byte for byte.
     wait_until("v1beta1.metrics.k8s.io still Available", || {
         apiservice_available(&client)
@@ -580,7 +630,8 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
         .items
         .into_iter()
         .filter_map(|a| a.metadata.name)
-        .filter(|n| n.contains("metrics-") || n.contains("kiali"))
+        // The run's marked groups; `v1alpha1.kiali.io` is production's.
+        .filter(|n| n.contains(".metrics-") || n.contains(".kiali-"))
         .collect();
     assert!(left.is_empty(), "APIServices of the run left: {left:?}");
     let pv_names: Vec<String> = pvs
@@ -604,4 +655,84 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The apply step's rules, against production's own `app/mymap`: a taken
+/// name is an error naming the object, a "replace" of an object whose UID
+/// is not the run's is refused; and a scenario may apply its own object
+/// again (releasing a finalizer that way).
+async fn create_never_overwrites(client: &Client, out: &Path) {
+    use unstuck::runner::{Outcome, RunContext, create::create_or_replace_ours, run_scenario};
+    let cms: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "app",
+        &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    );
+    let doc = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "mymap", "namespace": "app"}, "data": {"owner": "a scenario"}});
+    let err = create_or_replace_ours(&cms, &doc, "mymap", "ConfigMap app/mymap", None)
+        .await
+        .err()
+        .expect("a taken name is refused");
+    assert!(err.contains("ConfigMap app/mymap already exists"), "{err}");
+    let err = create_or_replace_ours(
+        &cms,
+        &doc,
+        "mymap",
+        "ConfigMap app/mymap",
+        Some("not-its-uid"),
+    )
+    .await
+    .err()
+    .expect("another object's UID is refused");
+    assert!(
+        err.contains("is no longer the object this run created"),
+        "{err}"
+    );
+
+    let fixtures = out.join("fixtures");
+    std::fs::create_dir_all(&fixtures).unwrap();
+    std::fs::write(
+        fixtures.join("held.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mymap\n  finalizers: [example.com/hold]\ndata: {k: v}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        fixtures.join("released.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mymap\ndata: {k: v}\n",
+    )
+    .unwrap();
+    let scenario = unstuck_core::scenario::load_str(
+        "name: reapply-own
+description: a scenario releases its own object's finalizer by applying it again
+namespaces: [app]
+timeout: 3m
+steps:
+  - apply: {file: held.yaml, namespace: app}
+  - delete: {kind: ConfigMap, name: mymap, namespace: app}
+  - expect: {phase: symptom, timeout: 60s, that: [{terminating: {kind: ConfigMap, name: mymap, namespace: app}}]}
+  - apply: {file: released.yaml, namespace: app}
+  - expect: {phase: recovered, timeout: 60s, that: [{gone: {kind: ConfigMap, name: mymap, namespace: app}}]}
+",
+        Path::new("reapply-own.yaml"),
+    )
+    .expect("scenario loads");
+    let ctx = RunContext {
+        client: client.clone(),
+        fixtures_dir: fixtures,
+        out_dir: out.join("reapply-own"),
+        kubelet_log: None,
+        node: None,
+    };
+    let report = run_scenario(&ctx, &scenario).await;
+    assert_eq!(report.outcome, Outcome::Passed, "{:#?}", report.steps);
+    assert!(
+        report.steps[3]
+            .evidence
+            .iter()
+            .any(|e| e.contains("replaced this run's ConfigMap")),
+        "{:?}",
+        report.steps[3].evidence
+    );
+    assert!(report.cleanup.is_clean(), "{:?}", report.cleanup);
 }

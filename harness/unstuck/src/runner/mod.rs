@@ -6,7 +6,7 @@
 mod cleanup;
 pub mod conditions;
 mod controller;
-mod create;
+pub mod create;
 pub mod names;
 pub mod objects;
 pub mod progress;
