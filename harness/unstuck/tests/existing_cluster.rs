@@ -712,7 +712,7 @@ steps:
   - delete: {kind: ConfigMap, name: mymap, namespace: app}
   - expect: {phase: symptom, timeout: 60s, that: [{terminating: {kind: ConfigMap, name: mymap, namespace: app}}]}
   - apply: {file: released.yaml, namespace: app}
-  - expect: {phase: recovered, timeout: 60s, that: [{gone: {kind: ConfigMap, name: mymap, namespace: app}}]}
+  - expect: {phase: symptom, timeout: 60s, that: [{gone: {kind: ConfigMap, name: mymap, namespace: app}}]}
 ",
         Path::new("reapply-own.yaml"),
     )
