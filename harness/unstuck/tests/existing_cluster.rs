@@ -1,6 +1,6 @@
 //! `unstuck run` on a cluster it did not create leaves that cluster's own
-//! objects alone. A local cluster (its unstuck marker removed, so it
-//! counts as someone else's) gets "production" objects that share names
+//! objects alone. A local cluster (its unstuck marker given another
+//! cluster's kube-system UID, so it counts as someone else's) gets "production" objects that share names
 //! with what the scenarios create:
 //! - the APIService `v1beta1.metrics.k8s.io`, Available=True, served by a
 //!   live HTTPS backend in this test process (Service + Endpoints on the
@@ -456,13 +456,30 @@ async fn the_suite_leaves_an_existing_clusters_objects_byte_identical() {
 }
 
 async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: PathBuf) {
-    // Someone else's cluster: no unstuck marker.
-    let (context, _) = identity::kubeconfig_context(&kubeconfig).expect("kubeconfig");
+    // `cluster up` marked the cluster as unstuck's own.
+    let (context, server) = identity::kubeconfig_context(&kubeconfig).expect("kubeconfig");
+    let (target, marked) = identity::identify(&client, context.clone(), server.clone())
+        .await
+        .expect("identify");
+    assert!(
+        marked,
+        "no valid marker on a cluster unstuck brought up: {target}"
+    );
+    // Someone else's cluster: its marker, copied from another cluster,
+    // names a kube-system UID this one does not have.
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), identity::MARKER_NAMESPACE);
-    cms.delete(identity::MARKER_NAME, &Default::default())
+    cms.patch(
+        identity::MARKER_NAME,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {identity::UID_KEY: "6f0c1a52-0000-4000-8000-000000000000"}})),
+    )
+    .await
+    .expect("giving the marker another cluster's UID");
+    let (_, marked) = identity::identify(&client, context.clone(), server)
         .await
-        .expect("removing the marker");
+        .expect("identify");
+    assert!(!marked, "a marker with another cluster's UID counted");
 
     let port = start_backend(node_ip).await;
     let docs = production(node_ip, port);
