@@ -386,7 +386,24 @@ impl ScenarioRun<'_> {
                 let namespaced = matches!(caps.scope, kube::discovery::Scope::Namespaced);
                 let name = self.names.object(&r.kind, &r.name, namespaced);
                 let api = api_for(&self.ctx.client, &ar, &caps, ns.as_deref());
+                // The object this run created, by UID; outside the run's
+                // namespaces nothing else may be deleted.
+                let uid = self
+                    .created
+                    .iter()
+                    .find(|c| c.kind == *r.kind && c.namespace == ns && c.name == name)
+                    .map(|c| c.uid.clone());
+                if !namespaced && uid.is_none() {
+                    return Err(format!(
+                        "{} {name} is not an object this run created; a scenario deletes only its own cluster-scoped objects",
+                        *r.kind
+                    ));
+                }
                 let dp = DeleteParams {
+                    preconditions: uid.map(|uid| kube::api::Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
                     propagation_policy: d.propagation_policy.map(|p| match p {
                         PropagationPolicy::Foreground => kube::api::PropagationPolicy::Foreground,
                         PropagationPolicy::Background => kube::api::PropagationPolicy::Background,
