@@ -541,15 +541,15 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
                 task.command,
                 wait.describe()
             );
-            if *wait == KernelWait::FrozenFilesystem {
-                if let Some(m) = &task.mount {
-                    line.push_str(&format!(
+            if *wait == KernelWait::FrozenFilesystem
+                && let Some(m) = &task.mount
+            {
+                line.push_str(&format!(
                         " ({} {} mounted at {} in the container is frozen; it goes on once whoever froze it thaws it, e.g. `fsfreeze --unfreeze` on its mount point)",
                         m.fs_type,
                         m.source,
                         m.mount_point.display()
                     ));
-                }
             }
             why.push(line);
         }
