@@ -255,36 +255,6 @@ pub fn remove_cgroup_tree(dir: &Path) -> std::io::Result<()> {
     fs::remove_dir(dir)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stat_with_parentheses_in_the_name_parses() {
-        let stat = "4242 (containerd-shim (x)) T 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 10 0 987654 0 0";
-        assert_eq!(parse_stat(stat), Some(('T', 987654)));
-    }
-
-    #[test]
-    fn mountinfo_lines_decode_escapes_and_skip_optional_fields() {
-        let text = "36 35 98:0 /mnt1 /mnt/with\\040space rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n\
-                    612 29 0:5 / /var/lib/unstuck/c/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/data/held rw shared:3 - tmpfs tmpfs rw\n";
-        let m = parse_mountinfo(text);
-        assert_eq!(m.len(), 2);
-        assert_eq!(m[0].mount_point, PathBuf::from("/mnt/with space"));
-        assert_eq!(m[0].fs_type, "ext3");
-        assert_eq!(m[0].source, "/dev/root");
-        assert_eq!(m[1].fs_type, "tmpfs");
-    }
-
-    #[test]
-    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
-        let me = process(std::process::id() as i32).expect("self in /proc");
-        assert!(is_alive(me.pid, me.start_time));
-        assert!(!is_alive(me.pid, me.start_time + 1));
-    }
-}
-
 /// Whether a process belongs to the pod with UID `pod_uid`: its cgroup
 /// path names the pod (`pod<uid>` with cgroupfs, `pod<uid_with_underscores>`
 /// in a systemd slice).
@@ -362,4 +332,34 @@ fn read_c_string(pid: i32, addr: u64) -> Option<String> {
         len += n;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_parentheses_in_the_name_parses() {
+        let stat = "4242 (containerd-shim (x)) T 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 10 0 987654 0 0";
+        assert_eq!(parse_stat(stat), Some(('T', 987654)));
+    }
+
+    #[test]
+    fn mountinfo_lines_decode_escapes_and_skip_optional_fields() {
+        let text = "36 35 98:0 /mnt1 /mnt/with\\040space rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n\
+                    612 29 0:5 / /var/lib/unstuck/c/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/data/held rw shared:3 - tmpfs tmpfs rw\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].mount_point, PathBuf::from("/mnt/with space"));
+        assert_eq!(m[0].fs_type, "ext3");
+        assert_eq!(m[0].source, "/dev/root");
+        assert_eq!(m[1].fs_type, "tmpfs");
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = process(std::process::id() as i32).expect("self in /proc");
+        assert!(is_alive(me.pid, me.start_time));
+        assert!(!is_alive(me.pid, me.start_time + 1));
+    }
 }
