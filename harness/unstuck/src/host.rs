@@ -255,6 +255,85 @@ pub fn remove_cgroup_tree(dir: &Path) -> std::io::Result<()> {
     fs::remove_dir(dir)
 }
 
+/// Whether a process belongs to the pod with UID `pod_uid`: its cgroup
+/// path names the pod (`pod<uid>` with cgroupfs, `pod<uid_with_underscores>`
+/// in a systemd slice).
+pub fn in_pod_cgroup(pid: i32, pod_uid: &str) -> bool {
+    if pod_uid.is_empty() {
+        return false;
+    }
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return false;
+    };
+    let systemd = pod_uid.replace('-', "_");
+    text.lines().any(|l| {
+        let path = l.splitn(3, ':').nth(2).unwrap_or_default();
+        path.contains(&format!("pod{pod_uid}")) || path.contains(&format!("pod{systemd}"))
+    })
+}
+
+/// What the kernel shows of one process: wait channel, stack, the system
+/// call it is blocked in, the file that call names and the mount holding
+/// it. Best effort: anything unreadable is left out, never an error.
+pub fn kernel_task(p: &Process) -> unstuck_core::doctor::node::KernelTask {
+    use unstuck_core::doctor::node::kernel::{
+        FileArg, mount_of, parse_stack, parse_syscall, syscall_info,
+    };
+    let pid = p.pid;
+    let read = |what: &str| fs::read_to_string(format!("/proc/{pid}/{what}")).ok();
+    let wchan = read("wchan").map(|w| w.trim().to_owned());
+    let stack = read("stack").map(|s| parse_stack(&s)).unwrap_or_default();
+    let syscall = read("syscall").map(|s| s.trim().to_owned());
+    let path = syscall.as_deref().and_then(parse_syscall).and_then(|call| {
+        match syscall_info(call.number)?.1? {
+            FileArg::Path(n) => read_c_string(pid, call.args[n]).map(PathBuf::from),
+            FileArg::Fd(n) => fs::read_link(format!("/proc/{pid}/fd/{}", call.args[n])).ok(),
+        }
+    });
+    let mount = path.as_ref().and_then(|path| {
+        let mounts = unstuck_core::doctor::node::parse_mountinfo(&read("mountinfo")?);
+        mount_of(&mounts, path).cloned()
+    });
+    unstuck_core::doctor::node::KernelTask {
+        pid,
+        start_time: p.start_time,
+        state: p.state,
+        command: p.command_line(),
+        wchan,
+        stack,
+        syscall,
+        path,
+        mount,
+    }
+}
+
+/// Reads a NUL-terminated string (at most 4 KiB, PATH_MAX) at `addr` in
+/// a process's memory. A blocked `openat` keeps its path only there.
+fn read_c_string(pid: i32, addr: u64) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    if addr == 0 {
+        return None;
+    }
+    let mem = fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    // Read page-sized pieces: the string may end right before an unmapped page.
+    while len < buf.len() {
+        let chunk = (4096 - ((addr as usize + len) % 4096)).min(buf.len() - len);
+        let n = mem
+            .read_at(&mut buf[len..len + chunk], addr + len as u64)
+            .ok()?;
+        if n == 0 {
+            break;
+        }
+        if let Some(end) = buf[len..len + n].iter().position(|&b| b == 0) {
+            return Some(String::from_utf8_lossy(&buf[..len + end]).into_owned());
+        }
+        len += n;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,9 @@
 //! - [`mounts`]: a mount table, and the part of it under one pod's
 //!   directory, classified as the kubelet's own volume mounts or strays.
 //! - [`runtime`]: `ctr` output and shim command lines.
+//! - [`kernel`]: the pod's processes as the kernel shows them: a process
+//!   in `D` that no kill can end (a frozen filesystem) is not a runtime
+//!   fault, and restarting the runtime does not help.
 //! - [`diagnose`](diagnose_pod): [`NodeFacts`] -> [`NodeFinding`].
 //! - [`plan`](plan_node): [`NodeFinding`] -> the remedy ladder
 //!   ([`NodeStep`]s): busy mount: release the holder, then a lazy unmount;
@@ -23,6 +26,7 @@
 //!   again; a force delete of the pod object always last, and loud.
 
 pub mod diagnose;
+pub mod kernel;
 pub mod klog;
 pub mod mounts;
 pub mod plan;
@@ -37,6 +41,7 @@ use serde::{Deserialize, Serialize};
 pub use diagnose::{
     BusyVolume, DiagnoseNodeOptions, NodeCause, NodeFinding, ProcessTarget, diagnose_pod,
 };
+pub use kernel::{KernelTask, KernelWait, kernel_stalls};
 pub use klog::{
     KlogLine, KubeletEvent, KubeletLogEntry, RuntimeCall, Severity, SyncFailure, SyncLoopOp,
     VolumeFailureKind, is_busy_error, klog_records, parse_kubelet_log, parse_sync_failures,
@@ -103,6 +108,11 @@ pub struct NodeFacts {
     /// (`kube-node-lease/<node>`); `None` when not collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_lease_renewed: Option<Timestamp>,
+    /// The pod's processes as the kernel shows them (state, wait channel,
+    /// blocked call and its file); empty in recordings made before this
+    /// was collected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<KernelTask>,
 }
 
 /// The runtime's view of one pod: its containers (sandbox included), their

@@ -280,6 +280,7 @@ pub async fn gather(
         .filter(|m| m.mount_point.starts_with(&dir))
         .collect();
     let holders = node.holders_of(&dir).await?;
+    let processes = node.pod_processes(&uid).await?;
     let kubelet_running = match node.kubelet_running().await {
         Ok(r) => Some(r),
         Err(e) => {
@@ -302,6 +303,7 @@ pub async fn gather(
         kubelet_running,
         node_ready,
         node_lease_renewed,
+        processes,
     }))
 }
 

@@ -8,7 +8,8 @@ use std::{
 };
 
 use super::{
-    ComponentRestart, ComponentStop, Holder, HolderUse, HolderUseKind, Node, NodeError, ProcRef,
+    ComponentRestart, ComponentStop, Holder, HolderUse, HolderUseKind, KernelTask, Node, NodeError,
+    ProcRef,
 };
 use crate::{
     cluster::local::{
@@ -383,6 +384,14 @@ impl Node for LocalNode {
 
     async fn processes(&self) -> Result<Vec<host::Process>, NodeError> {
         Ok(host::processes())
+    }
+
+    async fn pod_processes(&self, pod_uid: &str) -> Result<Vec<KernelTask>, NodeError> {
+        Ok(host::processes()
+            .iter()
+            .filter(|p| p.state != 'Z' && host::in_pod_cgroup(p.pid, pod_uid))
+            .map(host::kernel_task)
+            .collect())
     }
 
     /// Never lists the calling process itself: a remedy must not stop the doctor.

@@ -21,7 +21,9 @@ use crate::{
     exec::{Cmd, RunError},
     host,
 };
-pub use unstuck_core::doctor::node::{Holder, HolderUse, HolderUseKind, RuntimeFacts, ShimFact};
+pub use unstuck_core::doctor::node::{
+    Holder, HolderUse, HolderUseKind, KernelTask, RuntimeFacts, ShimFact,
+};
 
 /// A failed node operation, with what was being done and where.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +162,13 @@ pub trait Node: Send + Sync {
 
     /// Every process on the node.
     fn processes(&self) -> impl Future<Output = Result<Vec<host::Process>, NodeError>> + Send;
+
+    /// The processes of the pod with UID `pod_uid` (by their cgroup), as
+    /// the kernel shows them: state, wait channel, blocked call and file.
+    fn pod_processes(
+        &self,
+        pod_uid: &str,
+    ) -> impl Future<Output = Result<Vec<KernelTask>, NodeError>> + Send;
 
     /// Processes whose cwd, root or open file descriptors lie at or under
     /// `path`: what `fuser -m`/`lsof +D` would name.

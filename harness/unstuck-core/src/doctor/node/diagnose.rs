@@ -5,6 +5,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use super::kernel::{KernelTask, KernelWait, kernel_stalls};
 use super::klog::{KubeletEvent, RuntimeCall, VolumeFailureKind, is_busy_error, parse_kubelet_log};
 use super::mounts::{MountRole, PodMount, classify_pod_mounts, pod_dir};
 use super::runtime::{ShimFact, TaskFact};
@@ -42,6 +43,12 @@ pub enum NodeCause {
     /// their deadline (catalog case 5, seed 000). Listed first: volumes are
     /// only torn down once the containers are gone.
     WedgedRuntime,
+    /// A process of the pod is in uninterruptible sleep (`D`) inside a
+    /// kernel call that does not return (a write to a frozen filesystem,
+    /// an unanswered FUSE or NFS request): SIGKILL waits for it, so the
+    /// runtime cannot stop the container however healthy it is. No runtime
+    /// remedy helps; what the process waits for must be released.
+    KernelStall,
     /// A volume cannot be torn down: the kubelet's TearDown fails (EBUSY,
     /// target is busy), or something not the kubelet's is mounted or held
     /// under the pod's directory (catalog case 4, seeds 003 and 004).
@@ -144,6 +151,10 @@ pub struct NodeFinding {
     /// Whether the node's kubelet process runs, when the node could say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_running: Option<bool>,
+    /// Processes of the pod stuck in a kernel call, with what they wait
+    /// for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_stalls: Vec<(KernelTask, KernelWait)>,
 }
 
 impl NodeFinding {
@@ -151,7 +162,7 @@ impl NodeFinding {
     pub fn hint(&self) -> PodStuckHint {
         match self.causes.first() {
             Some(NodeCause::KubeletDown) => PodStuckHint::NodeLost,
-            Some(NodeCause::WedgedRuntime) => PodStuckHint::RuntimeKill,
+            Some(NodeCause::WedgedRuntime | NodeCause::KernelStall) => PodStuckHint::RuntimeKill,
             Some(NodeCause::BusyVolume) => PodStuckHint::VolumeTeardown,
             _ => PodStuckHint::Unknown,
         }
@@ -449,6 +460,16 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
     let shown = kill_failures.len().saturating_sub(6);
     evidence.extend(kill_failures.iter().skip(shown).cloned());
 
+    // What the kernel says about the pod's processes, read before any
+    // runtime remedy is considered.
+    let stalls: Vec<(KernelTask, KernelWait)> = kernel_stalls(&facts.processes)
+        .into_iter()
+        .map(|(t, w)| (t.clone(), w))
+        .collect();
+    for t in facts.processes.iter().filter(|t| t.is_uninterruptible()) {
+        evidence.push(format!("kernel: {}", t.describe()));
+    }
+
     // Causes.
     let mut causes = Vec::new();
     let kubelet_down =
@@ -457,10 +478,18 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         if kubelet_down {
             causes.push(NodeCause::KubeletDown);
         }
+        // A process the kernel holds in `D` explains a failing kill by
+        // itself; only a shim that is itself stopped still makes the
+        // runtime a cause beside it.
+        let kernel_stalled = !stalls.is_empty();
+        if kernel_stalled {
+            causes.push(NodeCause::KernelStall);
+        }
         let runtime_wedged = !wedged_shims.is_empty()
-            || !unknown.is_empty()
-            || (!kill_failures.is_empty()
-                && (!tasks.is_empty() || !facts.runtime.errors.is_empty()));
+            || (!kernel_stalled
+                && (!unknown.is_empty()
+                    || (!kill_failures.is_empty()
+                        && (!tasks.is_empty() || !facts.runtime.errors.is_empty()))));
         if runtime_wedged {
             causes.push(NodeCause::WedgedRuntime);
         }
@@ -503,6 +532,26 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
             } else {
                 "its node's kubelet stopped posting status (Ready=Unknown), so nothing confirms its deletion".to_owned()
             });
+        }
+        if causes.contains(&NodeCause::KernelStall) {
+            let (task, wait) = &stalls[0];
+            let mut line = format!(
+                "process {} ({}) waits in the kernel for {}, so no kill can end it",
+                task.pid,
+                task.command,
+                wait.describe()
+            );
+            if *wait == KernelWait::FrozenFilesystem
+                && let Some(m) = &task.mount
+            {
+                line.push_str(&format!(
+                        " ({} {} mounted at {} in the container is frozen; it goes on once whoever froze it thaws it, e.g. `fsfreeze --unfreeze` on its mount point)",
+                        m.fs_type,
+                        m.source,
+                        m.mount_point.display()
+                    ));
+            }
+            why.push(line);
         }
         if causes.contains(&NodeCause::WedgedRuntime) {
             why.push(if wedged_shims.iter().any(ShimFact::is_stopped) {
@@ -565,6 +614,7 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         kill_failures,
         next_kubelet_retry,
         kubelet_running: facts.kubelet_running,
+        kernel_stalls: stalls,
     }
 }
 

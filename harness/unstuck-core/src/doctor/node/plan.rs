@@ -17,6 +17,9 @@
 //!   when nothing is left to release, [`NodeRemedy::AwaitKubelet`]: its
 //!   retry backoff reaches 2m2s, so give it that long before anything
 //!   stronger;
+//! - kernel stall (a process of the pod in `D`, e.g. writing to a
+//!   frozen filesystem): no runtime rung at all, since no kill ends such
+//!   a process; the finding says what it waits for;
 //! - always last, and only when allowed: [`NodeRemedy::ForceDelete`],
 //!   which removes the object without the kubelet and leaves the node
 //!   dirty.
@@ -116,6 +119,11 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
         ));
     }
 
+    // A process in `D` ignores SIGKILL until its kernel call returns:
+    // restarting containerd (or killing a healthy shim) changes nothing
+    // for it, so the runtime rungs are left out; the only rung left is
+    // the loud, permission-only force delete.
+    let kernel_stall = f.causes.contains(&NodeCause::KernelStall);
     if f.causes.contains(&NodeCause::WedgedRuntime) {
         if !f.wedged_shims.is_empty() {
             let shims: Vec<ProcessTarget> =
@@ -129,10 +137,12 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
                 ),
             ));
         }
-        steps.push(step(
-            NodeRemedy::RestartRuntime,
-            "restarting containerd makes it reconnect to (or clean up after) every shim; seed 000's remedy".to_owned(),
-        ));
+        if !kernel_stall {
+            steps.push(step(
+                NodeRemedy::RestartRuntime,
+                "restarting containerd makes it reconnect to (or clean up after) every shim; seed 000's remedy".to_owned(),
+            ));
+        }
     }
 
     if f.causes.contains(&NodeCause::BusyVolume) {
