@@ -93,6 +93,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
         ));
     }
 
+    super::blind::downgrade_unproven(snapshot, &mut findings);
     findings.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
     findings
 }

@@ -17,6 +17,7 @@
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
 
 pub mod apiservice;
+pub mod blind;
 pub mod conditions;
 pub mod diagnose;
 pub mod finding;

@@ -92,6 +92,11 @@ pub struct Snapshot {
     /// reason alone ([`super::apiservice::backend`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_service_backends: Vec<ServiceLookup>,
+    /// (Added) Sources the collector could not read (`leases`, `events`,
+    /// ...: a 403 or a timeout). An absence there proves nothing
+    /// ([`super::blind`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 /// One object, seen through the metadata-only API (what a
