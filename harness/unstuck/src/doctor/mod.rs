@@ -6,6 +6,8 @@
 pub mod apply;
 pub mod collect;
 pub mod node;
+pub mod render;
+pub mod target;
 
 use std::{
     path::PathBuf,
@@ -20,7 +22,7 @@ use unstuck_core::doctor::{
 
 pub use self::{
     apply::{ApiCall, AppliedStep, StepOutcome},
-    collect::{CollectError, CollectStats, collect},
+    collect::{BlindSpot, CollectError, CollectScope, CollectStats, collect, collect_in},
 };
 
 /// Which objects the doctor may look at and act on.
@@ -30,11 +32,20 @@ pub enum Scope {
     #[default]
     Cluster,
     /// Findings about these namespaces, objects in them, and cluster-scoped
-    /// registrations (APIServices) that block them.
+    /// blockers (APIServices, webhooks) a Terminating namespace among them
+    /// names; nothing else cluster-scoped.
     Namespaces(Vec<String>),
 }
 
 impl Scope {
+    /// How far the collector needs to look for this scope.
+    pub fn collect_scope(&self) -> CollectScope {
+        match self {
+            Scope::Cluster => CollectScope::Cluster,
+            Scope::Namespaces(names) => CollectScope::Namespaces(names.clone()),
+        }
+    }
+
     fn admits(&self, f: &Finding) -> bool {
         let Scope::Namespaces(names) = self else {
             return true;
@@ -42,9 +53,10 @@ impl Scope {
         match (&f.subject.namespace, f.subject.kind.as_str(), &f.detail) {
             (Some(ns), _, _) => names.contains(ns),
             (None, "Namespace", _) => names.contains(&f.subject.name),
-            // A cluster-scoped blocker (a dead APIService or webhook) is in
-            // scope once it blocks one of the namespaces; before that, it
-            // could block any of them.
+            // A cluster-scoped blocker (an APIService, a webhook) is in
+            // scope only once a Terminating namespace among those named
+            // names it in its condition: `-n` must never reach a cluster-wide
+            // object that blocks nothing the user asked about.
             (
                 None,
                 _,
@@ -54,10 +66,8 @@ impl Scope {
                 | FindingDetail::Webhook {
                     blocks_namespaces, ..
                 },
-            ) => {
-                blocks_namespaces.is_empty() || blocks_namespaces.iter().any(|b| names.contains(b))
-            }
-            (None, _, _) => true,
+            ) => blocks_namespaces.iter().any(|b| names.contains(b)),
+            (None, _, _) => false,
         }
     }
 }
@@ -223,7 +233,7 @@ pub async fn run_from(
     for _ in 0..opts.max_rounds.max(1) {
         let (snapshot, stats) = match first.take() {
             Some(s) => s,
-            None => collect(client).await?,
+            None => collect_in(client, &opts.scope.collect_scope()).await?,
         };
         let findings = findings_in(&snapshot, opts);
         let plan = plan(&findings, &snapshot);
