@@ -131,7 +131,10 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         .is_some_and(|r| r.plan.mutating_steps().next().is_some())
         || looked_nodes.iter().any(|n| !n.plan.is_empty());
     if !args.apply || !would_change {
-        let view = View::new(target, &looked, &looked_nodes);
+        let mut view = View::new(target, &looked, &looked_nodes);
+        if args.apply && !view.findings.is_empty() {
+            view.outcome = "nothing to apply: no step of the plan changes the cluster".into();
+        }
         print!("{}", view.render(format));
         let found = !looked.initial_findings().is_empty() || !looked_nodes.is_empty();
         return Ok(ExitCode::from(if args.fail_on_findings && found {
