@@ -271,3 +271,63 @@ pub async fn run_from(
         duration: start.elapsed(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use unstuck_core::doctor::ObjectRef;
+
+    use super::*;
+
+    fn api_service(blocks: &[&str]) -> Finding {
+        Finding {
+            kind: FindingKind::DeadApiService,
+            subject: ObjectRef {
+                api_version: "apiregistration.k8s.io/v1".into(),
+                kind: "APIService".into(),
+                namespace: None,
+                name: "v1beta1.metrics.k8s.io".into(),
+                uid: None,
+            },
+            summary: String::new(),
+            evidence: Vec::new(),
+            detail: FindingDetail::ApiService {
+                reason: "ServiceNotFound".into(),
+                message: String::new(),
+                status: "False".into(),
+                service: "monitoring/adapter".into(),
+                group_version: "metrics.k8s.io/v1beta1".into(),
+                resource_version: None,
+                blocks_namespaces: blocks.iter().map(|s| s.to_string()).collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn namespaces_admit_a_cluster_scoped_blocker_only_when_a_named_namespace_names_it() {
+        let scope = Scope::Namespaces(vec!["app".into()]);
+        assert!(!scope.admits(&api_service(&[])), "blocks nothing named");
+        assert!(!scope.admits(&api_service(&["other"])));
+        assert!(scope.admits(&api_service(&["other", "app"])));
+        assert!(Scope::Cluster.admits(&api_service(&[])));
+        let mut crd = api_service(&[]);
+        crd.subject.kind = "CustomResourceDefinition".into();
+        crd.kind = FindingKind::OrphanFinalizer;
+        crd.detail = FindingDetail::OrphanFinalizer(Default::default());
+        assert!(!scope.admits(&crd), "other cluster-scoped objects are out");
+    }
+
+    /// The collector's reads run together; unboxed, their joined future
+    /// once outgrew a tokio worker's stack in debug builds.
+    #[tokio::test]
+    async fn the_collect_future_stays_small() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let scope = CollectScope::Cluster;
+        let outer = collect_in(&client, &scope);
+        assert!(
+            std::mem::size_of_val(&outer) <= 1024,
+            "{}",
+            std::mem::size_of_val(&outer)
+        );
+    }
+}
