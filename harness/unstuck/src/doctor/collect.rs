@@ -218,9 +218,25 @@ async fn list_kept(
         namespace_content: Vec::new(),
     };
     let mut lp = ListParams::default().limit(PAGE);
+    let mut restarted = false;
     let r = loop {
         let page = match api.list_metadata(&lp).await {
             Ok(p) => p,
+            // A continue token expires (410 Gone) when the list outlives
+            // etcd's compaction: start this type over once, from a fresh
+            // snapshot, rather than keep half of two.
+            Err(kube::Error::Api(s))
+                if s.code == 410 && lp.continue_token.is_some() && !restarted =>
+            {
+                restarted = true;
+                lp = ListParams::default().limit(PAGE);
+                kept = Kept {
+                    seen: 0,
+                    terminating: Vec::new(),
+                    namespace_content: Vec::new(),
+                };
+                continue;
+            }
             Err(e) => break Err(e),
         };
         kept.seen += page.items.len();
