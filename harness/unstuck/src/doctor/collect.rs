@@ -2,13 +2,18 @@
 //! person's kubectl would, only faster: discovery of every group/version in
 //! parallel, then metadata-only LISTs of every listable type in parallel.
 //! A group/version that cannot be discovered or listed is recorded in the
-//! snapshot (partial discovery is data, not an abort).
+//! snapshot (partial discovery is data, not an abort); a list refused or
+//! timed out is also a blind spot the report names first. Lists are paged
+//! ([`super::pages`]); with a namespace scope, namespaced types are listed
+//! only in those namespaces.
 
 use std::{
     collections::BTreeSet,
     time::{Duration, Instant},
 };
 
+pub use super::pages::PAGE;
+use super::pages::{Kept, is_blind, keep, list_all, list_kept};
 use futures::{StreamExt, stream};
 use k8s_openapi::{
     api::{
@@ -120,10 +125,6 @@ pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
     Ok(out)
 }
 
-/// Objects per LIST page: a cluster of 100k objects is read in pages so
-/// that only what diagnosis needs is kept between them.
-pub const PAGE: u32 = 500;
-
 /// What a collection cost, for reports and the benchmark.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct CollectStats {
@@ -161,125 +162,6 @@ pub enum CollectScope {
 pub enum CollectError {
     #[error("discovery failed entirely (is the API server reachable?): {0}")]
     Discovery(#[source] kube::Error),
-}
-
-/// Whether an error means "not allowed" or "no answer in time": a blind
-/// spot rather than a fact about the cluster.
-fn is_blind(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 401 || s.code == 403,
-        other => {
-            let text = format!("{other:?}").to_lowercase();
-            text.contains("timeout") || text.contains("timed out") || text.contains("elapsed")
-        }
-    }
-}
-
-/// Every page of a typed list.
-async fn list_all<K>(api: Api<K>) -> Result<Vec<K>, kube::Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let mut out = Vec::new();
-    let mut lp = ListParams::default().limit(PAGE);
-    loop {
-        let page = api.list(&lp).await?;
-        out.extend(page.items);
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => return Ok(out),
-        }
-    }
-}
-
-/// What one type's paged metadata list kept: the objects being deleted and
-/// those in a Terminating namespace, and how many it saw.
-struct Kept {
-    seen: usize,
-    terminating: Vec<ObjectRecord>,
-    namespace_content: Vec<ObjectRecord>,
-}
-
-/// Lists `t`'s metadata page by page (in `namespace`, or everywhere),
-/// keeping only what diagnosis needs from each page.
-async fn list_kept(
-    client: Client,
-    t: ListableType,
-    namespace: Option<String>,
-    terminating_ns: std::sync::Arc<BTreeSet<String>>,
-) -> (ListableType, Option<String>, Result<Kept, kube::Error>) {
-    let api: Api<kube::api::DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(client, ns, &t.api_resource()),
-        None => Api::all_with(client, &t.api_resource()),
-    };
-    let mut kept = Kept {
-        seen: 0,
-        terminating: Vec::new(),
-        namespace_content: Vec::new(),
-    };
-    let mut lp = ListParams::default().limit(PAGE);
-    let mut restarted = false;
-    let r = loop {
-        let page = match api.list_metadata(&lp).await {
-            Ok(p) => p,
-            // A continue token expires (410 Gone) when the list outlives
-            // etcd's compaction: start this type over once, from a fresh
-            // snapshot, rather than keep half of two.
-            Err(kube::Error::Api(s))
-                if s.code == 410 && lp.continue_token.is_some() && !restarted =>
-            {
-                restarted = true;
-                lp = ListParams::default().limit(PAGE);
-                kept = Kept {
-                    seen: 0,
-                    terminating: Vec::new(),
-                    namespace_content: Vec::new(),
-                };
-                continue;
-            }
-            Err(e) => break Err(e),
-        };
-        kept.seen += page.items.len();
-        for item in page.items {
-            keep(&t, item, &terminating_ns, &mut kept);
-        }
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => break Ok(()),
-        }
-    };
-    (t, namespace, r.map(|()| kept))
-}
-
-fn keep(
-    t: &ListableType,
-    item: PartialObjectMeta<kube::api::DynamicObject>,
-    terminating_ns: &BTreeSet<String>,
-    kept: &mut Kept,
-) {
-    let in_terminating_ns = t.namespaced
-        && item
-            .metadata
-            .namespace
-            .as_ref()
-            .is_some_and(|ns| terminating_ns.contains(ns));
-    let deleting = item.metadata.deletion_timestamp.is_some();
-    if !(deleting || in_terminating_ns) {
-        return;
-    }
-    let record = ObjectRecord {
-        api_version: t.api_version.clone(),
-        kind: t.kind.clone(),
-        resource: t.resource.clone(),
-        namespaced: t.namespaced,
-        metadata: item.metadata,
-    };
-    if in_terminating_ns {
-        kept.namespace_content.push(record.clone());
-    }
-    if deleting {
-        kept.terminating.push(record);
-    }
 }
 
 /// Where a failed typed list is recorded.

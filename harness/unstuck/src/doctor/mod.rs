@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod collect;
 pub mod node;
+mod pages;
 pub mod render;
 pub mod target;
 
