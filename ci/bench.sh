@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks (separate from the tests): prints measured figures only.
 #   sudo ci/bench.sh
+#   sudo UNSTUCK_BENCH_SECTIONS=scale ci/bench.sh   # only the doctor at 20k/100k objects
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"

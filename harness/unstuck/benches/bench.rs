@@ -24,6 +24,8 @@ const NAMESPACES: usize = 50;
 const OBJECTS_PER_NAMESPACE: usize = 40;
 const SCAN_ROUNDS: usize = 5;
 
+mod scale;
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -46,8 +48,24 @@ fn owned(name: &str) -> UpOptions {
     o
 }
 
+/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,scale` (default both).
+fn wanted(section: &str) -> bool {
+    std::env::var("UNSTUCK_BENCH_SECTIONS")
+        .map(|v| v.split(',').any(|s| s.trim() == section))
+        .unwrap_or(true)
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    if wanted("basic") {
+        basic().await;
+    }
+    if wanted("scale") {
+        scale::run().await;
+    }
+}
+
+async fn basic() {
     let root = repo_root();
     let version = components::DEFAULT_K8S_VERSION;
     println!(

@@ -6,6 +6,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use unstuck::cluster::local::{self, Lifetime, LocalCluster, UpOptions};
 
+mod cmd;
+
 #[derive(Parser)]
 #[command(
     name = "unstuck",
@@ -29,7 +31,7 @@ enum Command {
     Run(RunArgs),
     /// Diagnose objects stuck in Terminating on a live cluster and plan (or,
     /// with --apply, carry out) the remedy. Dry-run by default.
-    Doctor(DoctorArgs),
+    Doctor(cmd::doctor::DoctorArgs),
     /// List the scenarios in a directory (and check that they load).
     Scenarios {
         #[arg(long, default_value = "scenarios")]
@@ -77,43 +79,6 @@ struct RunArgs {
     parallel: usize,
 }
 
-#[derive(clap::Args)]
-struct DoctorArgs {
-    /// Cluster to examine (default: $KUBECONFIG or ~/.kube/config).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// Limit to these namespaces (repeatable); default the whole cluster.
-    #[arg(long = "namespace", short = 'n')]
-    namespaces: Vec<String>,
-    /// Carry out the plan. Without it nothing is changed.
-    #[arg(long)]
-    apply: bool,
-    /// With --apply, also change admission webhooks: a webhook that fails
-    /// closed while its backend is gone is set to fail open
-    /// (failurePolicy Ignore; its manifest is saved first). Without it
-    /// that step is shown and skipped.
-    #[arg(long, requires = "apply")]
-    allow_webhook_changes: bool,
-    /// How long a deletion must hang to count as stuck, e.g. 30s, 5m.
-    #[arg(long, default_value = "60s")]
-    stuck_after: String,
-    /// Where manifests are saved before any change.
-    #[arg(long, default_value = "unstuck-backups")]
-    backup_dir: PathBuf,
-    /// Print the full report as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also examine the node of this local cluster (`unstuck cluster list`)
-    /// for pods stuck on a busy volume or a wedged runtime, and heal them
-    /// (with --apply) without force.
-    #[arg(long)]
-    local_cluster: Option<String>,
-    /// Save what the doctor saw (the first snapshot) to this JSON file:
-    /// evidence, and a fixture for the diagnosis tests.
-    #[arg(long)]
-    save_snapshot: Option<PathBuf>,
-}
-
 #[derive(Subcommand)]
 enum ClusterCommand {
     /// Bring a local cluster up and leave it running.
@@ -144,8 +109,10 @@ enum ClusterCommand {
     Gc,
 }
 
+/// `pub` so that the kubectl plugin binary (`kubectl-unstuck`) can run
+/// this same command line.
 #[tokio::main]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     unstuck::host::default_sigpipe();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -159,7 +126,7 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(cmd::doctor::exit::ERROR)
         }
     }
 }
@@ -172,7 +139,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Cluster { command } => cluster(command).await,
         Command::Run(args) => run_scenarios(args).await,
-        Command::Doctor(args) => doctor(args).await,
+        Command::Doctor(args) => cmd::doctor::run(args).await,
         Command::Scenarios { dir, fixtures } => {
             let scenarios = load_scenarios(&dir, &fixtures)?;
             for s in &scenarios {
@@ -359,156 +326,6 @@ async fn guard_existing(
     );
     identity::guard(&target, marked, allowed)?;
     Ok((client, target))
-}
-
-async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
-    use unstuck::doctor::{self, DoctorOptions, Scope};
-    let client = match &args.kubeconfig {
-        Some(p) => local::client_for(p).await?,
-        None => {
-            let cfg = kube::Config::infer().await.map_err(|_| {
-                anyhow::anyhow!("no cluster to examine: pass --kubeconfig PATH or set KUBECONFIG (no ~/.kube/config found)")
-            })?;
-            local::client_from_config(cfg)?
-        }
-    };
-    let stuck_after: unstuck::core::duration::Duration = args
-        .stuck_after
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--stuck-after: {e}"))?;
-    let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
-    opts.apply = args.apply;
-    opts.allow_webhook_changes = args.allow_webhook_changes;
-    opts.diagnose.stuck_after = stuck_after.as_std();
-    if !args.namespaces.is_empty() {
-        opts.scope = Scope::Namespaces(args.namespaces.clone());
-    }
-    let report = doctor::run(&client, &opts).await?;
-    if let (Some(path), Some(round)) = (&args.save_snapshot, report.rounds.first()) {
-        std::fs::write(path, serde_json::to_string_pretty(&round.snapshot)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let first = report.rounds.first();
-    if let Some(r) = first {
-        println!(
-            "scanned {} types, {} objects in {:.2} s",
-            r.collect.types_listed,
-            r.collect.objects_seen,
-            r.collect.duration.as_secs_f64()
-        );
-    }
-    let node_reports = match &args.local_cluster {
-        Some(name) => node_doctor(&client, name, &args, stuck_after.as_std()).await?,
-        None => Vec::new(),
-    };
-    if report.initial_findings().is_empty() && node_reports.is_empty() {
-        println!("nothing stuck found");
-        return Ok(ExitCode::SUCCESS);
-    }
-    for f in report.initial_findings() {
-        println!("\n{}: {}", f.kind.as_str(), f.summary);
-        for e in &f.evidence {
-            println!("    {e}");
-        }
-    }
-    if let Some(r) = first
-        && !args.apply
-    {
-        println!("\nplan:\n{}", r.plan.render_dry_run());
-    }
-    for r in &node_reports {
-        println!(
-            "\nnode {}: pod {} -> {:?}{}",
-            r.node,
-            r.pod,
-            r.outcome,
-            if r.force_used { " (FORCE DELETED)" } else { "" }
-        );
-        if let Some(f) = &r.initial {
-            println!("    {}", f.summary);
-            for e in &f.evidence {
-                println!("    {e}");
-            }
-        }
-        for step in &r.plan {
-            println!(
-                "    plan: {}{}: {}",
-                if step.force {
-                    "[FORCE, last resort] "
-                } else {
-                    ""
-                },
-                step.remedy.name(),
-                step.why
-            );
-        }
-        for step in &r.steps {
-            println!(
-                "    did: {}: {}",
-                step.step.remedy.name(),
-                step.actions.join("; ")
-            );
-        }
-    }
-    if args.apply {
-        println!("\napplied ({} round(s)):", report.rounds.len());
-        for line in report
-            .summary_lines()
-            .into_iter()
-            .filter(|l| l.starts_with("  "))
-        {
-            println!("{line}");
-        }
-        for b in report.backups() {
-            println!("backup: {}", b.display());
-        }
-    } else {
-        let gated = first.is_some_and(|r| {
-            r.plan
-                .steps
-                .iter()
-                .any(|s| s.action.needs_webhook_consent())
-        });
-        println!(
-            "dry run: nothing was changed. Re-run with --apply to carry out the plan{}.",
-            if gated {
-                " (and --allow-webhook-changes for the webhook step)"
-            } else {
-                ""
-            }
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The node half of `unstuck doctor --local-cluster NAME`.
-async fn node_doctor(
-    client: &kube::Client,
-    cluster: &str,
-    args: &DoctorArgs,
-    stuck_after: std::time::Duration,
-) -> Result<Vec<unstuck::doctor::node::NodeDoctorReport>> {
-    use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
-    use unstuck::node::Node as _;
-    let node = unstuck::node::LocalNode::open(cluster)?;
-    let opts = HealOptions {
-        apply: args.apply,
-        allow_force: false,
-        stuck_after,
-        ..HealOptions::default()
-    };
-    let mut reports = Vec::new();
-    for p in stuck_pods(client, node.name(), stuck_after).await? {
-        if !args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace) {
-            continue;
-        }
-        reports.push(heal_pod(client, &node, &p.namespace, &p.name, &opts).await?);
-    }
-    Ok(reports)
 }
 
 async fn wait_for_shutdown_signal() {

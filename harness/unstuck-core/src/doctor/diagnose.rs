@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::SignedDuration;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
+use super::apiservice::Backend;
 use super::conditions::{
     NS_CONTENT_FAILURE, NS_CONTENT_REMAINING, NS_DISCOVERY_FAILURE, NS_FINALIZERS_REMAINING,
     NS_GV_PARSING_FAILURE, api_service_available, api_service_name, failing_namespace_condition,
@@ -92,6 +93,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
         ));
     }
 
+    super::blind::downgrade_unproven(snapshot, &mut findings);
     findings.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
     findings
 }
@@ -437,9 +439,24 @@ impl<'a> Diagnosis<'a> {
                 );
             }
 
-            dead.insert(name.to_owned());
+            let kind = match super::apiservice::backend(
+                api,
+                available,
+                &self.snapshot.api_service_backends,
+            ) {
+                Backend::Serving(_) => continue,
+                Backend::Gone(why) => {
+                    evidence.extend(why);
+                    dead.insert(name.to_owned());
+                    FindingKind::DeadApiService
+                }
+                Backend::Unproven(why) => {
+                    evidence.extend(why);
+                    FindingKind::ApiServiceUnavailable
+                }
+            };
             findings.push(Finding {
-                kind: FindingKind::DeadApiService,
+                kind,
                 subject: ObjectRef {
                     api_version: "apiregistration.k8s.io/v1".into(),
                     kind: "APIService".into(),

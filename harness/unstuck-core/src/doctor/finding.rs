@@ -20,6 +20,10 @@ pub enum FindingKind {
     /// MissingEndpoints, FailedDiscoveryCheck, ...). Never for local
     /// APIServices (no `spec.service`).
     DeadApiService,
+    /// An aggregated APIService that is unavailable while its backend is
+    /// not proven gone (e.g. `FailedDiscoveryCheck` with no lookup of its
+    /// Service): reported, never changed ([`super::apiservice`]).
+    ApiServiceUnavailable,
     /// An admission webhook with `failurePolicy: Fail` whose backend is
     /// proven gone (its Service does not exist, or has no ready endpoint):
     /// every operation it matches is rejected. Never for URL webhooks or
@@ -74,8 +78,9 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 14] = [
+    pub const ALL: [FindingKind; 15] = [
         FindingKind::DeadApiService,
+        FindingKind::ApiServiceUnavailable,
         FindingKind::DeadWebhook,
         FindingKind::NamespaceBlockedByDiscovery,
         FindingKind::NamespaceContentDeletionFailed,
@@ -95,6 +100,7 @@ impl FindingKind {
     pub fn as_str(self) -> &'static str {
         match self {
             FindingKind::DeadApiService => "DeadApiService",
+            FindingKind::ApiServiceUnavailable => "ApiServiceUnavailable",
             FindingKind::DeadWebhook => "DeadWebhook",
             FindingKind::NamespaceBlockedByDiscovery => "NamespaceBlockedByDiscovery",
             FindingKind::NamespaceContentDeletionFailed => "NamespaceContentDeletionFailed",

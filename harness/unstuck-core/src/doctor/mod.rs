@@ -9,12 +9,15 @@
 //! - [`snapshot`]: the data a collector fills.
 //! - [`conditions`]: parsing the namespace controller's and aggregator's
 //!   status conditions.
+//! - [`apiservice`]: whether an unavailable APIService's backend is gone.
 //! - [`webhook`]: admission webhooks and the errors of calling them.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
 
+pub mod apiservice;
+pub mod blind;
 pub mod conditions;
 pub mod diagnose;
 pub mod finding;

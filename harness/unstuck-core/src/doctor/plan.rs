@@ -609,6 +609,13 @@ fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> Plan
             )
         }
         FindingKind::DeadApiService => delete_api_service(i, f, snapshot),
+        FindingKind::ApiServiceUnavailable => refuse(
+            i,
+            format!(
+                "{} is unavailable but its backend is not proven gone; it is left in place (restore its backend, or check its Service and endpoints)",
+                f.subject
+            ),
+        ),
         FindingKind::DeadWebhook => webhook_fail_open(i, f, snapshot),
         FindingKind::WaitingOnDependents => {
             let leaves = match &f.detail {

@@ -87,6 +87,16 @@ pub struct Snapshot {
     /// whose Service has no lookup here is never judged dead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhook_services: Vec<ServiceLookup>,
+    /// (Added) The lookup of every Service an APIService is served by. An
+    /// unavailable APIService without one is judged by its condition's
+    /// reason alone ([`super::apiservice::backend`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_service_backends: Vec<ServiceLookup>,
+    /// (Added) Sources the collector could not read (`leases`, `events`,
+    /// ...: a 403 or a timeout). An absence there proves nothing
+    /// ([`super::blind`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 /// One object, seen through the metadata-only API (what a

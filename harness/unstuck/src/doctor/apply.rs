@@ -72,11 +72,30 @@ fn save_backup(
     name: &str,
     manifest: &impl Serialize,
 ) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| format!("creating backup dir {}: {e}", dir.display()))?;
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    // Backups can hold Secrets: only their owner may read them. A directory
+    // the user already had keeps its mode (it may be shared on purpose);
+    // the files in it are 0600 whatever it is.
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("creating backup dir {}: {e}", dir.display()))?;
+        // The mode given at creation is masked by the umask; say it exactly.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("making backup dir {} private: {e}", dir.display()))?;
+    }
     let path = backup_path(dir, kind, ns, name);
     let text = serde_json::to_string_pretty(manifest).map_err(|e| e.to_string())?;
-    std::fs::write(&path, text).map_err(|e| format!("writing backup {}: {e}", path.display()))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("writing backup {}: {e}", path.display()))?;
     Ok(path)
 }
 
@@ -380,4 +399,22 @@ pub fn not_consented(step: &PlannedStep) -> AppliedStep {
         &target,
         "changing an admission webhook needs --allow-webhook-changes besides --apply (it lets through what the webhook would reject until it is restored); or restore the webhook's backend",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn backups_are_private_to_their_owner() {
+        let root = std::env::temp_dir().join(format!("unstuck-backup-test-{}", std::process::id()));
+        let dir = root.join("nested");
+        let secret = serde_json::json!({"kind": "Secret", "data": {"k": "c2VjcmV0"}});
+        let path = super::save_backup(&dir, "Secret", Some("ns"), "s", &secret).expect("saved");
+        let mode =
+            |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&path), 0o600);
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
 }

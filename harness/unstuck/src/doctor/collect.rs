@@ -2,10 +2,18 @@
 //! person's kubectl would, only faster: discovery of every group/version in
 //! parallel, then metadata-only LISTs of every listable type in parallel.
 //! A group/version that cannot be discovered or listed is recorded in the
-//! snapshot (partial discovery is data, not an abort).
+//! snapshot (partial discovery is data, not an abort); a list refused or
+//! timed out is also a blind spot the report names first. Lists are paged
+//! ([`super::pages`]); with a namespace scope, namespaced types are listed
+//! only in those namespaces.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::BTreeSet,
+    time::{Duration, Instant},
+};
 
+pub use super::pages::PAGE;
+use super::pages::{Kept, is_blind, keep, list_all, list_kept};
 use futures::{StreamExt, stream};
 use k8s_openapi::{
     api::{
@@ -117,143 +125,209 @@ pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
     Ok(out)
 }
 
-/// One type's metadata-only LIST, or why it failed.
-type MetadataList = Result<Vec<PartialObjectMeta<kube::api::DynamicObject>>, kube::Error>;
-
 /// What a collection cost, for reports and the benchmark.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct CollectStats {
     pub types_listed: usize,
     pub objects_seen: usize,
     pub duration: Duration,
+    /// What could not be read (a 403, a timeout): the report lists these
+    /// first, since every conclusion is drawn without them.
+    pub blind_spots: Vec<BlindSpot>,
+}
+
+/// One list the collector could not read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BlindSpot {
+    /// e.g. `events (v1), all namespaces`.
+    pub what: String,
+    /// The server's or the client's words.
+    pub why: String,
+}
+
+/// Where the collector looks.
+#[derive(Clone, Debug, Default)]
+pub enum CollectScope {
+    /// Every namespace and every cluster-scoped type.
+    #[default]
+    Cluster,
+    /// Namespaced types only in these namespaces. Cluster-scoped types are
+    /// not listed, except the kinds that can block a namespace (APIServices
+    /// and webhook configurations) and the liveness sources (leases, pods,
+    /// events, read cluster-wide: an operator lives in a namespace of its own).
+    Namespaces(Vec<String>),
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
     #[error("discovery failed entirely (is the API server reachable?): {0}")]
     Discovery(#[source] kube::Error),
-    #[error("listing {what} failed: {source}")]
-    List {
-        what: &'static str,
-        #[source]
-        source: kube::Error,
-    },
+}
+
+/// Where a failed typed list is recorded.
+struct Unread<'a> {
+    blind_spots: &'a mut Vec<BlindSpot>,
+    unreadable: &'a mut Vec<String>,
+    failures: &'a mut Vec<DiscoveryFailure>,
+}
+
+impl Unread<'_> {
+    fn read<K>(&mut self, resource: &str, gv: &str, r: Result<Vec<K>, kube::Error>) -> Vec<K> {
+        r.unwrap_or_else(|e| {
+            self.blind_spots.push(BlindSpot {
+                what: format!("{resource} ({gv}), all namespaces"),
+                why: e.to_string(),
+            });
+            self.unreadable.push(resource.to_string());
+            self.failures.push(DiscoveryFailure {
+                group_version: gv.to_string(),
+                message: format!("list {resource}: {e}"),
+            });
+            Vec::new()
+        })
+    }
 }
 
 /// Reads the whole cluster into a [`Snapshot`].
 pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), CollectError> {
+    collect_in(client, &CollectScope::Cluster).await
+}
+
+/// Reads the cluster, as far as `scope` reaches, into a [`Snapshot`].
+/// Nothing but a failed discovery aborts: a list that cannot be read is a
+/// blind spot, recorded in the stats and in [`Snapshot::unreadable`].
+pub async fn collect_in(
+    client: &Client,
+    scope: &CollectScope,
+) -> Result<(Snapshot, CollectStats), CollectError> {
+    // Boxed: the reads below run together, and their joined future is too
+    // large for a tokio worker's stack in debug builds.
+    Box::pin(collect_boxed(client, scope)).await
+}
+
+async fn collect_boxed(
+    client: &Client,
+    scope: &CollectScope,
+) -> Result<(Snapshot, CollectStats), CollectError> {
     let start = Instant::now();
     let taken_at = Timestamp::now();
-    let discovered = discover(client).await.map_err(CollectError::Discovery)?;
+    let discovered = Box::pin(discover(client))
+        .await
+        .map_err(CollectError::Discovery)?;
     let mut failures = discovered.failures;
+    let mut blind_spots = Vec::new();
+    let mut unreadable = Vec::new();
 
-    let lp = ListParams::default();
-    let (ns_api, svc_api, pod_api, lease_api, event_api, pv_api) = (
-        Api::<Namespace>::all(client.clone()),
-        Api::<APIService>::all(client.clone()),
-        Api::<Pod>::all(client.clone()),
-        Api::<Lease>::all(client.clone()),
-        Api::<Event>::all(client.clone()),
-        Api::<PersistentVolume>::all(client.clone()),
-    );
-    let node_api = Api::<Node>::all(client.clone());
     let (namespaces, api_services, pods, leases, events, pvs, webhooks, nodes) = tokio::join!(
-        ns_api.list(&lp),
-        svc_api.list(&lp),
-        pod_api.list(&lp),
-        lease_api.list(&lp),
-        event_api.list(&lp),
-        pv_api.list(&lp),
-        collect_webhooks(client),
-        node_api.list(&lp),
+        Box::pin(list_all(Api::<Namespace>::all(client.clone()))),
+        Box::pin(list_all(Api::<APIService>::all(client.clone()))),
+        Box::pin(list_all(Api::<Pod>::all(client.clone()))),
+        Box::pin(list_all(Api::<Lease>::all(client.clone()))),
+        Box::pin(list_all(Api::<Event>::all(client.clone()))),
+        Box::pin(list_all(Api::<PersistentVolume>::all(client.clone()))),
+        Box::pin(collect_webhooks(client)),
+        Box::pin(list_all(Api::<Node>::all(client.clone()))),
     );
-    let list = |what: &'static str| move |source| CollectError::List { what, source };
-    let namespaces = namespaces.map_err(list("namespaces"))?.items;
-    let terminating_ns: Vec<String> = namespaces
-        .iter()
-        .filter(|n| n.metadata.deletion_timestamp.is_some())
-        .filter_map(|n| n.metadata.name.clone())
-        .collect();
+    let mut unread = Unread {
+        blind_spots: &mut blind_spots,
+        unreadable: &mut unreadable,
+        failures: &mut failures,
+    };
+    let namespaces: Vec<Namespace> = unread.read("namespaces", "v1", namespaces);
+    let api_services: Vec<APIService> =
+        unread.read("apiservices", "apiregistration.k8s.io/v1", api_services);
+    let pods: Vec<Pod> = unread.read("pods", "v1", pods);
+    let leases: Vec<Lease> = unread.read("leases", "coordination.k8s.io/v1", leases);
+    let events: Vec<Event> = unread.read("events", "v1", events);
+    let persistent_volumes: Vec<PersistentVolume> = unread.read("persistentvolumes", "v1", pvs);
+    let nodes: Vec<Node> = unread.read("nodes", "v1", nodes);
 
-    let pods = pods.map_err(list("pods"))?.items;
+    let terminating_ns: std::sync::Arc<BTreeSet<String>> = std::sync::Arc::new(
+        namespaces
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some())
+            .filter_map(|n| n.metadata.name.clone())
+            .collect(),
+    );
+
     // Pods come from the full list above, not a second metadata list: the
     // kubelet's final delete (grace 0) moves a pod's deletionTimestamp to
     // the time of that delete, so two lists a few milliseconds apart can
     // disagree on how long one pod has been terminating.
     let is_pods = |t: &ListableType| t.api_version == "v1" && t.resource == "pods";
     let pod_type = discovered.types.iter().find(|t| is_pods(t)).cloned();
-    let metadata_types: Vec<ListableType> = discovered
-        .types
-        .iter()
-        .filter(|t| !is_pods(t))
-        .cloned()
-        .collect();
-    let mut listed: Vec<(ListableType, MetadataList)> = stream::iter(metadata_types)
-        .map(|t| {
-            let client = client.clone();
-            async move {
-                let api: Api<kube::api::DynamicObject> = Api::all_with(client, &t.api_resource());
-                let r = api
-                    .list_metadata(&ListParams::default())
-                    .await
-                    .map(|l| l.items);
-                (t, r)
+    let mut lists: Vec<(ListableType, Option<String>)> = Vec::new();
+    for t in discovered.types.iter().filter(|t| !is_pods(t)) {
+        match scope {
+            CollectScope::Cluster => lists.push((t.clone(), None)),
+            CollectScope::Namespaces(names) if t.namespaced => {
+                lists.extend(names.iter().map(|ns| (t.clone(), Some(ns.clone()))))
             }
-        })
+            CollectScope::Namespaces(_) => {}
+        }
+    }
+    let listed: Vec<_> = stream::iter(lists)
+        .map(|(t, ns)| Box::pin(list_kept(client.clone(), t, ns, terminating_ns.clone())))
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
+
+    let mut kept = Kept {
+        seen: 0,
+        terminating: Vec::new(),
+        namespace_content: Vec::new(),
+    };
     if let Some(t) = pod_type {
-        let items = pods
-            .iter()
-            .map(|p| PartialObjectMeta {
+        for p in pods.iter().filter(|p| match scope {
+            CollectScope::Cluster => true,
+            CollectScope::Namespaces(names) => p
+                .metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|n| names.contains(n)),
+        }) {
+            kept.seen += 1;
+            let item = PartialObjectMeta {
                 types: None,
                 metadata: p.metadata.clone(),
                 _phantom: Default::default(),
-            })
-            .collect();
-        listed.push((t, Ok(items)));
-    }
-
-    let mut terminating = Vec::new();
-    let mut namespace_content = Vec::new();
-    let mut objects_seen = 0;
-    for (t, r) in listed {
-        match r {
-            Ok(items) => {
-                objects_seen += items.len();
-                for item in items {
-                    let in_terminating_ns = t.namespaced
-                        && item
-                            .metadata
-                            .namespace
-                            .as_ref()
-                            .is_some_and(|ns| terminating_ns.contains(ns));
-                    let deleting = item.metadata.deletion_timestamp.is_some();
-                    if !(deleting || in_terminating_ns) {
-                        continue;
-                    }
-                    let record = ObjectRecord {
-                        api_version: t.api_version.clone(),
-                        kind: t.kind.clone(),
-                        resource: t.resource.clone(),
-                        namespaced: t.namespaced,
-                        metadata: item.metadata,
-                    };
-                    if in_terminating_ns {
-                        namespace_content.push(record.clone());
-                    }
-                    if deleting {
-                        terminating.push(record);
-                    }
-                }
-            }
-            Err(e) => failures.push(DiscoveryFailure {
-                group_version: t.api_version.clone(),
-                message: format!("list {}: {e}", t.resource),
-            }),
+            };
+            keep(&t, item, &terminating_ns, &mut kept);
         }
     }
+    for (t, ns, r) in listed {
+        match r {
+            Ok(k) => {
+                kept.seen += k.seen;
+                kept.terminating.extend(k.terminating);
+                kept.namespace_content.extend(k.namespace_content);
+            }
+            Err(e) => {
+                if is_blind(&e) {
+                    blind_spots.push(BlindSpot {
+                        what: format!(
+                            "{} ({}), {}",
+                            t.resource,
+                            t.api_version,
+                            ns.as_deref()
+                                .map_or("all namespaces".to_string(), |n| format!("namespace {n}"))
+                        ),
+                        why: e.to_string(),
+                    });
+                    unreadable.push(t.resource.clone());
+                }
+                failures.push(DiscoveryFailure {
+                    group_version: t.api_version.clone(),
+                    message: format!("list {}: {e}", t.resource),
+                });
+            }
+        }
+    }
+    let Kept {
+        seen: objects_seen,
+        mut terminating,
+        mut namespace_content,
+    } = kept;
     let sort = |v: &mut Vec<ObjectRecord>| {
         v.sort_by(|a, b| {
             (
@@ -274,29 +348,58 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
     sort(&mut namespace_content);
 
     let webhooks = webhooks.unwrap_or_else(|failure| {
+        blind_spots.push(BlindSpot {
+            what: "webhook configurations (admissionregistration.k8s.io/v1)".into(),
+            why: failure.message.clone(),
+        });
         failures.push(failure);
         Webhooks::default()
     });
+    let api_service_backends = stream::iter(
+        api_services
+            .iter()
+            .filter_map(unstuck_core::doctor::apiservice::service_key)
+            .collect::<BTreeSet<_>>(),
+    )
+    .map(|key| Box::pin(look_up_service(client, key)))
+    .buffer_unordered(CONCURRENCY)
+    .collect::<Vec<_>>()
+    .await;
+    let mut api_service_backends = api_service_backends;
+    api_service_backends.sort_by(|a, b| a.service.cmp(&b.service));
+    for l in webhooks.services.iter().chain(&api_service_backends) {
+        if let Some(e) = &l.error {
+            blind_spots.push(BlindSpot {
+                what: format!("Service {} and its EndpointSlices", l.service),
+                why: e.clone(),
+            });
+        }
+    }
+    unreadable.sort();
+    unreadable.dedup();
     let snapshot = Snapshot {
         taken_at,
         namespaces,
-        api_services: api_services.map_err(list("apiservices"))?.items,
+        api_services,
         terminating,
         namespace_content,
         pods,
-        leases: leases.map_err(list("leases"))?.items,
+        leases,
         discovery_failures: failures,
-        events: events.map_err(list("events"))?.items,
-        persistent_volumes: pvs.map_err(list("persistentvolumes"))?.items,
-        nodes: nodes.map_err(list("nodes"))?.items,
+        events,
+        persistent_volumes,
+        nodes,
         validating_webhooks: webhooks.validating,
         mutating_webhooks: webhooks.mutating,
         webhook_services: webhooks.services,
+        api_service_backends,
+        unreadable,
     };
     let stats = CollectStats {
         types_listed: discovered.types.len(),
         objects_seen,
         duration: start.elapsed(),
+        blind_spots,
     };
     Ok((snapshot, stats))
 }
@@ -314,22 +417,17 @@ struct Webhooks {
 /// EndpointSlices), in parallel. A failed list is recorded, not fatal:
 /// without it no webhook is judged dead.
 async fn collect_webhooks(client: &Client) -> Result<Webhooks, DiscoveryFailure> {
-    let lp = ListParams::default();
     let (v_api, m_api) = (
         Api::<ValidatingWebhookConfiguration>::all(client.clone()),
         Api::<MutatingWebhookConfiguration>::all(client.clone()),
     );
-    let (validating, mutating) = tokio::join!(v_api.list(&lp), m_api.list(&lp));
+    let (validating, mutating) = tokio::join!(list_all(v_api), list_all(m_api));
     let failed = |resource: &str, e: kube::Error| DiscoveryFailure {
         group_version: "admissionregistration.k8s.io/v1".into(),
         message: format!("list {resource}: {e}"),
     };
-    let validating = validating
-        .map_err(|e| failed("validatingwebhookconfigurations", e))?
-        .items;
-    let mutating = mutating
-        .map_err(|e| failed("mutatingwebhookconfigurations", e))?
-        .items;
+    let validating = validating.map_err(|e| failed("validatingwebhookconfigurations", e))?;
+    let mutating = mutating.map_err(|e| failed("mutatingwebhookconfigurations", e))?;
     let mut services = stream::iter(services_called(&validating, &mutating))
         .map(|key| look_up_service(client, key))
         .buffer_unordered(CONCURRENCY)

@@ -6,6 +6,9 @@
 pub mod apply;
 pub mod collect;
 pub mod node;
+mod pages;
+pub mod render;
+pub mod target;
 
 use std::{
     path::PathBuf,
@@ -20,7 +23,7 @@ use unstuck_core::doctor::{
 
 pub use self::{
     apply::{ApiCall, AppliedStep, StepOutcome},
-    collect::{CollectError, CollectStats, collect},
+    collect::{BlindSpot, CollectError, CollectScope, CollectStats, collect, collect_in},
 };
 
 /// Which objects the doctor may look at and act on.
@@ -30,7 +33,8 @@ pub enum Scope {
     #[default]
     Cluster,
     /// Findings about these namespaces, objects in them, and cluster-scoped
-    /// registrations (APIServices) that block them.
+    /// blockers (APIServices, webhooks) a Terminating namespace among them
+    /// names; nothing else cluster-scoped.
     Namespaces(Vec<String>),
     /// A scenario run (`unstuck run`): objects in the run's namespaces,
     /// and cluster-scoped objects whose UID is among those the run
@@ -43,6 +47,18 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// How far the collector needs to look for this scope.
+    pub fn collect_scope(&self) -> CollectScope {
+        match self {
+            Scope::Cluster => CollectScope::Cluster,
+            Scope::Namespaces(names) => CollectScope::Namespaces(names.clone()),
+            // The run's cluster-scoped objects (CRDs, APIServices, webhook
+            // configurations) are diagnosed too, so the whole cluster is read;
+            // `admits` keeps the findings to the run's own objects.
+            Scope::Run { .. } => CollectScope::Cluster,
+        }
+    }
+
     fn admits(&self, f: &Finding) -> bool {
         if let Scope::Run {
             namespaces,
@@ -64,9 +80,10 @@ impl Scope {
         match (&f.subject.namespace, f.subject.kind.as_str(), &f.detail) {
             (Some(ns), _, _) => names.contains(ns),
             (None, "Namespace", _) => names.contains(&f.subject.name),
-            // A cluster-scoped blocker (a dead APIService or webhook) is in
-            // scope once it blocks one of the namespaces; before that, it
-            // could block any of them.
+            // A cluster-scoped blocker (an APIService, a webhook) is in
+            // scope only once a Terminating namespace among those named
+            // names it in its condition: `-n` must never reach a cluster-wide
+            // object that blocks nothing the user asked about.
             (
                 None,
                 _,
@@ -76,10 +93,8 @@ impl Scope {
                 | FindingDetail::Webhook {
                     blocks_namespaces, ..
                 },
-            ) => {
-                blocks_namespaces.is_empty() || blocks_namespaces.iter().any(|b| names.contains(b))
-            }
-            (None, _, _) => true,
+            ) => blocks_namespaces.iter().any(|b| names.contains(b)),
+            (None, _, _) => false,
         }
     }
 }
@@ -245,7 +260,7 @@ pub async fn run_from(
     for _ in 0..opts.max_rounds.max(1) {
         let (snapshot, stats) = match first.take() {
             Some(s) => s,
-            None => collect(client).await?,
+            None => collect_in(client, &opts.scope.collect_scope()).await?,
         };
         let findings = findings_in(&snapshot, opts);
         let plan = plan(&findings, &snapshot);
@@ -282,4 +297,64 @@ pub async fn run_from(
         rounds,
         duration: start.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use unstuck_core::doctor::ObjectRef;
+
+    use super::*;
+
+    fn api_service(blocks: &[&str]) -> Finding {
+        Finding {
+            kind: FindingKind::DeadApiService,
+            subject: ObjectRef {
+                api_version: "apiregistration.k8s.io/v1".into(),
+                kind: "APIService".into(),
+                namespace: None,
+                name: "v1beta1.metrics.k8s.io".into(),
+                uid: None,
+            },
+            summary: String::new(),
+            evidence: Vec::new(),
+            detail: FindingDetail::ApiService {
+                reason: "ServiceNotFound".into(),
+                message: String::new(),
+                status: "False".into(),
+                service: "monitoring/adapter".into(),
+                group_version: "metrics.k8s.io/v1beta1".into(),
+                resource_version: None,
+                blocks_namespaces: blocks.iter().map(|s| s.to_string()).collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn namespaces_admit_a_cluster_scoped_blocker_only_when_a_named_namespace_names_it() {
+        let scope = Scope::Namespaces(vec!["app".into()]);
+        assert!(!scope.admits(&api_service(&[])), "blocks nothing named");
+        assert!(!scope.admits(&api_service(&["other"])));
+        assert!(scope.admits(&api_service(&["other", "app"])));
+        assert!(Scope::Cluster.admits(&api_service(&[])));
+        let mut crd = api_service(&[]);
+        crd.subject.kind = "CustomResourceDefinition".into();
+        crd.kind = FindingKind::OrphanFinalizer;
+        crd.detail = FindingDetail::OrphanFinalizer(Default::default());
+        assert!(!scope.admits(&crd), "other cluster-scoped objects are out");
+    }
+
+    /// The collector's reads run together; unboxed, their joined future
+    /// once outgrew a tokio worker's stack in debug builds.
+    #[tokio::test]
+    async fn the_collect_future_stays_small() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let scope = CollectScope::Cluster;
+        let outer = collect_in(&client, &scope);
+        assert!(
+            std::mem::size_of_val(&outer) <= 1024,
+            "{}",
+            std::mem::size_of_val(&outer)
+        );
+    }
 }

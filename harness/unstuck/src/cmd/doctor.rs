@@ -1,0 +1,280 @@
+//! `unstuck doctor` (and `kubectl unstuck doctor`): the command line over
+//! [`unstuck::doctor`]. Says which cluster it is on before anything else,
+//! asks before it changes anything, and ends with an exit code a CI gate
+//! can read.
+
+use std::{
+    io::{BufRead as _, IsTerminal as _, Write as _},
+    path::PathBuf,
+    process::ExitCode,
+};
+
+use anyhow::{Context, Result};
+use unstuck::doctor::{
+    self, DoctorOptions, DoctorReport, Scope, StepOutcome,
+    node::{HealOutcome, NodeDoctorReport},
+    render::{Format, View},
+    target::{self, Target},
+};
+
+/// Exit codes, documented in `--help` and the README.
+pub mod exit {
+    /// Nothing found (or, with --apply, everything applied).
+    pub const CLEAN: u8 = 0;
+    /// The doctor could not run (no cluster, discovery failed, ...).
+    pub const ERROR: u8 = 1;
+    /// The command line is wrong.
+    pub const USAGE: u8 = 2;
+    /// `--fail-on-findings` and something was found.
+    pub const FINDINGS: u8 = 3;
+    /// With --apply: a remedy failed.
+    pub const REMEDY_FAILED: u8 = 4;
+    /// With --apply: the confirmation was declined or could not be asked.
+    pub const DECLINED: u8 = 5;
+}
+
+pub const EXIT_CODES_HELP: &str = "Exit codes:
+  0  nothing found, or every remedy applied
+  1  error: the doctor could not run (no cluster, discovery failed)
+  2  usage: the command line is wrong
+  3  findings (only with --fail-on-findings)
+  4  a remedy failed (with --apply)
+  5  declined: --apply was not confirmed (no terminal to ask and no --yes)";
+
+#[derive(clap::Args)]
+#[command(after_help = EXIT_CODES_HELP)]
+pub struct DoctorArgs {
+    /// Cluster to examine (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long, conflicts_with = "local_cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Limit to these namespaces (repeatable); default the whole cluster.
+    /// A cluster-scoped blocker (APIService, webhook) is then acted on only
+    /// when a Terminating namespace among these names it.
+    #[arg(long = "namespace", short = 'n')]
+    pub namespaces: Vec<String>,
+    /// Carry out the plan. Without it nothing is changed. On a terminal it
+    /// shows the target and the plan and asks first (see --yes).
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: do not ask. Needed when no terminal can be asked (CI).
+    #[arg(long, short = 'y', requires = "apply")]
+    pub yes: bool,
+    /// With --apply, also change admission webhooks: a webhook that fails
+    /// closed while its backend is gone is set to fail open
+    /// (failurePolicy Ignore; its manifest is saved first). Without it
+    /// that step is shown and skipped.
+    #[arg(long, requires = "apply")]
+    pub allow_webhook_changes: bool,
+    /// How long a deletion must hang to count as stuck, e.g. 30s, 5m.
+    #[arg(long, default_value = "60s")]
+    pub stuck_after: String,
+    /// Where manifests are saved before any change (a new directory is
+    /// made 0700, each file 0600).
+    #[arg(long, default_value = "unstuck-backups")]
+    pub backup_dir: PathBuf,
+    /// Report format: terminal, json or markdown (the same facts, in the
+    /// same order).
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Terminal)]
+    pub output: Format,
+    /// Same as --output json.
+    #[arg(long, hide = true, conflicts_with = "output")]
+    pub json: bool,
+    /// Exit 3 when anything is found (after --apply: when anything is
+    /// still found), for CI gates.
+    #[arg(long)]
+    pub fail_on_findings: bool,
+    /// Examine this local cluster (`unstuck cluster list`): its own
+    /// kubeconfig is used for the API too, and its node is examined for
+    /// pods stuck on a busy volume or a wedged runtime, healed (with
+    /// --apply) without force.
+    #[arg(long)]
+    pub local_cluster: Option<String>,
+    /// Save what the doctor saw (the first snapshot) to this JSON file:
+    /// evidence, and a fixture for the diagnosis tests.
+    #[arg(long)]
+    pub save_snapshot: Option<PathBuf>,
+}
+
+pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
+    let stuck_after: unstuck::core::duration::Duration = match args.stuck_after.parse() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: --stuck-after: {e}");
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+    };
+    let format = if args.json { Format::Json } else { args.output };
+    let kubeconfig = match &args.local_cluster {
+        Some(name) => Some(local_kubeconfig(name)?),
+        None => args.kubeconfig.clone(),
+    };
+    let (client, target) = target::connect(kubeconfig.as_deref()).await?;
+
+    let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
+    opts.allow_webhook_changes = args.allow_webhook_changes;
+    opts.diagnose.stuck_after = stuck_after.as_std();
+    if !args.namespaces.is_empty() {
+        opts.scope = Scope::Namespaces(args.namespaces.clone());
+    }
+    // Always look first, without changing anything: the plan is what a
+    // confirmation is asked for.
+    let looked = doctor::run(&client, &opts).await?;
+    if let (Some(path), Some(round)) = (&args.save_snapshot, looked.rounds.first()) {
+        std::fs::write(path, serde_json::to_string_pretty(&round.snapshot)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let looked_nodes = node_doctor(&client, &args, stuck_after.as_std(), false).await?;
+
+    let would_change = looked
+        .rounds
+        .first()
+        .is_some_and(|r| r.plan.mutating_steps().next().is_some())
+        || looked_nodes.iter().any(|n| !n.plan.is_empty());
+    if !args.apply || !would_change {
+        let mut view = View::new(target, &looked, &looked_nodes);
+        if args.apply && !view.findings.is_empty() {
+            view.outcome = "nothing to apply: no step of the plan changes the cluster".into();
+        }
+        print!("{}", view.render(format));
+        let found = !looked.initial_findings().is_empty() || !looked_nodes.is_empty();
+        return Ok(ExitCode::from(if args.fail_on_findings && found {
+            exit::FINDINGS
+        } else {
+            exit::CLEAN
+        }));
+    }
+
+    if !args.yes {
+        match confirm(&target, &looked, &looked_nodes) {
+            Confirmation::Yes => {}
+            Confirmation::No => {
+                eprintln!("declined: nothing was changed");
+                return Ok(ExitCode::from(exit::DECLINED));
+            }
+            Confirmation::NoTerminal => {
+                eprintln!(
+                    "refusing to --apply without confirmation: no terminal to ask on ({}).\n  \
+                     Nothing was changed. Re-run with --yes to apply without asking.",
+                    target.line()
+                );
+                return Ok(ExitCode::from(exit::DECLINED));
+            }
+        }
+    }
+
+    // Apply the very plan that was shown: its steps carry the UIDs and
+    // resourceVersions read then, so anything changed since is refused
+    // by the server rather than acted on blind.
+    opts.apply = true;
+    let first = looked
+        .rounds
+        .into_iter()
+        .next()
+        .map(|r| (r.snapshot, r.collect));
+    let report = doctor::run_from(&client, &opts, first).await?;
+    let nodes = node_doctor(&client, &args, stuck_after.as_std(), true).await?;
+    let view = View::new(target, &report, &nodes);
+    print!("{}", view.render(format));
+    Ok(ExitCode::from(exit_after_apply(
+        &report,
+        &nodes,
+        args.fail_on_findings,
+    )))
+}
+
+fn exit_after_apply(
+    report: &DoctorReport,
+    nodes: &[NodeDoctorReport],
+    fail_on_findings: bool,
+) -> u8 {
+    let failed = report
+        .rounds
+        .iter()
+        .flat_map(|r| &r.applied)
+        .any(|a| matches!(a.outcome, StepOutcome::Failed(_)))
+        || nodes.iter().any(|n| {
+            !matches!(
+                n.outcome,
+                HealOutcome::Recovered | HealOutcome::NotStuck | HealOutcome::PodNotFound
+            )
+        });
+    let still_found = report.rounds.last().is_some_and(|r| !r.findings.is_empty());
+    if failed {
+        exit::REMEDY_FAILED
+    } else if fail_on_findings && still_found {
+        exit::FINDINGS
+    } else {
+        exit::CLEAN
+    }
+}
+
+enum Confirmation {
+    Yes,
+    No,
+    NoTerminal,
+}
+
+/// Shows the target and the plan on the terminal and asks.
+fn confirm(target: &Target, report: &DoctorReport, nodes: &[NodeDoctorReport]) -> Confirmation {
+    if !std::io::stdin().is_terminal() {
+        return Confirmation::NoTerminal;
+    }
+    let view = View::new(target.clone(), report, nodes);
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "{}\nApply this plan to {}? Type 'yes' to go on: ",
+        view.render(Format::Terminal),
+        target.line()
+    );
+    let _ = err.flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return Confirmation::No;
+    }
+    if answer.trim() == "yes" {
+        Confirmation::Yes
+    } else {
+        Confirmation::No
+    }
+}
+
+/// The kubeconfig of the local cluster `name`.
+fn local_kubeconfig(name: &str) -> Result<PathBuf> {
+    let c = unstuck::cluster::local::list()
+        .into_iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| {
+            anyhow::anyhow!("no local cluster named '{name}'; `unstuck cluster list` shows them")
+        })?;
+    Ok(c.kubeconfig)
+}
+
+/// The node half of `unstuck doctor --local-cluster NAME`.
+async fn node_doctor(
+    client: &kube::Client,
+    args: &DoctorArgs,
+    stuck_after: std::time::Duration,
+    apply: bool,
+) -> Result<Vec<NodeDoctorReport>> {
+    use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
+    use unstuck::node::Node as _;
+    let Some(cluster) = &args.local_cluster else {
+        return Ok(Vec::new());
+    };
+    let node = unstuck::node::LocalNode::open(cluster)?;
+    let opts = HealOptions {
+        apply,
+        allow_force: false,
+        stuck_after,
+        ..HealOptions::default()
+    };
+    let mut reports = Vec::new();
+    for p in stuck_pods(client, node.name(), stuck_after).await? {
+        if !args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace) {
+            continue;
+        }
+        reports.push(heal_pod(client, &node, &p.namespace, &p.name, &opts).await?);
+    }
+    Ok(reports)
+}

@@ -1,0 +1,3 @@
+//! The subcommands that have outgrown main.rs.
+
+pub mod doctor;

@@ -1,0 +1,303 @@
+//! The doctor's report for people and for machines: one [`View`] of the
+//! facts, in one order (target, blind spots, scan, findings, plan, node,
+//! what was done, outcome), rendered as terminal text, Markdown or JSON.
+//! Every renderer walks the same view, so the three cannot drift apart.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{BlindSpot, DoctorReport, StepOutcome, node::NodeDoctorReport, target::Target};
+
+/// The output formats of `unstuck doctor --output`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Terminal,
+    Json,
+    Markdown,
+}
+
+/// Everything a report says, in the order it says it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct View {
+    pub target: Target,
+    pub blind_spots: Vec<BlindSpot>,
+    pub scan: Scan,
+    pub findings: Vec<FindingView>,
+    /// The dry-run plan, one line each (empty when the plan was applied).
+    pub plan: Vec<String>,
+    pub node: Vec<NodeView>,
+    /// What was done, one line each (empty in a dry run).
+    pub applied: Vec<String>,
+    pub backups: Vec<String>,
+    /// The closing sentence.
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Scan {
+    pub types_listed: usize,
+    pub objects_seen: usize,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingView {
+    pub kind: String,
+    pub subject: String,
+    pub summary: String,
+    pub evidence: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    pub node: String,
+    pub pod: String,
+    pub outcome: String,
+    pub force_used: bool,
+    pub summary: Option<String>,
+    pub evidence: Vec<String>,
+    pub plan: Vec<String>,
+    pub done: Vec<String>,
+}
+
+impl View {
+    pub fn new(target: Target, report: &DoctorReport, nodes: &[NodeDoctorReport]) -> Self {
+        let first = report.rounds.first();
+        let blind_spots = first
+            .map(|r| r.collect.blind_spots.clone())
+            .unwrap_or_default();
+        let scan = first.map_or(
+            Scan {
+                types_listed: 0,
+                objects_seen: 0,
+                seconds: 0.0,
+            },
+            |r| Scan {
+                types_listed: r.collect.types_listed,
+                objects_seen: r.collect.objects_seen,
+                seconds: r.collect.duration.as_secs_f64(),
+            },
+        );
+        let findings = report
+            .initial_findings()
+            .iter()
+            .map(|f| FindingView {
+                kind: f.kind.as_str().to_string(),
+                subject: f.subject.to_string(),
+                summary: f.summary.clone(),
+                evidence: f.evidence.clone(),
+            })
+            .collect();
+        let plan = match first {
+            Some(r) if !report.applied_changes && !r.plan.is_empty() => {
+                r.plan.render_dry_run().lines().map(str::to_owned).collect()
+            }
+            _ => Vec::new(),
+        };
+        let node = nodes.iter().map(node_view).collect();
+        let applied: Vec<String> = report
+            .rounds
+            .iter()
+            .flat_map(|r| &r.applied)
+            .filter_map(|a| match &a.outcome {
+                StepOutcome::Done(d) => Some(format!("{} {}: {d}", a.action, a.target)),
+                StepOutcome::Failed(why) => {
+                    Some(format!("FAILED {} {}: {why}", a.action, a.target))
+                }
+                StepOutcome::Skipped(why) if a.action == "Refuse" => {
+                    Some(format!("refused: {why}"))
+                }
+                StepOutcome::Skipped(why) if a.action != "Wait" => {
+                    Some(format!("skipped {} {}: {why}", a.action, a.target))
+                }
+                _ => None,
+            })
+            .collect();
+        let backups = report.backups().map(|b| b.display().to_string()).collect();
+        let nothing = report.initial_findings().is_empty() && nodes.is_empty();
+        let gated = first.is_some_and(|r| {
+            r.plan
+                .steps
+                .iter()
+                .any(|s| s.action.needs_webhook_consent())
+        });
+        let outcome = if nothing {
+            "nothing stuck found".to_string()
+        } else if report.applied_changes {
+            format!("applied in {} round(s)", report.rounds.len())
+        } else {
+            format!(
+                "dry run: nothing was changed. Re-run with --apply to carry out the plan{}.",
+                if gated {
+                    " (and --allow-webhook-changes for the webhook step)"
+                } else {
+                    ""
+                }
+            )
+        };
+        View {
+            target,
+            blind_spots,
+            scan,
+            findings,
+            plan,
+            node,
+            applied,
+            backups,
+            outcome,
+        }
+    }
+
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Terminal => self.text(false),
+            Format::Markdown => self.text(true),
+            Format::Json => serde_json::to_string_pretty(self).unwrap_or_default() + "\n",
+        }
+    }
+
+    /// Terminal text and Markdown share one walk; only the marks differ.
+    fn text(&self, md: bool) -> String {
+        let mut o = String::new();
+        let heading = |o: &mut String, t: &str| {
+            if md {
+                let _ = writeln!(o, "\n## {t}\n");
+            } else {
+                let _ = writeln!(o, "\n{t}:");
+            }
+        };
+        let item = |o: &mut String, indent: usize, t: &str| {
+            let pad = "  ".repeat(indent);
+            if md {
+                let _ = writeln!(o, "{pad}- {}", t.replace('\n', " "));
+            } else {
+                let _ = writeln!(o, "{pad}  {t}");
+            }
+        };
+        if md {
+            let _ = writeln!(o, "# unstuck doctor\n");
+            let _ = writeln!(o, "**Target:** {}", self.target.line());
+        } else {
+            let _ = writeln!(o, "target: {}", self.target.line());
+        }
+        if !self.blind_spots.is_empty() {
+            heading(
+                &mut o,
+                &format!(
+                    "BLIND SPOTS ({}): not read, so not judged",
+                    self.blind_spots.len()
+                ),
+            );
+            for b in &self.blind_spots {
+                item(&mut o, 0, &format!("{}: {}", b.what, b.why));
+            }
+        }
+        let scan = format!(
+            "scanned {} types, {} objects in {:.2} s",
+            self.scan.types_listed, self.scan.objects_seen, self.scan.seconds
+        );
+        if md {
+            let _ = writeln!(o, "\n{scan}");
+        } else {
+            let _ = writeln!(o, "{scan}");
+        }
+        if !self.findings.is_empty() {
+            heading(&mut o, &format!("findings ({})", self.findings.len()));
+            for f in &self.findings {
+                if md {
+                    let _ = writeln!(o, "- **{}** `{}`: {}", f.kind, f.subject, f.summary);
+                } else {
+                    let _ = writeln!(o, "  {}: {}", f.kind, f.summary);
+                }
+                for e in &f.evidence {
+                    item(&mut o, 1, e);
+                }
+            }
+        }
+        if !self.plan.is_empty() {
+            heading(&mut o, "plan");
+            if md {
+                let _ = writeln!(o, "```");
+            }
+            for l in &self.plan {
+                let _ = writeln!(o, "{}{l}", if md { "" } else { "  " });
+            }
+            if md {
+                let _ = writeln!(o, "```");
+            }
+        }
+        for n in &self.node {
+            heading(
+                &mut o,
+                &format!(
+                    "node {}: pod {} -> {}{}",
+                    n.node,
+                    n.pod,
+                    n.outcome,
+                    if n.force_used { " (FORCE DELETED)" } else { "" }
+                ),
+            );
+            if let Some(s) = &n.summary {
+                item(&mut o, 0, s);
+            }
+            for e in &n.evidence {
+                item(&mut o, 1, e);
+            }
+            for p in &n.plan {
+                item(&mut o, 0, &format!("plan: {p}"));
+            }
+            for d in &n.done {
+                item(&mut o, 0, &format!("did: {d}"));
+            }
+        }
+        if !self.applied.is_empty() || !self.backups.is_empty() {
+            heading(&mut o, "applied");
+            for a in &self.applied {
+                item(&mut o, 0, a);
+            }
+            for b in &self.backups {
+                item(&mut o, 0, &format!("backup: {b}"));
+            }
+        }
+        let _ = writeln!(o, "\n{}", self.outcome);
+        o
+    }
+}
+
+fn node_view(r: &NodeDoctorReport) -> NodeView {
+    NodeView {
+        node: r.node.clone(),
+        pod: r.pod.clone(),
+        outcome: format!("{:?}", r.outcome),
+        force_used: r.force_used,
+        summary: r.initial.as_ref().map(|f| f.summary.clone()),
+        evidence: r
+            .initial
+            .as_ref()
+            .map(|f| f.evidence.clone())
+            .unwrap_or_default(),
+        plan: r
+            .plan
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}{}: {}",
+                    if s.force { "[FORCE, last resort] " } else { "" },
+                    s.remedy.name(),
+                    s.why
+                )
+            })
+            .collect(),
+        done: r
+            .steps
+            .iter()
+            .map(|s| format!("{}: {}", s.step.remedy.name(), s.actions.join("; ")))
+            .collect(),
+    }
+}

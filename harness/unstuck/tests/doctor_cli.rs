@@ -1,0 +1,418 @@
+//! `unstuck doctor` as its users run it, on real components: `-n` fixes
+//! the namespace it names and leaves an unrelated dead APIService
+//! byte-identical; `--local-cluster` never dials `$KUBECONFIG` (a trap
+//! listener of the test's own, with a control run proving the trap
+//! works); the exit codes; the same facts in terminal, JSON and Markdown;
+//! `kubectl unstuck` as a kubectl plugin.
+//! Needs root and the components built by ci/setup.sh (CI runs both).
+
+use std::{
+    net::TcpListener,
+    path::Path,
+    process::{Command, Output, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::core::v1::{ConfigMap, Namespace},
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, PostParams},
+};
+use unstuck::{
+    cluster::local::{LocalCluster, UpOptions},
+    wait::{self, Poll},
+};
+
+mod common;
+
+const NS: &str = "it-cli-fix";
+const CM: &str = "held";
+/// A key no component serves, sharing no word with the dead APIService.
+const KEY: &str = "widgets.acme-orphan.dev/cleanup";
+/// An aggregated API whose Service never existed.
+const DEAD_API: &str = "v1alpha1.gone.zz-sample.net";
+
+fn doctor(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_unstuck"));
+    cmd.arg("doctor")
+        .args(args)
+        .stdin(Stdio::null())
+        .env("UNSTUCK_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("running unstuck doctor")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", text(o)))
+}
+
+fn finding_kinds(report: &serde_json::Value) -> Vec<(String, String)> {
+    report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap().to_string(),
+                f["subject"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("valid object")
+}
+
+async fn api_service_json(api: &Api<APIService>) -> serde_json::Value {
+    serde_json::to_value(api.get(DEAD_API).await.expect("APIService")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
+    let name = common::cluster_name("it-doctor-cli");
+    let mut opts = UpOptions::new(&name);
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let client = cluster.client();
+    let kubeconfig = cluster.kubeconfig();
+    let kc = kubeconfig.to_str().unwrap().to_string();
+
+    // The unrelated dead APIService: its Service does not exist.
+    let apis: Api<APIService> = Api::all(client.clone());
+    apis.create(
+        &PostParams::default(),
+        &from_json(serde_json::json!({
+            "metadata": {"name": DEAD_API},
+            "spec": {"group": "gone.zz-sample.net", "version": "v1alpha1",
+                     "service": {"namespace": "it-cli-elsewhere", "name": "absent"},
+                     "insecureSkipTLSVerify": true,
+                     "groupPriorityMinimum": 100, "versionPriority": 100}
+        })),
+    )
+    .await
+    .expect("create APIService");
+    // A ConfigMap held by a finalizer nothing serves, in the namespace to fix.
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({"metadata": {"name": NS}})),
+        )
+        .await
+        .expect("namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    cms.create(
+        &PostParams::default(),
+        &from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
+    )
+    .await
+    .expect("configmap");
+    cms.delete(CM, &DeleteParams::default())
+        .await
+        .expect("delete configmap");
+    wait::until(
+        format!("APIService {DEAD_API} Available=False"),
+        Duration::from_secs(300),
+        Duration::from_secs(1),
+        || async {
+            match apis.get(DEAD_API).await {
+                Ok(a) => {
+                    let c = unstuck_core::doctor::conditions::api_service_available(&a).cloned();
+                    match c {
+                        Some(c) if c.status == "False" => Poll::Ready(()),
+                        other => Poll::Pending(format!("{other:?}")),
+                    }
+                }
+                Err(e) => Poll::Pending(e.to_string()),
+            }
+        },
+    )
+    .await
+    .expect("the aggregator judges the APIService");
+    let kube_system_uid = Api::<Namespace>::all(client.clone())
+        .get("kube-system")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let base = ["--kubeconfig", kc.as_str(), "--stuck-after", "1s"];
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        base.iter()
+            .map(|s| s.to_string())
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        doctor(&refs, &[])
+    };
+
+    // Both are found cluster-wide, and the whole-cluster plan would delete
+    // the APIService: it is dead by the doctor's own rules (the control for
+    // the `-n` run below). Wait until both have been stuck past the threshold.
+    let whole = wait::until(
+        "the doctor to find the dead APIService and the held ConfigMap",
+        Duration::from_secs(300),
+        Duration::from_secs(2),
+        || {
+            let o = run(with(&["-o", "json"]));
+            async move {
+                let kinds = finding_kinds(&json(&o));
+                let api = kinds
+                    .iter()
+                    .any(|(k, s)| k == "DeadApiService" && s.contains(DEAD_API));
+                let cm = kinds
+                    .iter()
+                    .any(|(k, s)| k == "OrphanFinalizer" && s.contains(CM));
+                if api && cm {
+                    Poll::Ready(o)
+                } else {
+                    Poll::Pending(format!("{kinds:?}"))
+                }
+            }
+        },
+    )
+    .await
+    .expect("findings");
+    assert_eq!(whole.status.code(), Some(0), "{}", text(&whole));
+    let report = json(&whole);
+    assert_eq!(report["target"]["clusterUid"], kube_system_uid.as_str());
+    assert_eq!(report["target"]["kubeconfig"], kc.as_str());
+    assert!(
+        report["plan"].as_array().unwrap().iter().any(|l| l
+            .as_str()
+            .unwrap()
+            .contains(&format!("apiservices/{DEAD_API}"))),
+        "the whole-cluster plan deletes the dead APIService: {}",
+        text(&whole)
+    );
+
+    // The same facts in the same order in every format.
+    let kinds = finding_kinds(&report);
+    let md = run(with(&["-o", "markdown"]));
+    let md_text = String::from_utf8_lossy(&md.stdout).to_string();
+    assert!(md_text.starts_with("# unstuck doctor"), "{}", text(&md));
+    assert!(md_text.contains(&format!("(kube-system) {kube_system_uid}")));
+    let md_kinds: Vec<String> = md_text
+        .lines()
+        .filter_map(|l| l.strip_prefix("- **"))
+        .filter_map(|l| l.split_once("**").map(|(k, _)| k.to_string()))
+        .collect();
+    assert_eq!(
+        md_kinds,
+        kinds.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()
+    );
+    let term = run(with(&[]));
+    let term_text = String::from_utf8_lossy(&term.stdout).to_string();
+    assert!(
+        term_text.starts_with("target: context ")
+            && term_text.lines().next().unwrap().contains(&kube_system_uid),
+        "{}",
+        text(&term)
+    );
+    let positions: Vec<usize> = kinds
+        .iter()
+        .map(|(k, _)| {
+            term_text
+                .find(&format!("  {k}: "))
+                .unwrap_or_else(|| panic!("{k} in the terminal report\n{term_text}"))
+        })
+        .collect();
+    assert!(positions.is_sorted(), "terminal order {positions:?}");
+    let json_text = String::from_utf8_lossy(&whole.stdout).to_string();
+    let order: Vec<usize> = [
+        "\"target\"",
+        "\"blindSpots\"",
+        "\"scan\"",
+        "\"findings\"",
+        "\"plan\"",
+        "\"outcome\"",
+    ]
+    .iter()
+    .map(|k| json_text.find(k).expect(k))
+    .collect();
+    assert!(order.is_sorted(), "JSON section order {order:?}");
+
+    // Exit codes: findings with --fail-on-findings; --apply without a
+    // terminal and without --yes is declined and changes nothing.
+    let gate = run(with(&["--fail-on-findings"]));
+    assert_eq!(gate.status.code(), Some(3), "{}", text(&gate));
+    let before = api_service_json(&apis).await;
+    let declined = run(with(&["--apply"]));
+    assert_eq!(declined.status.code(), Some(5), "{}", text(&declined));
+    assert!(String::from_utf8_lossy(&declined.stderr).contains("--yes"));
+    assert!(
+        cms.get_opt(CM).await.unwrap().is_some(),
+        "declined, yet changed"
+    );
+    let bad = run(with(&["--stuck-after", "soon"]));
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+
+    // `-n` fixes the named namespace and leaves the unrelated dead
+    // APIService byte-identical.
+    let backups = std::env::temp_dir().join(format!("unstuck-cli-backups-{}", std::process::id()));
+    let mut fix_args = with(&["-n", NS, "--apply", "--yes", "--backup-dir"]);
+    fix_args.push(backups.join("new").to_str().unwrap().to_string());
+    let fixed = run(fix_args);
+    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
+    let fixed_text = String::from_utf8_lossy(&fixed.stdout);
+    assert!(!fixed_text.contains(DEAD_API), "{}", text(&fixed));
+    wait::until(
+        format!("ConfigMap {NS}/{CM} to be gone"),
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || async {
+            match cms.get_opt(CM).await {
+                Ok(None) => Poll::Ready(()),
+                other => Poll::Pending(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+    .expect("the -n run fixed its namespace");
+    assert_eq!(
+        api_service_json(&apis).await,
+        before,
+        "the unrelated APIService changed"
+    );
+
+    // The fix's backup is private to its owner.
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let saved: Vec<_> = std::fs::read_dir(backups.join("new"))
+        .expect("backup dir")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!saved.is_empty());
+    assert_eq!(mode(&backups.join("new")), 0o700);
+    assert!(saved.iter().all(|p| mode(p) == 0o600), "{saved:?}");
+    std::fs::remove_dir_all(&backups).unwrap();
+
+    local_cluster_never_dials_kubeconfig(&name).await;
+
+    let layout = cluster.layout().clone();
+    let report = cluster.down().await;
+    assert!(report.errors.is_empty(), "{report}");
+    assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
+}
+
+/// `--local-cluster` uses that cluster's kubeconfig for the API too: a
+/// `$KUBECONFIG` pointing at a trap listener is never dialled. The
+/// control run (no --local-cluster) proves the trap catches a client.
+async fn local_cluster_never_dials_kubeconfig(cluster: &str) {
+    let trap = TcpListener::bind("127.0.0.1:0").expect("trap listener");
+    let port = trap.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for conn in trap.incoming() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("unstuck-trap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trap_kc = dir.join("trap.kubeconfig");
+    write_trap_kubeconfig(&trap_kc, port);
+    let env = [("KUBECONFIG", trap_kc.to_str().unwrap())];
+
+    let control = doctor(&[], &env);
+    assert_ne!(control.status.code(), Some(0), "{}", text(&control));
+    assert!(
+        hits.load(Ordering::SeqCst) > 0,
+        "the control run never reached the trap: {}",
+        text(&control)
+    );
+    hits.store(0, Ordering::SeqCst);
+
+    let local = doctor(&["--local-cluster", cluster, "--stuck-after", "1s"], &env);
+    assert!(matches!(local.status.code(), Some(0)), "{}", text(&local));
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "--local-cluster dialled $KUBECONFIG: {}",
+        text(&local)
+    );
+    let out = String::from_utf8_lossy(&local.stdout);
+    assert!(
+        out.lines()
+            .next()
+            .unwrap_or("")
+            .contains(&format!("clusters/{cluster}/")),
+        "{}",
+        text(&local)
+    );
+    let clash = doctor(&["--local-cluster", cluster, "--kubeconfig", "/x"], &env);
+    assert_eq!(clash.status.code(), Some(2), "{}", text(&clash));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn write_trap_kubeconfig(path: &Path, port: u16) {
+    let kc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "trap",
+        "clusters": [{"name": "trap", "cluster": {"server": format!("https://127.0.0.1:{port}"),
+                      "insecure-skip-tls-verify": true}}],
+        "users": [{"name": "trap", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": "trap", "context": {"cluster": "trap", "user": "trap"}}]
+    });
+    std::fs::write(path, kc.to_string()).unwrap();
+}
+
+#[test]
+fn kubectl_runs_it_as_the_unstuck_plugin() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_kubectl-unstuck"));
+    assert_eq!(bin.file_name().unwrap(), "kubectl-unstuck");
+    let own = Command::new(bin)
+        .args(["doctor", "--help"])
+        .output()
+        .unwrap();
+    assert!(own.status.success(), "{}", text(&own));
+    assert!(String::from_utf8_lossy(&own.stdout).contains("--fail-on-findings"));
+    // Through kubectl's own plugin lookup, when kubectl is installed.
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    match Command::new("kubectl")
+        .args(["unstuck", "doctor", "--help"])
+        .env("PATH", &path)
+        .output()
+    {
+        Ok(o) => {
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains("Exit codes:"),
+                "{}",
+                text(&o)
+            );
+        }
+        Err(e) => eprintln!("kubectl not installed ({e}); checked the plugin binary only"),
+    }
+}
+
+#[test]
+fn local_cluster_and_kubeconfig_conflict() {
+    let o = doctor(&["--local-cluster", "x", "--kubeconfig", "/y"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}

@@ -1,0 +1,258 @@
+//! The doctor run by a user with partial rights, on real components: a
+//! real ServiceAccount, its token from the TokenRequest API, and a
+//! ClusterRole that can read most of what the doctor lists but not
+//! events, leases or secrets. Every 403 must be listed as a blind spot
+//! at the top of the report (never an abort), the stuck object must still
+//! be found, and, since leases went unread, its owner is not called dead.
+//! The admin's run of the same cluster is the control: no blind spot, and
+//! the owner is dead.
+//! Needs root and the components built by ci/setup.sh (CI runs both).
+
+use std::{
+    path::Path,
+    process::{Command, Output, Stdio},
+    time::Duration,
+};
+
+use k8s_openapi::api::{
+    authentication::v1::TokenRequest,
+    core::v1::{ConfigMap, Namespace, ServiceAccount},
+    rbac::v1::{ClusterRole, ClusterRoleBinding},
+};
+use kube::{
+    Api,
+    api::{DeleteParams, PostParams},
+};
+use unstuck::{
+    cluster::local::{LocalCluster, UpOptions},
+    wait::{self, Poll},
+};
+
+mod common;
+
+const NS: &str = "it-rbac";
+const CM: &str = "held";
+const KEY: &str = "gadgets.acme-orphan.dev/cleanup";
+const SA: &str = "doctor-partial";
+
+fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("valid object")
+}
+
+fn doctor(kubeconfig: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .arg("doctor")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--stuck-after", "1s"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .env("UNSTUCK_LOG", "warn")
+        .output()
+        .expect("running unstuck doctor")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn report(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("JSON: {e}\n{}", text(o)))
+}
+
+/// The kind of the finding about the held ConfigMap, if any.
+fn configmap_finding(r: &serde_json::Value) -> Option<String> {
+    r["findings"].as_array()?.iter().find_map(|f| {
+        f["subject"]
+            .as_str()?
+            .contains(&format!("{NS}/{CM}"))
+            .then(|| f["kind"].as_str().unwrap().to_string())
+    })
+}
+
+fn blind_spots(r: &serde_json::Value) -> Vec<String> {
+    r["blindSpots"]
+        .as_array()
+        .expect("blindSpots")
+        .iter()
+        .map(|b| format!("{}: {}", b["what"], b["why"]))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_found() {
+    let mut opts = UpOptions::new(common::cluster_name("it-rbac-blind"));
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let client = cluster.client();
+    let admin_kc = cluster.kubeconfig();
+
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({"metadata": {"name": NS}})),
+        )
+        .await
+        .expect("namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    cms.create(
+        &PostParams::default(),
+        &from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
+    )
+    .await
+    .expect("configmap");
+    cms.delete(CM, &DeleteParams::default())
+        .await
+        .expect("delete configmap");
+
+    // Reads of what the doctor lists, except events, leases and secrets.
+    let role = format!("{SA}-{}", std::process::id());
+    Api::<ClusterRole>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({
+                "metadata": {"name": role},
+                "rules": [
+                    {"apiGroups": [""], "verbs": ["get", "list"], "resources":
+                        ["namespaces", "pods", "configmaps", "services", "nodes",
+                         "persistentvolumes", "persistentvolumeclaims", "serviceaccounts"]},
+                    {"apiGroups": ["apiregistration.k8s.io"], "verbs": ["get", "list"], "resources": ["apiservices"]},
+                    {"apiGroups": ["admissionregistration.k8s.io"], "verbs": ["get", "list"], "resources":
+                        ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]},
+                    {"apiGroups": ["discovery.k8s.io"], "verbs": ["get", "list"], "resources": ["endpointslices"]},
+                    {"apiGroups": ["apps"], "verbs": ["get", "list"], "resources": ["*"]}
+                ]
+            })),
+        )
+        .await
+        .expect("clusterrole");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({
+                "metadata": {"name": role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": NS}]
+            })),
+        )
+        .await
+        .expect("clusterrolebinding");
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
+    sas.create(
+        &PostParams::default(),
+        &from_json(serde_json::json!({"metadata": {"name": SA}})),
+    )
+    .await
+    .expect("serviceaccount");
+    let token: TokenRequest = from_json(serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": 3600}
+    }));
+    let token = wait::until(
+        format!("a token for ServiceAccount {NS}/{SA}"),
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || async {
+            match sas
+                .create_subresource::<TokenRequest, TokenRequest>(
+                    "token",
+                    SA,
+                    &PostParams::default(),
+                    &token,
+                )
+                .await
+            {
+                Ok(t) => match t.status {
+                    Some(s) => Poll::Ready(s.token),
+                    None => Poll::Pending("no status".into()),
+                },
+                Err(e) => Poll::Pending(e.to_string()),
+            }
+        },
+    )
+    .await
+    .expect("TokenRequest");
+
+    // The admin's kubeconfig with the ServiceAccount's token as the user.
+    let mut kc = kube::config::Kubeconfig::read_from(&admin_kc).expect("admin kubeconfig");
+    for a in &mut kc.auth_infos {
+        a.auth_info = Some(from_json(serde_json::json!({"token": token})));
+    }
+    let dir = std::env::temp_dir().join(format!("unstuck-rbac-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sa_kc = dir.join("sa.kubeconfig");
+    std::fs::write(&sa_kc, serde_json::to_string(&kc).unwrap()).unwrap();
+
+    // The control, as admin: no blind spot, and the owner is dead.
+    let admin = wait::until(
+        "the admin's doctor to find the held ConfigMap",
+        Duration::from_secs(120),
+        Duration::from_secs(2),
+        || {
+            let o = doctor(&admin_kc, &["-o", "json"]);
+            async move {
+                let r = report(&o);
+                match configmap_finding(&r) {
+                    Some(_) => Poll::Ready(r),
+                    None => Poll::Pending(text(&o)),
+                }
+            }
+        },
+    )
+    .await
+    .expect("admin findings");
+    assert_eq!(blind_spots(&admin), Vec::<String>::new());
+    assert_eq!(
+        configmap_finding(&admin).as_deref(),
+        Some("OrphanFinalizer")
+    );
+
+    // The ServiceAccount: runs to the end, lists the 403s, still finds it.
+    let o = doctor(&sa_kc, &["-o", "json"]);
+    let r = report(&o);
+    let spots = blind_spots(&r);
+    for resource in ["events", "leases", "secrets"] {
+        assert!(
+            spots.iter().any(
+                |s| s.contains(&format!("\"{resource} (")) && s.contains("403")
+                    || s.starts_with(&format!("\"{resource} (")) && s.contains("forbidden")
+            ),
+            "{resource} not a blind spot: {spots:#?}"
+        );
+    }
+    assert_eq!(
+        configmap_finding(&r).as_deref(),
+        Some("UnknownFinalizerOwner"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        r["plan"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| !l.as_str().unwrap().contains("PATCH")),
+        "nothing may be stripped on an unread absence: {}",
+        text(&o)
+    );
+    // In the terminal report the blind spots come first, after the target.
+    let term = doctor(&sa_kc, &[]);
+    let t = String::from_utf8_lossy(&term.stdout).to_string();
+    let (spots_at, found_at) = (
+        t.find("BLIND SPOTS").expect("blind spots section"),
+        t.find("findings (").expect("findings section"),
+    );
+    assert!(t.starts_with("target: ") && spots_at < found_at, "{t}");
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    let layout = cluster.layout().clone();
+    let report = cluster.down().await;
+    assert!(report.errors.is_empty(), "{report}");
+    assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
+}
