@@ -292,6 +292,8 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         validating_webhooks: webhooks.validating,
         mutating_webhooks: webhooks.mutating,
         webhook_services: webhooks.services,
+        // Filled by the doctor on a local cluster (kcm_metrics), not here.
+        controller_manager_metrics: None,
     };
     let stats = CollectStats {
         types_listed: discovered.types.len(),

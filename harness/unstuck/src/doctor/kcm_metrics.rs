@@ -1,0 +1,91 @@
+//! kube-controller-manager's own view of its namespace workqueue, read from
+//! its `/metrics` on a local cluster unstuck made: the one place that says
+//! whether the namespace controller is stuck, idle or absent.
+//!
+//! Only ever loopback: the port is the cluster's layout's, the host is
+//! 127.0.0.1. The admin client certificate is accepted there (delegated
+//! authentication and authorization through the API server). The serving
+//! certificate is one kube-controller-manager made for itself at start,
+//! signed by nothing the kubeconfig knows, so it cannot be verified; on a
+//! loopback port of a cluster this machine runs that costs nothing.
+
+use std::{net::Ipv4Addr, path::Path, time::Duration};
+
+use kube::Client;
+use unstuck_core::doctor::namespace_stall::{ControllerManagerMetrics, parse_namespace_queue};
+
+use crate::cluster::local::state::{ClusterState, state_root};
+
+/// A stopped process accepts the connection (the kernel does) and never
+/// answers; this bounds how long the doctor waits for it.
+pub const TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Reads the namespace workqueue of local cluster `cluster`'s
+/// kube-controller-manager. Never fails: what went wrong is recorded in
+/// the result.
+pub async fn read(cluster: &str) -> ControllerManagerMetrics {
+    let dir = state_root().join(cluster);
+    let layout = match ClusterState::load(&dir) {
+        Ok(Some(st)) => st.layout,
+        Ok(None) => {
+            return unreadable(
+                String::new(),
+                format!("no local cluster named '{cluster}' ({})", dir.display()),
+            );
+        }
+        Err(e) => return unreadable(String::new(), e.to_string()),
+    };
+    let port = layout.controller_manager_port();
+    read_at(&layout.admin_kubeconfig(), port).await
+}
+
+/// Reads `https://127.0.0.1:<port>/metrics` with the client identity of
+/// `kubeconfig`.
+pub async fn read_at(kubeconfig: &Path, port: u16) -> ControllerManagerMetrics {
+    let endpoint = format!("https://{}:{port}/metrics", Ipv4Addr::LOCALHOST);
+    match tokio::time::timeout(TIMEOUT, fetch(kubeconfig, &endpoint)).await {
+        Ok(Ok(text)) => ControllerManagerMetrics {
+            namespace_queue: parse_namespace_queue(&text),
+            endpoint,
+            error: None,
+        },
+        Ok(Err(e)) => unreadable(endpoint, e),
+        Err(_) => unreadable(
+            endpoint,
+            format!("no answer within {} s (timed out)", TIMEOUT.as_secs()),
+        ),
+    }
+}
+
+fn unreadable(endpoint: String, error: String) -> ControllerManagerMetrics {
+    ControllerManagerMetrics {
+        endpoint,
+        error: Some(error),
+        namespace_queue: None,
+    }
+}
+
+async fn fetch(kubeconfig: &Path, endpoint: &str) -> Result<String, String> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+    cfg.cluster_url = endpoint
+        .trim_end_matches("/metrics")
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+    // Self-signed at its start: see the module comment.
+    cfg.accept_invalid_certs = true;
+    cfg.root_cert = None;
+    cfg.tls_server_name = None;
+    cfg.proxy_url = None;
+    cfg.default_retry = false;
+    cfg.connect_timeout = Some(TIMEOUT);
+    cfg.read_timeout = Some(TIMEOUT);
+    let client = Client::try_from(cfg).map_err(|e| e.to_string())?;
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    client.request_text(req).await.map_err(|e| e.to_string())
+}
