@@ -42,18 +42,29 @@ pub async fn read(cluster: &str) -> ControllerManagerMetrics {
 /// Reads `https://127.0.0.1:<port>/metrics` with the client identity of
 /// `kubeconfig`.
 pub async fn read_at(kubeconfig: &Path, port: u16) -> ControllerManagerMetrics {
-    let endpoint = format!("https://{}:{port}/metrics", Ipv4Addr::LOCALHOST);
-    match tokio::time::timeout(TIMEOUT, fetch(kubeconfig, &endpoint)).await {
-        Ok(Ok(text)) => ControllerManagerMetrics {
+    let endpoint = endpoint(port);
+    match fetch_text(kubeconfig, port).await {
+        Ok(text) => ControllerManagerMetrics {
             namespace_queue: parse_namespace_queue(&text),
             endpoint,
             error: None,
         },
-        Ok(Err(e)) => unreadable(endpoint, e),
-        Err(_) => unreadable(
-            endpoint,
-            format!("no answer within {} s (timed out)", TIMEOUT.as_secs()),
-        ),
+        Err(e) => unreadable(endpoint, e),
+    }
+}
+
+fn endpoint(port: u16) -> String {
+    format!("https://{}:{port}/metrics", Ipv4Addr::LOCALHOST)
+}
+
+/// The metrics text itself, within [`TIMEOUT`].
+pub async fn fetch_text(kubeconfig: &Path, port: u16) -> Result<String, String> {
+    match tokio::time::timeout(TIMEOUT, fetch(kubeconfig, &endpoint(port))).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "no answer within {} s (timed out)",
+            TIMEOUT.as_secs()
+        )),
     }
 }
 
