@@ -183,6 +183,10 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
     .expect("NamespaceNotProgressing reported");
 
     let f = stall_of(report.initial_findings()).unwrap();
+    eprintln!("{}: {}", f.kind, f.summary);
+    for e in &f.evidence {
+        eprintln!("    {e}");
+    }
     let quoted = |needle: &str| f.evidence.iter().any(|e| e.contains(needle));
     assert!(
         quoted("lease kube-system/kube-controller-manager is stale"),

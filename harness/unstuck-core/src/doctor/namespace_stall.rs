@@ -136,7 +136,7 @@ impl StallCause {
                 "the namespace controller is stuck: a worker has been on one item for longer than the threshold"
             }
             StallCause::WorkqueueIdle => {
-                "the namespace controller is idle: its workqueue is empty, so it is not working on this namespace (its informer may be broken)"
+                "the namespace controller is idle: its workqueue is empty and nothing is in processing, so it is not working on this namespace now (a retry delayed by its rate limiter, or a deletion its informer never delivered)"
             }
             StallCause::NamespaceControllerMissing => {
                 "kube-controller-manager leads but runs no namespace controller (check its --controllers flag)"

@@ -100,3 +100,44 @@ async fn fetch(kubeconfig: &Path, endpoint: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     client.request_text(req).await.map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unknown_cluster_is_recorded_not_dialled() {
+        let m = read("unstuck-no-such-cluster").await;
+        assert!(m.endpoint.is_empty(), "{m:?}");
+        assert!(
+            m.error
+                .as_deref()
+                .is_some_and(|e| e.contains("no local cluster named 'unstuck-no-such-cluster'")),
+            "{m:?}"
+        );
+        assert_eq!(m.namespace_queue, None);
+    }
+
+    #[tokio::test]
+    async fn a_closed_loopback_port_is_recorded_as_unreadable() {
+        // Bind and drop: the port is then (almost surely) closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("unstuck-kcm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kc = dir.join("kubeconfig");
+        std::fs::write(
+            &kc,
+            "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+        )
+        .unwrap();
+        let m = read_at(&kc, port).await;
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(m.endpoint, format!("https://127.0.0.1:{port}/metrics"));
+        assert!(m.error.is_some(), "{m:?}");
+        assert_eq!(m.namespace_queue, None);
+    }
+}
