@@ -116,7 +116,8 @@ pub enum StallCause {
     /// deletion never reached the controller (or it dropped it).
     WorkqueueIdle,
     /// Its metrics have no namespace workqueue: the namespace controller is
-    /// not running in the leading process (e.g. `--controllers=-namespace`).
+    /// not running in that process (not the leader, or
+    /// `--controllers=-namespace`).
     NamespaceControllerMissing,
     /// Another Terminating namespace's condition names a failure that
     /// blocks every namespace deletion (discovery, group/version parsing).
@@ -139,7 +140,7 @@ impl StallCause {
                 "the namespace controller is idle: its workqueue is empty and nothing is in processing, so it is not working on this namespace now (a retry delayed by its rate limiter, or a deletion its informer never delivered)"
             }
             StallCause::NamespaceControllerMissing => {
-                "kube-controller-manager leads but runs no namespace controller (check its --controllers flag)"
+                "the kube-controller-manager whose metrics were read runs no namespace controller (it is not the leader, or its --controllers flag leaves it out)"
             }
             StallCause::ClusterWideBlocker => {
                 "other namespaces' conditions name a failure that blocks every namespace deletion"
