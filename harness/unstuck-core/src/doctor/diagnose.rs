@@ -94,6 +94,12 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     }
 
     super::blind::downgrade_unproven(snapshot, &mut findings);
+    // Last, so that it sees every other finding: it speaks only when they
+    // leave a namespace unexplained.
+    let stalled =
+        super::namespace_stall::namespaces_not_progressing(snapshot, d.threshold, &findings);
+    findings.extend(stalled);
+
     findings.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
     findings
 }

@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::conditions::{FinalizerCount, ResourceCount};
+use super::namespace_stall::NamespaceStall;
 use super::owner::FinalizerVerdict;
 use super::webhook::{ServiceKey, WebhookConfigKind};
 
@@ -62,6 +63,10 @@ pub enum FindingKind {
     /// Pending / ContainerCreating / ImagePullBackOff / ImageInspectError /
     /// CrashLoopBackOff). Explained with evidence, never remedied.
     PodNotStarting,
+    /// A Terminating namespace past the threshold that no other finding
+    /// explains, or that the namespace controller has written no condition
+    /// on: says why the controller is not progressing. Report only.
+    NamespaceNotProgressing,
     /// A finalizer whose owner could not be argued alive or dead.
     UnknownFinalizerOwner,
     /// A finalizer whose controller is alive: leave it alone.
@@ -78,7 +83,7 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 15] = [
+    pub const ALL: [FindingKind; 16] = [
         FindingKind::DeadApiService,
         FindingKind::ApiServiceUnavailable,
         FindingKind::DeadWebhook,
@@ -90,6 +95,7 @@ impl FindingKind {
         FindingKind::NamespaceSpecFinalizerStuck,
         FindingKind::PodStuckTerminating,
         FindingKind::PodNotStarting,
+        FindingKind::NamespaceNotProgressing,
         FindingKind::UnknownFinalizerOwner,
         FindingKind::WaitingOnLiveController,
         FindingKind::WaitingOnDependents,
@@ -110,6 +116,7 @@ impl FindingKind {
             FindingKind::NamespaceSpecFinalizerStuck => "NamespaceSpecFinalizerStuck",
             FindingKind::PodStuckTerminating => "PodStuckTerminating",
             FindingKind::PodNotStarting => "PodNotStarting",
+            FindingKind::NamespaceNotProgressing => "NamespaceNotProgressing",
             FindingKind::UnknownFinalizerOwner => "UnknownFinalizerOwner",
             FindingKind::WaitingOnLiveController => "WaitingOnLiveController",
             FindingKind::WaitingOnDependents => "WaitingOnDependents",
@@ -340,6 +347,8 @@ pub enum FindingDetail {
         /// What the evidence points at.
         cause: PodStartCause,
     },
+    /// For [`FindingKind::NamespaceNotProgressing`].
+    NamespaceStall(NamespaceStall),
 }
 
 /// Why a pod does not start, as its status and events show it.

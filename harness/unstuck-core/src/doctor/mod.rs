@@ -13,6 +13,7 @@
 //! - [`webhook`]: admission webhooks and the errors of calling them.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
+//! - [`namespace_stall`]: why the namespace controller is not progressing.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
 
@@ -21,6 +22,7 @@ pub mod blind;
 pub mod conditions;
 pub mod diagnose;
 pub mod finding;
+pub mod namespace_stall;
 pub mod node;
 pub mod owner;
 pub mod plan;

@@ -696,6 +696,13 @@ fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> Plan
                 f.subject
             ),
         ),
+        FindingKind::NamespaceNotProgressing => refuse(
+            i,
+            format!(
+                "{} waits on the namespace controller, which is not progressing; get kube-controller-manager running and leading again (or clear the cluster-wide blocker): finalizing the namespace by hand would leave its content behind",
+                f.subject
+            ),
+        ),
         FindingKind::PodStuckTerminating => {
             let hint = match &f.detail {
                 FindingDetail::Pod { hint, node, .. } => {

@@ -21,6 +21,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use serde::{Deserialize, Serialize};
 
+use super::namespace_stall::ControllerManagerMetrics;
 use super::webhook::{ServiceKey, ServiceLookup};
 
 /// Everything one diagnosis looks at, taken at one moment.
@@ -97,6 +98,10 @@ pub struct Snapshot {
     /// ([`super::blind`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// (Added) kube-controller-manager's namespace workqueue, read from its
+    /// `/metrics` on a local cluster. `None`: not tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_manager_metrics: Option<ControllerManagerMetrics>,
 }
 
 /// One object, seen through the metadata-only API (what a

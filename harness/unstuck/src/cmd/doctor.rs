@@ -112,6 +112,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
 
     let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
     opts.allow_webhook_changes = args.allow_webhook_changes;
+    opts.local_cluster = args.local_cluster.clone();
     opts.diagnose.stuck_after = stuck_after.as_std();
     if !args.namespaces.is_empty() {
         opts.scope = Scope::Namespaces(args.namespaces.clone());

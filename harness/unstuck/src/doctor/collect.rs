@@ -394,6 +394,8 @@ async fn collect_boxed(
         webhook_services: webhooks.services,
         api_service_backends,
         unreadable,
+        // Filled by the doctor on a local cluster (kcm_metrics), not here.
+        controller_manager_metrics: None,
     };
     let stats = CollectStats {
         types_listed: discovered.types.len(),

@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod collect;
+pub mod kcm_metrics;
 pub mod node;
 mod pages;
 pub mod render;
@@ -114,6 +115,10 @@ pub struct DoctorOptions {
     /// from `apply` on purpose: it weakens a policy, so it is asked for by
     /// name (`--allow-webhook-changes`).
     pub allow_webhook_changes: bool,
+    /// The local cluster unstuck made that this is, if any: then
+    /// kube-controller-manager's metrics are read over loopback
+    /// ([`kcm_metrics`]) to say why a namespace is not progressing.
+    pub local_cluster: Option<String>,
 }
 
 impl DoctorOptions {
@@ -125,6 +130,7 @@ impl DoctorOptions {
             diagnose: DiagnoseOptions::default(),
             max_rounds: 3,
             allow_webhook_changes: false,
+            local_cluster: None,
         }
     }
 }
@@ -242,6 +248,25 @@ pub fn findings_in(
         .collect()
 }
 
+/// On a local cluster with a Terminating namespace, reads
+/// kube-controller-manager's namespace workqueue into the snapshot (at
+/// most [`kcm_metrics::TIMEOUT`], and only when a namespace could need it).
+async fn add_controller_manager_metrics(
+    snapshot: &mut unstuck_core::doctor::Snapshot,
+    opts: &DoctorOptions,
+) {
+    let terminating = snapshot
+        .namespaces
+        .iter()
+        .any(|n| n.metadata.deletion_timestamp.is_some());
+    if let Some(cluster) = &opts.local_cluster
+        && terminating
+        && snapshot.controller_manager_metrics.is_none()
+    {
+        snapshot.controller_manager_metrics = Some(kcm_metrics::read(cluster).await);
+    }
+}
+
 /// Runs the doctor.
 pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, DoctorError> {
     run_from(client, opts, None).await
@@ -258,10 +283,11 @@ pub async fn run_from(
     let start = Instant::now();
     let mut rounds = Vec::new();
     for _ in 0..opts.max_rounds.max(1) {
-        let (snapshot, stats) = match first.take() {
+        let (mut snapshot, stats) = match first.take() {
             Some(s) => s,
             None => collect_in(client, &opts.scope.collect_scope()).await?,
         };
+        add_controller_manager_metrics(&mut snapshot, opts).await;
         let findings = findings_in(&snapshot, opts);
         let plan = plan(&findings, &snapshot);
         let mut applied = Vec::new();

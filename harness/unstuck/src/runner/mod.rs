@@ -643,6 +643,7 @@ impl ScenarioRun<'_> {
             apply: d.apply,
             allow_webhook_changes: d.allow_webhook_changes,
             backup_dir: self.ctx.out_dir.join("backups"),
+            local_cluster: self.ctx.node.as_ref().map(|n| n.layout().name.clone()),
             ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
         };
         let (first, looks) = self.settled_snapshot(d, &opts).await;

@@ -1,0 +1,385 @@
+//! Never silent: a Terminating namespace past the threshold that nothing
+//! else explains, or that the namespace controller has not written a
+//! single condition on, gets a [`FindingKind::NamespaceNotProgressing`]
+//! saying why the controller is not getting on with it.
+//!
+//! The reasons looked at, each quoted: kube-controller-manager's leader
+//! Lease (missing or expired: the process is down or not leading), its own
+//! `workqueue_*{name="namespace"}` metrics when the collector could read
+//! them (stuck in one namespace, idle, or no namespace controller at all),
+//! and other Terminating namespaces' conditions naming a failure every
+//! namespace deletion shares (discovery or group/version parsing).
+//! Report only: the remedy is to get the controller running again.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::jiff::SignedDuration;
+use serde::{Deserialize, Serialize};
+
+use super::conditions::{
+    NS_DISCOVERY_FAILURE, NS_GV_PARSING_FAILURE, failing_namespace_condition,
+    quote_namespace_condition,
+};
+use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use super::owner::fmt_secs;
+use super::snapshot::Snapshot;
+
+/// What the collector read from kube-controller-manager's `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerManagerMetrics {
+    /// Where it was read, e.g. `https://127.0.0.1:21057/metrics`.
+    pub endpoint: String,
+    /// Why it could not be read (unreachable, timed out, refused, not
+    /// parseable); `None` when it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The namespace controller's workqueue; `None` when the endpoint was
+    /// read but has no `name="namespace"` series (the controller is not
+    /// running in that process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_queue: Option<WorkqueueMetrics>,
+}
+
+/// One client-go workqueue's gauges and counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkqueueMetrics {
+    /// `workqueue_depth`: items waiting.
+    pub depth: f64,
+    /// `workqueue_unfinished_work_seconds`: summed age of the items being
+    /// processed right now.
+    pub unfinished_work_seconds: f64,
+    /// `workqueue_longest_running_processor_seconds`: the oldest item in
+    /// processing.
+    pub longest_running_processor_seconds: f64,
+    /// `workqueue_adds_total`: items ever added.
+    pub adds_total: f64,
+}
+
+/// The metric names read, all with the label `name="namespace"`.
+const METRICS: [&str; 4] = [
+    "workqueue_depth",
+    "workqueue_unfinished_work_seconds",
+    "workqueue_longest_running_processor_seconds",
+    "workqueue_adds_total",
+];
+
+/// Parses the namespace workqueue out of a Prometheus text exposition.
+/// `None` when none of its series is present.
+pub fn parse_namespace_queue(text: &str) -> Option<WorkqueueMetrics> {
+    let mut values = [None; 4];
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Some((metric, labels)) = series.split_once('{') else {
+            continue;
+        };
+        let Some(i) = METRICS.iter().position(|m| *m == metric) else {
+            continue;
+        };
+        if !labels
+            .trim_end_matches('}')
+            .split(',')
+            .any(|l| l == "name=\"namespace\"")
+        {
+            continue;
+        }
+        values[i] = value.trim().parse::<f64>().ok();
+    }
+    if values.iter().all(Option::is_none) {
+        return None;
+    }
+    let v = |i: usize| values[i].unwrap_or(0.0);
+    Some(WorkqueueMetrics {
+        depth: v(0),
+        unfinished_work_seconds: v(1),
+        longest_running_processor_seconds: v(2),
+        adds_total: v(3),
+    })
+}
+
+/// Why the namespace controller is not progressing, as far as the
+/// evidence goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StallCause {
+    /// kube-controller-manager's leader Lease is missing or expired.
+    ControllerManagerNotLeading,
+    /// Its namespace workqueue has an item in processing for longer than
+    /// the threshold.
+    WorkqueueStuck,
+    /// Its namespace workqueue is empty with nothing in processing: the
+    /// deletion never reached the controller (or it dropped it).
+    WorkqueueIdle,
+    /// Its metrics have no namespace workqueue: the namespace controller is
+    /// not running in that process (not the leader, or
+    /// `--controllers=-namespace`).
+    NamespaceControllerMissing,
+    /// Another Terminating namespace's condition names a failure that
+    /// blocks every namespace deletion (discovery, group/version parsing).
+    ClusterWideBlocker,
+    /// None of the above could be shown.
+    Unknown,
+}
+
+impl StallCause {
+    /// One line: what it means and where to look.
+    pub fn explain(self) -> &'static str {
+        match self {
+            StallCause::ControllerManagerNotLeading => {
+                "kube-controller-manager is down or not leading (its leader lease is not renewed); nothing runs the namespace controller"
+            }
+            StallCause::WorkqueueStuck => {
+                "the namespace controller is stuck: a worker has been on one item for longer than the threshold"
+            }
+            StallCause::WorkqueueIdle => {
+                "the namespace controller is idle: its workqueue is empty and nothing is in processing, so it is not working on this namespace now (a retry delayed by its rate limiter, or a deletion its informer never delivered)"
+            }
+            StallCause::NamespaceControllerMissing => {
+                "the kube-controller-manager whose metrics were read runs no namespace controller (it is not the leader, or its --controllers flag leaves it out)"
+            }
+            StallCause::ClusterWideBlocker => {
+                "other namespaces' conditions name a failure that blocks every namespace deletion"
+            }
+            StallCause::Unknown => {
+                "no cause could be shown from the API; read kube-controller-manager's log"
+            }
+        }
+    }
+}
+
+/// The detail of a [`FindingKind::NamespaceNotProgressing`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceStall {
+    /// The most likely cause.
+    pub cause: StallCause,
+    /// Whether the namespace has any status condition.
+    pub has_conditions: bool,
+    /// Other Terminating namespaces whose conditions name a cluster-wide
+    /// failure.
+    pub blocked_elsewhere: Vec<String>,
+}
+
+/// One finding per Terminating namespace past `threshold` that `found`
+/// does not explain or that has no status condition at all.
+pub fn namespaces_not_progressing(
+    snapshot: &Snapshot,
+    threshold: SignedDuration,
+    found: &[Finding],
+) -> Vec<Finding> {
+    let mut out: Vec<Finding> = snapshot
+        .namespaces
+        .iter()
+        .filter_map(|ns| not_progressing(snapshot, threshold, found, ns))
+        .collect();
+    out.sort_by(|a, b| a.subject.name.cmp(&b.subject.name));
+    out
+}
+
+fn not_progressing(
+    snapshot: &Snapshot,
+    threshold: SignedDuration,
+    found: &[Finding],
+    ns: &Namespace,
+) -> Option<Finding> {
+    let name = ns.metadata.name.as_deref()?;
+    let deleted = ns.metadata.deletion_timestamp.as_ref()?.0;
+    let age = snapshot.age_of(deleted);
+    if age <= threshold {
+        return None;
+    }
+    let has_conditions = ns
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| !c.is_empty());
+    if has_conditions && found.iter().any(|f| explains(f, name)) {
+        return None;
+    }
+
+    let mut evidence = vec![
+        format!(
+            "deletionTimestamp {deleted} ({} before the snapshot)",
+            fmt_secs(age.as_secs())
+        ),
+        if has_conditions {
+            "the namespace controller has written conditions, but no other finding explains why the namespace is still here".to_owned()
+        } else {
+            "the namespace controller has written no status condition on it (it writes them on its first pass)".to_owned()
+        },
+    ];
+    let mut causes = Vec::new();
+    let lease = controller_manager_lease(snapshot);
+    if !lease_is_held(snapshot, lease, &mut evidence) {
+        causes.push(StallCause::ControllerManagerNotLeading);
+    }
+    if let Some(cause) = workqueue_cause(snapshot, threshold, &mut evidence) {
+        causes.push(cause);
+    }
+    let blocked_elsewhere = cluster_wide_blockers(snapshot, name, &mut evidence);
+    if !blocked_elsewhere.is_empty() {
+        causes.push(StallCause::ClusterWideBlocker);
+    }
+    let cause = causes.first().copied().unwrap_or(StallCause::Unknown);
+    Some(Finding {
+        kind: FindingKind::NamespaceNotProgressing,
+        subject: ObjectRef {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: name.to_owned(),
+            uid: ns.metadata.uid.clone(),
+        },
+        summary: format!(
+            "namespace {name} has been terminating for {} and the namespace controller is not progressing: {}",
+            fmt_secs(age.as_secs()),
+            cause.explain()
+        ),
+        evidence,
+        detail: FindingDetail::NamespaceStall(NamespaceStall {
+            cause,
+            has_conditions,
+            blocked_elsewhere,
+        }),
+    })
+}
+
+/// Whether finding `f` accounts for namespace `ns` still being there.
+fn explains(f: &Finding, ns: &str) -> bool {
+    if matches!(
+        f.kind,
+        FindingKind::NamespaceNotProgressing | FindingKind::PodNotStarting
+    ) {
+        return false;
+    }
+    let about_ns = f.subject.kind == "Namespace" && f.subject.namespace.is_none();
+    if about_ns {
+        return f.subject.name == ns;
+    }
+    if f.subject.namespace.as_deref() == Some(ns) {
+        return true;
+    }
+    match &f.detail {
+        FindingDetail::ApiService {
+            blocks_namespaces, ..
+        }
+        | FindingDetail::Webhook {
+            blocks_namespaces, ..
+        } => blocks_namespaces.iter().any(|b| b == ns),
+        _ => false,
+    }
+}
+
+fn controller_manager_lease(snapshot: &Snapshot) -> Option<&Lease> {
+    snapshot.leases.iter().find(|l| {
+        l.metadata.namespace.as_deref() == Some("kube-system")
+            && l.metadata.name.as_deref() == Some("kube-controller-manager")
+    })
+}
+
+/// Whether the leader lease is held: renewed within its own
+/// `leaseDurationSeconds` (15 s when unset), the rule leader election
+/// itself uses to take over. Quotes holder, renewTime and age.
+fn lease_is_held(snapshot: &Snapshot, lease: Option<&Lease>, evidence: &mut Vec<String>) -> bool {
+    let Some(lease) = lease else {
+        evidence.push(format!(
+            "no lease kube-system/kube-controller-manager in the snapshot ({} leases read): no kube-controller-manager has ever led, or its lease was deleted",
+            snapshot.leases.len()
+        ));
+        return false;
+    };
+    let spec = lease.spec.clone().unwrap_or_default();
+    let holder = spec.holder_identity.as_deref().unwrap_or("<none>");
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15).max(1));
+    let Some(renew) = spec.renew_time.as_ref().map(|t| t.0) else {
+        evidence.push(format!(
+            "lease kube-system/kube-controller-manager has no renewTime (holder {holder:?})"
+        ));
+        return false;
+    };
+    let age = snapshot.age_of(renew);
+    let held = age <= SignedDuration::from_secs(duration);
+    evidence.push(format!(
+        "lease kube-system/kube-controller-manager is {} (holder {holder:?}, renewTime {renew}, {} before the snapshot, leaseDurationSeconds {duration})",
+        if held { "fresh" } else { "stale" },
+        fmt_secs(age.as_secs())
+    ));
+    held
+}
+
+/// What the namespace workqueue says, if the collector read it.
+fn workqueue_cause(
+    snapshot: &Snapshot,
+    threshold: SignedDuration,
+    evidence: &mut Vec<String>,
+) -> Option<StallCause> {
+    let Some(m) = &snapshot.controller_manager_metrics else {
+        evidence.push(
+            "kube-controller-manager's metrics were not read (only on a local cluster, with --local-cluster)".into(),
+        );
+        return None;
+    };
+    if let Some(error) = &m.error {
+        evidence.push(format!(
+            "kube-controller-manager's metrics at {} are unreadable: {error}",
+            m.endpoint
+        ));
+        return None;
+    }
+    let Some(q) = m.namespace_queue else {
+        evidence.push(format!(
+            "kube-controller-manager's metrics at {} have no workqueue named \"namespace\"",
+            m.endpoint
+        ));
+        return Some(StallCause::NamespaceControllerMissing);
+    };
+    evidence.push(format!(
+        "namespace workqueue at {}: depth {}, unfinished work {:.0} s, longest running processor {:.0} s, adds {}",
+        m.endpoint, q.depth, q.unfinished_work_seconds, q.longest_running_processor_seconds, q.adds_total
+    ));
+    let threshold_secs = threshold.as_secs_f64();
+    if q.longest_running_processor_seconds > threshold_secs {
+        Some(StallCause::WorkqueueStuck)
+    } else if q.depth == 0.0 && q.unfinished_work_seconds == 0.0 {
+        Some(StallCause::WorkqueueIdle)
+    } else {
+        None
+    }
+}
+
+/// Other Terminating namespaces whose failing conditions name something
+/// every namespace deletion depends on; quoted.
+fn cluster_wide_blockers(
+    snapshot: &Snapshot,
+    this: &str,
+    evidence: &mut Vec<String>,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    for ns in &snapshot.namespaces {
+        let Some(name) = ns.metadata.name.as_deref() else {
+            continue;
+        };
+        if name == this || ns.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        let mut quoted = false;
+        for t in [NS_DISCOVERY_FAILURE, NS_GV_PARSING_FAILURE] {
+            if let Some(c) = failing_namespace_condition(ns, t) {
+                evidence.push(format!(
+                    "namespace {name}: {} (this blocks every namespace deletion)",
+                    quote_namespace_condition(c)
+                ));
+                quoted = true;
+            }
+        }
+        if quoted {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
