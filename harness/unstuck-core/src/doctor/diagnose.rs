@@ -18,7 +18,7 @@ use super::finding::{
     FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint,
 };
 use super::owner::{
-    FinalizerVerdict, OwnerVerdict, controller_manager_alive, finalizer_owner, fmt_secs,
+    FinalizerVerdict, OwnerQuery, OwnerVerdict, controller_manager_alive, fmt_secs, owner_verdict,
     protection_in_use,
 };
 use super::snapshot::{ObjectRecord, Snapshot, container_statuses, display_name};
@@ -45,12 +45,16 @@ pub struct DiagnoseOptions {
     /// called dead. Default 10 s: the harness wants fast detection; a CLI
     /// pointed at a real cluster may pass minutes.
     pub stuck_after: Duration,
+    /// Finalizer keys the operator declared dead (`--assume-dead`): their
+    /// owner's `Unknown` counts as `Dead`, never `Alive`.
+    pub assume_dead: Vec<String>,
 }
 
 impl Default for DiagnoseOptions {
     fn default() -> Self {
         DiagnoseOptions {
             stuck_after: Duration::from_secs(10),
+            assume_dead: Vec::new(),
         }
     }
 }
@@ -69,6 +73,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     let d = Diagnosis {
         snapshot,
         threshold: SignedDuration::try_from(opts.stuck_after).unwrap_or(SignedDuration::MAX),
+        assume_dead: &opts.assume_dead,
     };
     let mut findings = Vec::new();
 
@@ -119,6 +124,7 @@ fn sort_key(f: &Finding) -> SortKey<'_> {
 struct Diagnosis<'a> {
     snapshot: &'a Snapshot,
     threshold: SignedDuration,
+    assume_dead: &'a [String],
 }
 
 /// A Terminating namespace whose content-deletion-failure condition names
@@ -919,10 +925,15 @@ impl<'a> Diagnosis<'a> {
                 protected.push((key.clone(), users));
                 continue;
             }
-            verdicts.push(FinalizerVerdict {
-                finalizer: key.clone(),
-                verdict: finalizer_owner(key, &record.kind, self.snapshot),
-            });
+            verdicts.push(owner_verdict(
+                &OwnerQuery {
+                    finalizer: key,
+                    kind: &record.kind,
+                    object: Some(&record.metadata),
+                    assume_dead: self.assume_dead,
+                },
+                self.snapshot,
+            ));
         }
         let verdict_lines = |vs: &[&FinalizerVerdict]| -> Vec<String> {
             vs.iter()

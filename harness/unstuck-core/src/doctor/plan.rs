@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 
 use super::conditions::{NS_DISCOVERY_FAILURE, api_service_available, failing_namespace_condition};
 use super::finding::{FinalizerRemoval, Finding, FindingDetail, FindingKind, PodStuckHint};
-use super::owner::{OwnerVerdict, failing_group_versions, finalizer_owner, protection_in_use};
+use super::owner::{
+    OwnerQuery, OwnerVerdict, failing_group_versions, owner_verdict, protection_in_use,
+};
 use super::snapshot::{ObjectRecord, Snapshot, split_api_version};
 use super::webhook::{WebhookConfigKind, webhooks};
 
@@ -819,7 +821,24 @@ fn remove_finalizers(
             notes.push(format!("{key} is in use ({}), kept", users.join("; ")));
             continue;
         }
-        match finalizer_owner(key, &f.subject.kind, snapshot) {
+        // A key diagnosed dead only by `--assume-dead` stays assumed, and
+        // is stripped only while the evidence is still no more than Unknown.
+        let assumed: Vec<String> = rem
+            .verdicts
+            .iter()
+            .filter(|v| v.assumed_dead && v.finalizer == *key)
+            .map(|v| v.finalizer.clone())
+            .collect();
+        let recheck = owner_verdict(
+            &OwnerQuery {
+                finalizer: key,
+                kind: &f.subject.kind,
+                object: record.as_ref().map(|r| &r.metadata),
+                assume_dead: &assumed,
+            },
+            snapshot,
+        );
+        match recheck.verdict {
             OwnerVerdict::Dead { evidence } => {
                 why_dead.push(format!("{key}: {}", evidence.join("; ")));
                 remove.push(key.clone());

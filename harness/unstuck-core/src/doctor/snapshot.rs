@@ -12,6 +12,7 @@
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ContainerStatus, Event, Namespace, Node, PersistentVolume, Pod, PodStatus,
@@ -87,6 +88,31 @@ pub struct Snapshot {
     /// whose Service has no lookup here is never judged dead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhook_services: Vec<ServiceLookup>,
+    /// (Added) Every Deployment, StatefulSet and DaemonSet, full objects:
+    /// evidence that a finalizer's owner runs (see `owner`). Empty in older
+    /// recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<Deployment>,
+    /// (Added) See [`Snapshot::deployments`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stateful_sets: Vec<StatefulSet>,
+    /// (Added) See [`Snapshot::deployments`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub daemon_sets: Vec<DaemonSet>,
+    /// (Added) Types the collector could not read (a 403, a timeout): a
+    /// finalizer's owner is never argued dead from a source listed here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// A type the collector could not list, recorded instead of aborting.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unreadable {
+    /// `plural.group` as kubectl spells it (`deployments.apps`, `pods`).
+    pub resource: String,
+    /// The error as the client reported it.
+    pub message: String,
 }
 
 /// One object, seen through the metadata-only API (what a

@@ -619,6 +619,7 @@ impl ScenarioRun<'_> {
         let opts = DoctorOptions {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
                 stuck_after: STUCK_AFTER,
+                ..Default::default()
             },
             scope: Scope::Namespaces(self.ns.real_names()),
             apply: d.apply,
