@@ -106,6 +106,10 @@ struct DoctorArgs {
     /// evidence, and a fixture for the diagnosis tests.
     #[arg(long)]
     save_snapshot: Option<PathBuf>,
+    /// Treat this finalizer key's owner as dead when the evidence leaves it
+    /// Unknown (repeatable; exact key). Never overrides a live owner.
+    #[arg(long = "assume-dead", value_name = "KEY")]
+    assume_dead: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -328,6 +332,7 @@ async fn doctor(args: DoctorArgs) -> Result<ExitCode> {
     opts.apply = args.apply;
     opts.allow_webhook_changes = args.allow_webhook_changes;
     opts.diagnose.stuck_after = stuck_after.as_std();
+    opts.diagnose.assume_dead = args.assume_dead.clone();
     if !args.namespaces.is_empty() {
         opts.scope = Scope::Namespaces(args.namespaces.clone());
     }

@@ -277,7 +277,7 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         failures.push(failure);
         Webhooks::default()
     });
-    let snapshot = Snapshot {
+    let mut snapshot = Snapshot {
         taken_at,
         namespaces,
         api_services: api_services.map_err(list("apiservices"))?.items,
@@ -292,7 +292,10 @@ pub async fn collect(client: &Client) -> Result<(Snapshot, CollectStats), Collec
         validating_webhooks: webhooks.validating,
         mutating_webhooks: webhooks.mutating,
         webhook_services: webhooks.services,
+        ..Snapshot::default()
     };
+    // Boxed: this future would otherwise sit inside collect's own.
+    Box::pin(super::collect_owners::collect(client, &mut snapshot)).await;
     let stats = CollectStats {
         types_listed: discovered.types.len(),
         objects_seen,

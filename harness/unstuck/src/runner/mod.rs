@@ -440,17 +440,16 @@ impl ScenarioRun<'_> {
             Step::Doctor(d) => self.doctor(d).await,
             Step::Controller(c) => {
                 let ns = self.ns.real(&c.namespace);
-                self.controllers.push(controller::start(
+                let started = controller::start(
                     self.ctx.client.clone(),
                     ns.clone(),
                     c.finalizer.to_string(),
                     c.finish_after.as_std(),
-                ));
-                Ok(vec![format!(
-                    "live controller for {} running in {ns}, holding Lease {ns}/{}",
-                    *c.finalizer,
-                    c.finalizer.split('/').next().unwrap_or_default()
-                )])
+                    c.lease,
+                );
+                let line = started.describe();
+                self.controllers.push(started);
+                Ok(vec![line])
             }
         }
     }
