@@ -96,8 +96,9 @@ pub fn start(
             {
                 types = d.types.into_iter().filter(|t| t.namespaced).collect();
             }
-            // Every 10 s, as a controller requeueing its cleanup would.
-            let beat = tick.is_multiple_of(5);
+            // Every 10 s, as a controller requeueing its work would. Only
+            // without a Lease: the Lease case stays the plain one.
+            let beat = !lease && tick.is_multiple_of(5);
             for t in &types {
                 finish_due(&client, &namespace, t, &finalizer, finish_after, now, beat).await;
             }
@@ -123,13 +124,16 @@ async fn finish_due(
     };
     for item in list.items {
         let finalizers = item.metadata.finalizers.clone().unwrap_or_default();
-        let Some(deleted) = item.metadata.deletion_timestamp.as_ref() else {
-            continue;
-        };
         if !finalizers.iter().any(|f| f == finalizer) {
             continue;
         }
-        if now.duration_since(deleted.0).as_secs_f64() < after.as_secs_f64() {
+        // Reconciling what it owns, deleting or not, leaves a write.
+        let due = item
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .is_some_and(|d| now.duration_since(d.0).as_secs_f64() >= after.as_secs_f64());
+        if !due {
             if beat && let Some(name) = item.metadata.name.as_deref() {
                 heartbeat(&api, name, finalizer, now).await;
             }

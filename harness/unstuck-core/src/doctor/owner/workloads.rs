@@ -50,9 +50,19 @@ fn names(
         .chain(spec.containers.iter())
         .filter_map(|c| c.image.as_deref())
         .find_map(|image| {
-            t.named_in(image)
+            t.named_in(without_registry(image))
                 .map(|m| format!("its image {image} carries the {m}"))
         })
+}
+
+/// An image reference without its registry host (Docker's rule: a first
+/// component with a `.` or `:`, or `localhost`): where an image is stored
+/// (`quay.io`, a cluster's local registry) says nothing about what it is.
+fn without_registry(image: &str) -> &str {
+    match image.split_once('/') {
+        Some((host, rest)) if host.contains(['.', ':']) || host == "localhost" => rest,
+        _ => image,
+    }
 }
 
 /// Whether `meta` is the stuck object or waits on the same key.
@@ -232,4 +242,27 @@ pub(super) fn check_pods(ctx: &Ctx) -> SourceReport {
         }
     );
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_registry;
+
+    #[test]
+    fn registry_hosts_are_not_names() {
+        assert_eq!(
+            without_registry("unstuck.local/busybox:1.35"),
+            "busybox:1.35"
+        );
+        assert_eq!(
+            without_registry("quay.io/jetstack/cert-manager-controller:v1.16.1"),
+            "jetstack/cert-manager-controller:v1.16.1"
+        );
+        assert_eq!(without_registry("localhost:5000/kiali"), "kiali");
+        assert_eq!(
+            without_registry("kiali/kiali-operator"),
+            "kiali/kiali-operator"
+        );
+        assert_eq!(without_registry("busybox"), "busybox");
+    }
 }
