@@ -18,7 +18,7 @@ use super::finding::{
     FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint,
 };
 use super::owner::{
-    FinalizerVerdict, OwnerQuery, OwnerVerdict, controller_manager_alive, fmt_secs, owner_verdict,
+    FinalizerVerdict, OwnerCache, OwnerQuery, OwnerVerdict, controller_manager_alive, fmt_secs,
     protection_in_use,
 };
 use super::snapshot::{ObjectRecord, Snapshot, container_statuses, display_name};
@@ -74,6 +74,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
         snapshot,
         threshold: SignedDuration::try_from(opts.stuck_after).unwrap_or(SignedDuration::MAX),
         assume_dead: &opts.assume_dead,
+        owners: OwnerCache::new(snapshot),
     };
     let mut findings = Vec::new();
 
@@ -125,6 +126,7 @@ struct Diagnosis<'a> {
     snapshot: &'a Snapshot,
     threshold: SignedDuration,
     assume_dead: &'a [String],
+    owners: OwnerCache<'a>,
 }
 
 /// A Terminating namespace whose content-deletion-failure condition names
@@ -925,15 +927,12 @@ impl<'a> Diagnosis<'a> {
                 protected.push((key.clone(), users));
                 continue;
             }
-            verdicts.push(owner_verdict(
-                &OwnerQuery {
-                    finalizer: key,
-                    kind: &record.kind,
-                    object: Some(&record.metadata),
-                    assume_dead: self.assume_dead,
-                },
-                self.snapshot,
-            ));
+            verdicts.push(self.owners.verdict(&OwnerQuery {
+                finalizer: key,
+                kind: &record.kind,
+                object: Some(&record.metadata),
+                assume_dead: self.assume_dead,
+            }));
         }
         let verdict_lines = |vs: &[&FinalizerVerdict]| -> Vec<String> {
             vs.iter()

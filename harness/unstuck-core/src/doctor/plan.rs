@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::conditions::{NS_DISCOVERY_FAILURE, api_service_available, failing_namespace_condition};
 use super::finding::{FinalizerRemoval, Finding, FindingDetail, FindingKind, PodStuckHint};
 use super::owner::{
-    OwnerQuery, OwnerVerdict, failing_group_versions, owner_verdict, protection_in_use,
+    OwnerCache, OwnerQuery, OwnerVerdict, failing_group_versions, protection_in_use,
 };
 use super::snapshot::{ObjectRecord, Snapshot, split_api_version};
 use super::webhook::{WebhookConfigKind, webhooks};
@@ -481,10 +481,11 @@ impl Plan {
 /// Plans the remedy for `findings` (as returned by
 /// [`super::diagnose()`]) against the snapshot they came from.
 pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
+    let owners = OwnerCache::new(snapshot);
     let mut steps: Vec<PlannedStep> = findings
         .iter()
         .enumerate()
-        .map(|(i, f)| step_for(i, f, findings, snapshot))
+        .map(|(i, f)| step_for(i, f, findings, snapshot, &owners))
         .collect();
     // Least force first, except that making a dead webhook fail open
     // comes before the other changes: while it fails closed it rejects
@@ -525,11 +526,19 @@ fn wait(finding_index: usize, reason: String, rationale: String) -> PlannedStep 
     observe(finding_index, Action::Wait { reason }, rationale)
 }
 
-fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> PlannedStep {
+fn step_for(
+    i: usize,
+    f: &Finding,
+    all: &[Finding],
+    snapshot: &Snapshot,
+    owners: &OwnerCache,
+) -> PlannedStep {
     match f.kind {
         FindingKind::OrphanFinalizer | FindingKind::NamespaceOrphanMetadataFinalizer => {
             match &f.detail {
-                FindingDetail::OrphanFinalizer(rem) => remove_finalizers(i, f, rem, snapshot),
+                FindingDetail::OrphanFinalizer(rem) => {
+                    remove_finalizers(i, f, rem, snapshot, owners)
+                }
                 _ => refuse(i, format!("{} finding without removal detail", f.kind)),
             }
         }
@@ -778,6 +787,7 @@ fn remove_finalizers(
     f: &Finding,
     rem: &FinalizerRemoval,
     snapshot: &Snapshot,
+    owners: &OwnerCache,
 ) -> PlannedStep {
     let record = find_record(f, snapshot);
     let (current, resource_version, uid) = match &record {
@@ -829,15 +839,12 @@ fn remove_finalizers(
             .filter(|v| v.assumed_dead && v.finalizer == *key)
             .map(|v| v.finalizer.clone())
             .collect();
-        let recheck = owner_verdict(
-            &OwnerQuery {
-                finalizer: key,
-                kind: &f.subject.kind,
-                object: record.as_ref().map(|r| &r.metadata),
-                assume_dead: &assumed,
-            },
-            snapshot,
-        );
+        let recheck = owners.verdict(&OwnerQuery {
+            finalizer: key,
+            kind: &f.subject.kind,
+            object: record.as_ref().map(|r| &r.metadata),
+            assume_dead: &assumed,
+        });
         match recheck.verdict {
             OwnerVerdict::Dead { evidence } => {
                 why_dead.push(format!("{key}: {}", evidence.join("; ")));

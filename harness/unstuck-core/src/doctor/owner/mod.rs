@@ -41,6 +41,8 @@ pub mod words;
 mod workloads;
 mod writes;
 
+use std::{cell::RefCell, collections::HashMap, rc::Rc};
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 pub use builtin::{PV_PROTECTION, PVC_PROTECTION, controller_manager_alive, is_built_in};
@@ -49,6 +51,7 @@ pub use protection::protection_in_use;
 pub use verdict::{FinalizerVerdict, OwnerVerdict};
 
 use super::snapshot::Snapshot;
+use verdict::SourceReport;
 use words::Target;
 
 /// A write or an event this recent shows its author running now.
@@ -64,8 +67,10 @@ pub struct OwnerQuery<'a> {
     pub finalizer: &'a str,
     /// The kind of the object that carries it.
     pub kind: &'a str,
-    /// The object's metadata (its managedFields are a source; it is never
-    /// its own evidence). `None` leaves the writes source out.
+    /// The object's metadata: its managedFields are a source. (It is never
+    /// its own evidence: it carries the key, and whatever carries the key
+    /// waits on the owner rather than serving it.) `None` leaves the
+    /// writes source out.
     pub object: Option<&'a ObjectMeta>,
     /// Keys the operator named with `--assume-dead`.
     pub assume_dead: &'a [String],
@@ -117,66 +122,136 @@ pub fn finalizer_owner(finalizer: &str, object_kind: &str, snapshot: &Snapshot) 
 }
 
 /// Argues whether a key's owner is alive, dead or not known, applying
-/// `--assume-dead`. See the module docs for the rules.
+/// `--assume-dead`. See the module docs for the rules. To ask about many
+/// objects, use one [`OwnerCache`].
 pub fn owner_verdict(q: &OwnerQuery, snapshot: &Snapshot) -> FinalizerVerdict {
-    let (verdict, assumed_dead) = verdict::assume(q.finalizer, argue(q, snapshot), q.assume_dead);
-    FinalizerVerdict {
-        finalizer: q.finalizer.to_owned(),
-        verdict,
-        assumed_dead,
-    }
+    OwnerCache::new(snapshot).verdict(q)
 }
 
-fn argue(q: &OwnerQuery, snapshot: &Snapshot) -> OwnerVerdict {
-    let finalizer = q.finalizer;
-    if let Some(v) = builtin::built_in_verdict(finalizer, q.kind, snapshot) {
-        return v;
+/// What the cluster-wide sources say about one key: the same for every
+/// object that carries it.
+struct KeyEvidence {
+    known: Option<&'static KnownKey>,
+    target: Target,
+    /// Leases, workloads, pods, webhooks/APIServices, events.
+    reports: [SourceReport; 5],
+}
+
+/// Verdicts on many objects of one snapshot. The cluster-wide sources are
+/// read once per key, not once per object: a namespace holding thousands
+/// of stuck objects with one key costs one search of the pods and events.
+pub struct OwnerCache<'a> {
+    snapshot: &'a Snapshot,
+    by_key: RefCell<HashMap<String, Rc<KeyEvidence>>>,
+}
+
+impl<'a> OwnerCache<'a> {
+    /// An empty cache over `snapshot`.
+    pub fn new(snapshot: &'a Snapshot) -> Self {
+        OwnerCache {
+            snapshot,
+            by_key: RefCell::new(HashMap::new()),
+        }
     }
-    if finalizer == "kubernetes" {
-        return OwnerVerdict::Dead {
-            evidence: vec![
-                "\"kubernetes\" in metadata.finalizers has no controller: the namespace controller only handles the \"kubernetes\" token in a Namespace's spec.finalizers".to_owned(),
+
+    /// [`owner_verdict`], with the key's cluster-wide evidence reused.
+    pub fn verdict(&self, q: &OwnerQuery) -> FinalizerVerdict {
+        let (verdict, assumed_dead) = verdict::assume(q.finalizer, self.argue(q), q.assume_dead);
+        FinalizerVerdict {
+            finalizer: q.finalizer.to_owned(),
+            verdict,
+            assumed_dead,
+        }
+    }
+
+    fn argue(&self, q: &OwnerQuery) -> OwnerVerdict {
+        let (finalizer, snapshot) = (q.finalizer, self.snapshot);
+        if let Some(v) = builtin::built_in_verdict(finalizer, q.kind, snapshot) {
+            return v;
+        }
+        if finalizer == "kubernetes" {
+            return OwnerVerdict::Dead {
+                evidence: vec![
+                    "\"kubernetes\" in metadata.finalizers has no controller: the namespace controller only handles the \"kubernetes\" token in a Namespace's spec.finalizers".to_owned(),
+                ],
+            };
+        }
+        if let Some((_, word)) = builtin::EXTERNAL
+            .iter()
+            .find(|(p, _)| finalizer.starts_with(p))
+        {
+            return builtin::external_verdict(finalizer, word, snapshot);
+        }
+        let key = self.key_evidence(finalizer);
+        if key.target.is_empty() {
+            return OwnerVerdict::Dead {
+                evidence: vec![format!(
+                    "{finalizer:?} is not a built-in key and names neither a domain (no '/' or '.') nor a product, so no controller can be looked for"
+                )],
+            };
+        }
+        let writes = writes::check(&Ctx {
+            finalizer,
+            target: &key.target,
+            object: q.object,
+            snapshot,
+        });
+        let preface = key
+            .known
+            .map(|k| {
+                vec![format!(
+                    "{finalizer} is a well-known key of {}, served by {}",
+                    k.project, k.controller
+                )]
+            })
+            .unwrap_or_default();
+        let [leases, workloads, pods, served, events] = &key.reports;
+        verdict::combine(
+            preface,
+            &[
+                leases.clone(),
+                workloads.clone(),
+                pods.clone(),
+                served.clone(),
+                writes,
+                events.clone(),
             ],
+        )
+    }
+
+    fn key_evidence(&self, finalizer: &str) -> Rc<KeyEvidence> {
+        if let Some(k) = self.by_key.borrow().get(finalizer) {
+            return Rc::clone(k);
+        }
+        let known = known_key(finalizer);
+        let target = Target::of(finalizer, known);
+        let reports = if target.is_empty() {
+            Default::default()
+        } else {
+            let ctx = Ctx {
+                finalizer,
+                target: &target,
+                object: None,
+                snapshot: self.snapshot,
+            };
+            [
+                leases::check(&ctx),
+                workloads::check_workloads(&ctx),
+                workloads::check_pods(&ctx),
+                served::check(&ctx),
+                events::check(&ctx),
+            ]
         };
+        let k = Rc::new(KeyEvidence {
+            known,
+            target,
+            reports,
+        });
+        self.by_key
+            .borrow_mut()
+            .insert(finalizer.to_owned(), Rc::clone(&k));
+        k
     }
-    if let Some((_, word)) = builtin::EXTERNAL
-        .iter()
-        .find(|(p, _)| finalizer.starts_with(p))
-    {
-        return builtin::external_verdict(finalizer, word, snapshot);
-    }
-    let known = known_key(finalizer);
-    let target = Target::of(finalizer, known);
-    if target.is_empty() {
-        return OwnerVerdict::Dead {
-            evidence: vec![format!(
-                "{finalizer:?} is not a built-in key and names neither a domain (no '/' or '.') nor a product, so no controller can be looked for"
-            )],
-        };
-    }
-    let ctx = Ctx {
-        finalizer,
-        target: &target,
-        object: q.object,
-        snapshot,
-    };
-    let preface = known
-        .map(|k| {
-            vec![format!(
-                "{finalizer} is a well-known key of {}, served by {}",
-                k.project, k.controller
-            )]
-        })
-        .unwrap_or_default();
-    let reports = [
-        leases::check(&ctx),
-        workloads::check_workloads(&ctx),
-        workloads::check_pods(&ctx),
-        served::check(&ctx),
-        writes::check(&ctx),
-        events::check(&ctx),
-    ];
-    verdict::combine(preface, &reports)
 }
 
 /// `metrics.k8s.io/v1beta1, ...` from the snapshot's discovery failures.

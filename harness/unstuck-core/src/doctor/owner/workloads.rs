@@ -4,8 +4,9 @@
 //! (scaled to zero, crash-looping, pending) shows it installed but not
 //! running (`Unknown`).
 //!
-//! Left out: the stuck object itself, anything that carries the key in its
-//! own finalizers (it is what waits, not what serves), and finished pods.
+//! Left out: anything that carries the key in its own finalizers (the
+//! stuck object among them: it is what waits, not what serves), and
+//! finished pods.
 
 use std::collections::BTreeMap;
 
@@ -65,13 +66,9 @@ fn without_registry(image: &str) -> &str {
     }
 }
 
-/// Whether `meta` is the stuck object or waits on the same key.
+/// Whether `meta` waits on the same key (the stuck object among them).
 fn excluded(ctx: &Ctx, meta: &ObjectMeta) -> bool {
-    let same = ctx
-        .object
-        .and_then(|o| o.uid.as_deref())
-        .is_some_and(|uid| meta.uid.as_deref() == Some(uid));
-    same || meta.finalizers.iter().flatten().any(|f| f == ctx.finalizer)
+    meta.finalizers.iter().flatten().any(|f| f == ctx.finalizer)
 }
 
 pub(super) fn check_workloads(ctx: &Ctx) -> SourceReport {
