@@ -41,6 +41,9 @@ const GENERIC: &[&str] = &[
     "resource",
     "resources",
     "system",
+    // This tool's own name: its runner applies every scenario object as
+    // field manager `unstuck`, and it serves no finalizer of its own.
+    "unstuck",
     "www",
     "x",
 ];
@@ -204,6 +207,9 @@ mod tests {
         assert_eq!(t.domains, vec!["widgets.example.k8s.io", "example.k8s.io"]);
         assert!(Target::of("my-finalizer", None).is_empty());
         assert_eq!(Target::of("strimzi", None).words, vec!["strimzi"]);
+        let t = Target::of("orphan.unstuck.test/x", None);
+        assert_eq!(t.words, vec!["orphan"]);
+        assert_eq!(t.named_in("unstuck"), None);
     }
 
     #[test]
