@@ -22,6 +22,7 @@ fn run(s: &Snapshot) -> (Vec<Finding>, Plan) {
         s,
         &DiagnoseOptions {
             stuck_after: Duration::from_secs(3),
+            ..Default::default()
         },
     );
     let p = plan(&findings, s);

@@ -109,12 +109,14 @@ fn object_not_past_threshold_has_no_finding() {
     // With a 10 minute threshold nothing in this snapshot is stuck yet.
     let patient = DiagnoseOptions {
         stuck_after: Duration::from_secs(600),
+        ..Default::default()
     };
     assert!(diagnose(&snap, &patient).is_empty());
 
     // With a 1 s threshold `fresh` is stuck too.
     let eager = DiagnoseOptions {
         stuck_after: Duration::from_secs(1),
+        ..Default::default()
     };
     assert!(
         diagnose(&snap, &eager)

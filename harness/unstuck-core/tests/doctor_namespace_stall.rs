@@ -38,6 +38,7 @@ fn recorded() -> Snapshot {
 fn opts() -> DiagnoseOptions {
     DiagnoseOptions {
         stuck_after: Duration::from_secs(3),
+        ..DiagnoseOptions::default()
     }
 }
 
@@ -274,6 +275,7 @@ fn a_namespace_under_the_threshold_is_not_reported() {
         &s,
         &DiagnoseOptions {
             stuck_after: Duration::from_secs(600),
+            ..DiagnoseOptions::default()
         },
     );
     assert!(stall(&findings, "quiet").is_none(), "{findings:#?}");

@@ -19,6 +19,7 @@ fn recorded() -> Snapshot {
 fn opts() -> DiagnoseOptions {
     DiagnoseOptions {
         stuck_after: Duration::from_secs(5),
+        ..Default::default()
     }
 }
 

@@ -25,6 +25,7 @@ fn recorded() -> Snapshot {
 fn opts(secs: u64) -> DiagnoseOptions {
     DiagnoseOptions {
         stuck_after: Duration::from_secs(secs),
+        ..Default::default()
     }
 }
 

@@ -24,6 +24,7 @@ fn recorded(name: &str) -> Snapshot {
 fn opts() -> DiagnoseOptions {
     DiagnoseOptions {
         stuck_after: Duration::from_secs(3),
+        ..Default::default()
     }
 }
 

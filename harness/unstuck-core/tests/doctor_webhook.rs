@@ -24,6 +24,7 @@ fn read<T: serde::de::DeserializeOwned>(path: &str) -> T {
 fn opts() -> DiagnoseOptions {
     DiagnoseOptions {
         stuck_after: Duration::from_secs(3),
+        ..Default::default()
     }
 }
 

@@ -150,6 +150,7 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
         scope: Scope::Namespaces(vec![NS.into()]),
         diagnose: DiagnoseOptions {
             stuck_after: Duration::from_secs(5),
+            ..DiagnoseOptions::default()
         },
         local_cluster: Some(name.clone()),
         ..DoctorOptions::dry_run(std::env::temp_dir())

@@ -147,6 +147,7 @@ async fn the_doctor_explains_each_way_a_pod_does_not_start_and_changes_nothing()
         scope: Scope::Namespaces(vec![NS.into()]),
         diagnose: DiagnoseOptions {
             stuck_after: Duration::from_secs(3),
+            ..Default::default()
         },
         ..DoctorOptions::dry_run(std::env::temp_dir())
     };

@@ -10,14 +10,15 @@ use super::finding::{Finding, FindingKind};
 use super::snapshot::Snapshot;
 
 /// The sources a finalizer owner's liveness is argued from.
-pub const LIVENESS_SOURCES: [&str; 3] = ["leases", "pods", "events"];
+/// Named as kubectl spells them, as [`Snapshot::unreadable`] records them.
+pub const LIVENESS_SOURCES: [&str; 3] = ["leases.coordination.k8s.io", "pods", "events"];
 
 /// Downgrades owner-is-dead findings when a liveness source was unreadable.
 pub fn downgrade_unproven(snapshot: &Snapshot, findings: &mut [Finding]) {
     let missing: Vec<&str> = snapshot
         .unreadable
         .iter()
-        .map(String::as_str)
+        .map(|u| u.resource.as_str())
         .filter(|r| LIVENESS_SOURCES.contains(r))
         .collect();
     if missing.is_empty() {
@@ -63,7 +64,10 @@ mod tests {
             "the control: with every source read, the owner is dead"
         );
         let mut blind = snapshot.clone();
-        blind.unreadable = vec!["leases".into()];
+        blind.unreadable = vec![crate::doctor::snapshot::Unreadable {
+            resource: "leases.coordination.k8s.io".into(),
+            message: "leases.coordination.k8s.io is forbidden".into(),
+        }];
         let findings = diagnose(&blind, &opts);
         assert!(
             findings
@@ -74,7 +78,7 @@ mod tests {
             f.kind == FindingKind::UnknownFinalizerOwner
                 && f.evidence
                     .iter()
-                    .any(|e| e.contains("could not read leases"))
+                    .any(|e| e.contains("leases.coordination.k8s.io"))
         }));
     }
 }

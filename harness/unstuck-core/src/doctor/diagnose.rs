@@ -19,7 +19,7 @@ use super::finding::{
     FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint,
 };
 use super::owner::{
-    FinalizerVerdict, OwnerVerdict, controller_manager_alive, finalizer_owner, fmt_secs,
+    FinalizerVerdict, OwnerCache, OwnerQuery, OwnerVerdict, controller_manager_alive, fmt_secs,
     protection_in_use,
 };
 use super::snapshot::{ObjectRecord, Snapshot, container_statuses, display_name};
@@ -46,12 +46,16 @@ pub struct DiagnoseOptions {
     /// called dead. Default 10 s: the harness wants fast detection; a CLI
     /// pointed at a real cluster may pass minutes.
     pub stuck_after: Duration,
+    /// Finalizer keys the operator declared dead (`--assume-dead`): their
+    /// owner's `Unknown` counts as `Dead`, never `Alive`.
+    pub assume_dead: Vec<String>,
 }
 
 impl Default for DiagnoseOptions {
     fn default() -> Self {
         DiagnoseOptions {
             stuck_after: Duration::from_secs(10),
+            assume_dead: Vec::new(),
         }
     }
 }
@@ -70,6 +74,8 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     let d = Diagnosis {
         snapshot,
         threshold: SignedDuration::try_from(opts.stuck_after).unwrap_or(SignedDuration::MAX),
+        assume_dead: &opts.assume_dead,
+        owners: OwnerCache::new(snapshot),
     };
     let mut findings = Vec::new();
 
@@ -127,6 +133,8 @@ fn sort_key(f: &Finding) -> SortKey<'_> {
 struct Diagnosis<'a> {
     snapshot: &'a Snapshot,
     threshold: SignedDuration,
+    assume_dead: &'a [String],
+    owners: OwnerCache<'a>,
 }
 
 /// A Terminating namespace whose content-deletion-failure condition names
@@ -942,10 +950,12 @@ impl<'a> Diagnosis<'a> {
                 protected.push((key.clone(), users));
                 continue;
             }
-            verdicts.push(FinalizerVerdict {
-                finalizer: key.clone(),
-                verdict: finalizer_owner(key, &record.kind, self.snapshot),
-            });
+            verdicts.push(self.owners.verdict(&OwnerQuery {
+                finalizer: key,
+                kind: &record.kind,
+                object: Some(&record.metadata),
+                assume_dead: self.assume_dead,
+            }));
         }
         let verdict_lines = |vs: &[&FinalizerVerdict]| -> Vec<String> {
             vs.iter()

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 
 use super::conditions::{NS_DISCOVERY_FAILURE, api_service_available, failing_namespace_condition};
 use super::finding::{FinalizerRemoval, Finding, FindingDetail, FindingKind, PodStuckHint};
-use super::owner::{OwnerVerdict, failing_group_versions, finalizer_owner, protection_in_use};
+use super::owner::{
+    OwnerCache, OwnerQuery, OwnerVerdict, failing_group_versions, protection_in_use,
+};
 use super::snapshot::{ObjectRecord, Snapshot, split_api_version};
 use super::webhook::{WebhookConfigKind, webhooks};
 
@@ -479,10 +481,11 @@ impl Plan {
 /// Plans the remedy for `findings` (as returned by
 /// [`super::diagnose()`]) against the snapshot they came from.
 pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
+    let owners = OwnerCache::new(snapshot);
     let mut steps: Vec<PlannedStep> = findings
         .iter()
         .enumerate()
-        .map(|(i, f)| step_for(i, f, findings, snapshot))
+        .map(|(i, f)| step_for(i, f, findings, snapshot, &owners))
         .collect();
     // Least force first, except that making a dead webhook fail open
     // comes before the other changes: while it fails closed it rejects
@@ -523,11 +526,19 @@ fn wait(finding_index: usize, reason: String, rationale: String) -> PlannedStep 
     observe(finding_index, Action::Wait { reason }, rationale)
 }
 
-fn step_for(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> PlannedStep {
+fn step_for(
+    i: usize,
+    f: &Finding,
+    all: &[Finding],
+    snapshot: &Snapshot,
+    owners: &OwnerCache,
+) -> PlannedStep {
     match f.kind {
         FindingKind::OrphanFinalizer | FindingKind::NamespaceOrphanMetadataFinalizer => {
             match &f.detail {
-                FindingDetail::OrphanFinalizer(rem) => remove_finalizers(i, f, rem, snapshot),
+                FindingDetail::OrphanFinalizer(rem) => {
+                    remove_finalizers(i, f, rem, snapshot, owners)
+                }
                 _ => refuse(i, format!("{} finding without removal detail", f.kind)),
             }
         }
@@ -790,6 +801,7 @@ fn remove_finalizers(
     f: &Finding,
     rem: &FinalizerRemoval,
     snapshot: &Snapshot,
+    owners: &OwnerCache,
 ) -> PlannedStep {
     let record = find_record(f, snapshot);
     let (current, resource_version, uid) = match &record {
@@ -833,7 +845,21 @@ fn remove_finalizers(
             notes.push(format!("{key} is in use ({}), kept", users.join("; ")));
             continue;
         }
-        match finalizer_owner(key, &f.subject.kind, snapshot) {
+        // A key diagnosed dead only by `--assume-dead` stays assumed, and
+        // is stripped only while the evidence is still no more than Unknown.
+        let assumed: Vec<String> = rem
+            .verdicts
+            .iter()
+            .filter(|v| v.assumed_dead && v.finalizer == *key)
+            .map(|v| v.finalizer.clone())
+            .collect();
+        let recheck = owners.verdict(&OwnerQuery {
+            finalizer: key,
+            kind: &f.subject.kind,
+            object: record.as_ref().map(|r| &r.metadata),
+            assume_dead: &assumed,
+        });
+        match recheck.verdict {
             OwnerVerdict::Dead { evidence } => {
                 why_dead.push(format!("{key}: {}", evidence.join("; ")));
                 remove.push(key.clone());

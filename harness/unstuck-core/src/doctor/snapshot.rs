@@ -12,6 +12,7 @@
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ContainerStatus, Event, Namespace, Node, PersistentVolume, Pod, PodStatus,
@@ -93,15 +94,35 @@ pub struct Snapshot {
     /// reason alone ([`super::apiservice::backend`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_service_backends: Vec<ServiceLookup>,
-    /// (Added) Sources the collector could not read (`leases`, `events`,
-    /// ...: a 403 or a timeout). An absence there proves nothing
-    /// ([`super::blind`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unreadable: Vec<String>,
     /// (Added) kube-controller-manager's namespace workqueue, read from its
     /// `/metrics` on a local cluster. `None`: not tried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller_manager_metrics: Option<ControllerManagerMetrics>,
+    /// (Added) Every Deployment, StatefulSet and DaemonSet, full objects:
+    /// evidence that a finalizer's owner runs (see `owner`). Empty in older
+    /// recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<Deployment>,
+    /// (Added) See [`Snapshot::deployments`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stateful_sets: Vec<StatefulSet>,
+    /// (Added) See [`Snapshot::deployments`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub daemon_sets: Vec<DaemonSet>,
+    /// (Added) Types the collector could not read (a 403, a timeout): a
+    /// finalizer's owner is never argued dead from a source listed here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// A type the collector could not list, recorded instead of aborting.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unreadable {
+    /// `plural.group` as kubectl spells it (`deployments.apps`, `pods`).
+    pub resource: String,
+    /// The error as the client reported it.
+    pub message: String,
 }
 
 /// One object, seen through the metadata-only API (what a

@@ -884,6 +884,11 @@ pub struct ControllerSpec {
     /// its cleanup and removes the finalizer (default 30s).
     #[serde(default = "default_finish_after")]
     pub finish_after: Duration,
+    /// Whether it holds a leader-election Lease (default `true`). Without
+    /// one it shows it is alive only the way a controller without leader
+    /// election does: by writing to the objects it serves.
+    #[serde(default = "default_true")]
+    pub lease: bool,
 }
 
 fn default_finish_after() -> Duration {

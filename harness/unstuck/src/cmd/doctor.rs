@@ -65,6 +65,10 @@ pub struct DoctorArgs {
     /// that step is shown and skipped.
     #[arg(long, requires = "apply")]
     pub allow_webhook_changes: bool,
+    /// Treat this finalizer key's owner as dead when the evidence leaves it
+    /// Unknown (repeatable; exact key). Never overrides a live owner.
+    #[arg(long = "assume-dead", value_name = "KEY")]
+    pub assume_dead: Vec<String>,
     /// How long a deletion must hang to count as stuck, e.g. 30s, 5m.
     #[arg(long, default_value = "60s")]
     pub stuck_after: String,
@@ -113,6 +117,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
     opts.allow_webhook_changes = args.allow_webhook_changes;
     opts.local_cluster = args.local_cluster.clone();
+    opts.diagnose.assume_dead = args.assume_dead.clone();
     opts.diagnose.stuck_after = stuck_after.as_std();
     if !args.namespaces.is_empty() {
         opts.scope = Scope::Namespaces(args.namespaces.clone());

@@ -32,7 +32,8 @@ use kube::{
     core::PartialObjectMeta,
 };
 use unstuck_core::doctor::{
-    DiscoveryFailure, ObjectRecord, ServiceKey, ServiceLookup, Snapshot, webhook::services_called,
+    DiscoveryFailure, ObjectRecord, ServiceKey, ServiceLookup, Snapshot, snapshot::Unreadable,
+    webhook::services_called,
 };
 
 /// How many requests collect keeps in flight at once.
@@ -164,10 +165,18 @@ pub enum CollectError {
     Discovery(#[source] kube::Error),
 }
 
+/// A resource as kubectl spells it: `pods`, `leases.coordination.k8s.io`.
+fn kubectl_resource(plural: &str, group_version: &str) -> String {
+    match group_version.split_once('/') {
+        Some((group, _)) => format!("{plural}.{group}"),
+        None => plural.to_owned(),
+    }
+}
+
 /// Where a failed typed list is recorded.
 struct Unread<'a> {
     blind_spots: &'a mut Vec<BlindSpot>,
-    unreadable: &'a mut Vec<String>,
+    unreadable: &'a mut Vec<Unreadable>,
     failures: &'a mut Vec<DiscoveryFailure>,
 }
 
@@ -178,7 +187,10 @@ impl Unread<'_> {
                 what: format!("{resource} ({gv}), all namespaces"),
                 why: e.to_string(),
             });
-            self.unreadable.push(resource.to_string());
+            self.unreadable.push(Unreadable {
+                resource: kubectl_resource(resource, gv),
+                message: e.to_string(),
+            });
             self.failures.push(DiscoveryFailure {
                 group_version: gv.to_string(),
                 message: format!("list {resource}: {e}"),
@@ -314,7 +326,10 @@ async fn collect_boxed(
                         ),
                         why: e.to_string(),
                     });
-                    unreadable.push(t.resource.clone());
+                    unreadable.push(Unreadable {
+                        resource: kubectl_resource(&t.resource, &t.api_version),
+                        message: e.to_string(),
+                    });
                 }
                 failures.push(DiscoveryFailure {
                     group_version: t.api_version.clone(),
@@ -375,9 +390,9 @@ async fn collect_boxed(
             });
         }
     }
-    unreadable.sort();
-    unreadable.dedup();
-    let snapshot = Snapshot {
+    unreadable.sort_by(|a, b| a.resource.cmp(&b.resource));
+    unreadable.dedup_by(|a, b| a.resource == b.resource);
+    let mut snapshot = Snapshot {
         taken_at,
         namespaces,
         api_services,
@@ -396,7 +411,17 @@ async fn collect_boxed(
         unreadable,
         // Filled by the doctor on a local cluster (kcm_metrics), not here.
         controller_manager_metrics: None,
+        ..Snapshot::default()
     };
+    // Boxed: this future would otherwise sit inside collect's own.
+    let read_before = snapshot.unreadable.len();
+    Box::pin(super::collect_owners::collect(client, &mut snapshot)).await;
+    for u in &snapshot.unreadable[read_before..] {
+        blind_spots.push(BlindSpot {
+            what: format!("{}, all namespaces", u.resource),
+            why: u.message.clone(),
+        });
+    }
     let stats = CollectStats {
         types_listed: discovered.types.len(),
         objects_seen,

@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod collect;
+pub mod collect_owners;
 pub mod kcm_metrics;
 pub mod node;
 mod pages;

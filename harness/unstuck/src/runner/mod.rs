@@ -460,16 +460,16 @@ impl ScenarioRun<'_> {
             Step::Controller(c) => {
                 let ns = self.names.namespace(&c.namespace);
                 let finalizer = self.names.text(&c.finalizer);
-                self.controllers.push(controller::start(
+                let started = controller::start(
                     self.ctx.client.clone(),
                     ns.clone(),
                     finalizer.clone(),
                     c.finish_after.as_std(),
-                ));
-                Ok(vec![format!(
-                    "live controller for {finalizer} running in {ns}, holding Lease {ns}/{}",
-                    finalizer.split('/').next().unwrap_or_default()
-                )])
+                    c.lease,
+                );
+                let line = started.describe();
+                self.controllers.push(started);
+                Ok(vec![line])
             }
         }
     }
@@ -635,6 +635,7 @@ impl ScenarioRun<'_> {
         let opts = DoctorOptions {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
                 stuck_after: STUCK_AFTER,
+                ..Default::default()
             },
             scope: Scope::Run {
                 namespaces: self.names.namespaces().real_names(),

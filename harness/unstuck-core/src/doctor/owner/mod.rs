@@ -1,0 +1,294 @@
+//! Who serves a finalizer key. "No live owner" is argued from evidence in
+//! the snapshot, never assumed, and the evidence is quoted either way.
+//!
+//! 1. Kubernetes' own keys ([`builtin`]): `Alive` while
+//!    kube-controller-manager is, `Unknown` otherwise, `Dead` on a kind
+//!    its controllers never touch. `kubernetes` in `metadata.finalizers`
+//!    is `Dead`: only a Namespace's `spec.finalizers` token has a
+//!    controller. CSI sidecar and snapshot-controller keys are `Alive` by
+//!    a lease mentioning them, else `Unknown`, never `Dead`.
+//! 2. Any other key names a domain (`domain/path`, or a dotted key without
+//!    `/`) and product words ([`words`]), widened for well-known keys
+//!    ([`known_keys`]). Every source is asked about them:
+//!    - [`leases`]: leader-election Leases (fresh, or stale < 10 min);
+//!    - [`workloads`]: Deployments, StatefulSets, DaemonSets and pods by
+//!      name, labels, service account and images;
+//!    - [`served`]: webhooks and aggregated APIServices served from it;
+//!    - [`writes`]: recent managedFields writes to the object by a manager
+//!      named for it;
+//!    - [`events`]: Events reported by a component named for it.
+//! 3. The verdict ([`verdict`]): `Alive` needs positive evidence;
+//!    `Unknown` when the owner looks installed but is not shown running,
+//!    or a source could not be read; `Dead` needs every source read and
+//!    lists each check. A key without a domain and without a product word
+//!    (`my-finalizer`) has nothing to look for and is `Dead`.
+//! 4. `--assume-dead KEY` turns that key's `Unknown` into `Dead`; never
+//!    `Alive` into anything.
+//!
+//! Protection (`kubernetes.io/pvc-protection` on a claim a scheduled pod
+//! references, `kubernetes.io/pv-protection` on a `Bound` volume) is judged
+//! separately by [`protection_in_use`]: those keys are normal and never
+//! stripped, whatever their owner's state.
+
+mod builtin;
+mod events;
+pub mod known_keys;
+mod leases;
+mod protection;
+mod served;
+mod verdict;
+pub mod words;
+mod workloads;
+mod writes;
+
+use std::{cell::RefCell, collections::HashMap, rc::Rc};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+pub use builtin::{PV_PROTECTION, PVC_PROTECTION, controller_manager_alive, is_built_in};
+pub use known_keys::{KNOWN_KEYS, KnownKey, known_key};
+pub use protection::protection_in_use;
+pub use verdict::{FinalizerVerdict, OwnerVerdict};
+
+use super::snapshot::Snapshot;
+use verdict::SourceReport;
+use words::Target;
+
+/// A write or an event this recent shows its author running now.
+const RECENT_SECS: i64 = 120;
+/// A lease stale, or an event older, than this no longer suggests a
+/// restart in progress.
+const INSTALLED_SECS: i64 = 600;
+
+/// One key on one object, asked about.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnerQuery<'a> {
+    /// The finalizer key.
+    pub finalizer: &'a str,
+    /// The kind of the object that carries it.
+    pub kind: &'a str,
+    /// The object's metadata: its managedFields are a source. (It is never
+    /// its own evidence: it carries the key, and whatever carries the key
+    /// waits on the owner rather than serving it.) `None` leaves the
+    /// writes source out.
+    pub object: Option<&'a ObjectMeta>,
+    /// Keys the operator named with `--assume-dead`.
+    pub assume_dead: &'a [String],
+}
+
+/// What every source sees.
+struct Ctx<'a> {
+    finalizer: &'a str,
+    target: &'a Target,
+    object: Option<&'a ObjectMeta>,
+    snapshot: &'a Snapshot,
+}
+
+/// Why a source type could not be read: the collector recorded it as
+/// unreadable, or its group/version failed discovery.
+fn unreadable(snapshot: &Snapshot, resource: &str, group_version: &str) -> Option<String> {
+    if let Some(u) = snapshot.unreadable.iter().find(|u| u.resource == resource) {
+        return Some(format!(
+            "{resource} could not be read ({}), so the owner cannot be argued dead",
+            u.message
+        ));
+    }
+    snapshot
+        .discovery_failures
+        .iter()
+        .find(|d| d.group_version == group_version)
+        .map(|d| {
+            format!(
+                "{resource} could not be read ({group_version}: {}), so the owner cannot be argued dead",
+                d.message
+            )
+        })
+}
+
+/// Argues whether `finalizer`, found in the `metadata.finalizers` of an
+/// object of kind `object_kind`, has a live owner, without the object's
+/// own metadata and without assumptions. See the module docs.
+pub fn finalizer_owner(finalizer: &str, object_kind: &str, snapshot: &Snapshot) -> OwnerVerdict {
+    owner_verdict(
+        &OwnerQuery {
+            finalizer,
+            kind: object_kind,
+            object: None,
+            assume_dead: &[],
+        },
+        snapshot,
+    )
+    .verdict
+}
+
+/// Argues whether a key's owner is alive, dead or not known, applying
+/// `--assume-dead`. See the module docs for the rules. To ask about many
+/// objects, use one [`OwnerCache`].
+pub fn owner_verdict(q: &OwnerQuery, snapshot: &Snapshot) -> FinalizerVerdict {
+    OwnerCache::new(snapshot).verdict(q)
+}
+
+/// What the cluster-wide sources say about one key: the same for every
+/// object that carries it.
+struct KeyEvidence {
+    known: Option<&'static KnownKey>,
+    target: Target,
+    /// Leases, workloads, pods, webhooks/APIServices, events.
+    reports: [SourceReport; 5],
+}
+
+/// Verdicts on many objects of one snapshot. The cluster-wide sources are
+/// read once per key, not once per object: a namespace holding thousands
+/// of stuck objects with one key costs one search of the pods and events.
+pub struct OwnerCache<'a> {
+    snapshot: &'a Snapshot,
+    by_key: RefCell<HashMap<String, Rc<KeyEvidence>>>,
+}
+
+impl<'a> OwnerCache<'a> {
+    /// An empty cache over `snapshot`.
+    pub fn new(snapshot: &'a Snapshot) -> Self {
+        OwnerCache {
+            snapshot,
+            by_key: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// [`owner_verdict`], with the key's cluster-wide evidence reused.
+    pub fn verdict(&self, q: &OwnerQuery) -> FinalizerVerdict {
+        let (verdict, assumed_dead) = verdict::assume(q.finalizer, self.argue(q), q.assume_dead);
+        FinalizerVerdict {
+            finalizer: q.finalizer.to_owned(),
+            verdict,
+            assumed_dead,
+        }
+    }
+
+    fn argue(&self, q: &OwnerQuery) -> OwnerVerdict {
+        let (finalizer, snapshot) = (q.finalizer, self.snapshot);
+        if let Some(v) = builtin::built_in_verdict(finalizer, q.kind, snapshot) {
+            return v;
+        }
+        if finalizer == "kubernetes" {
+            return OwnerVerdict::Dead {
+                evidence: vec![
+                    "\"kubernetes\" in metadata.finalizers has no controller: the namespace controller only handles the \"kubernetes\" token in a Namespace's spec.finalizers".to_owned(),
+                ],
+            };
+        }
+        if let Some((_, word)) = builtin::EXTERNAL
+            .iter()
+            .find(|(p, _)| finalizer.starts_with(p))
+        {
+            return builtin::external_verdict(finalizer, word, snapshot);
+        }
+        let key = self.key_evidence(finalizer);
+        if key.target.is_empty() {
+            return OwnerVerdict::Dead {
+                evidence: vec![format!(
+                    "{finalizer:?} is not a built-in key and names neither a domain (no '/' or '.') nor a product, so no controller can be looked for"
+                )],
+            };
+        }
+        let writes = writes::check(&Ctx {
+            finalizer,
+            target: &key.target,
+            object: q.object,
+            snapshot,
+        });
+        let preface = key
+            .known
+            .map(|k| {
+                vec![format!(
+                    "{finalizer} is a well-known key of {}, served by {}",
+                    k.project, k.controller
+                )]
+            })
+            .unwrap_or_default();
+        let [leases, workloads, pods, served, events] = &key.reports;
+        verdict::combine(
+            preface,
+            &[
+                leases.clone(),
+                workloads.clone(),
+                pods.clone(),
+                served.clone(),
+                writes,
+                events.clone(),
+            ],
+        )
+    }
+
+    fn key_evidence(&self, finalizer: &str) -> Rc<KeyEvidence> {
+        if let Some(k) = self.by_key.borrow().get(finalizer) {
+            return Rc::clone(k);
+        }
+        let known = known_key(finalizer);
+        let target = Target::of(finalizer, known);
+        let reports = if target.is_empty() {
+            Default::default()
+        } else {
+            let ctx = Ctx {
+                finalizer,
+                target: &target,
+                object: None,
+                snapshot: self.snapshot,
+            };
+            [
+                leases::check(&ctx),
+                workloads::check_workloads(&ctx),
+                workloads::check_pods(&ctx),
+                served::check(&ctx),
+                events::check(&ctx),
+            ]
+        };
+        let k = Rc::new(KeyEvidence {
+            known,
+            target,
+            reports,
+        });
+        self.by_key
+            .borrow_mut()
+            .insert(finalizer.to_owned(), Rc::clone(&k));
+        k
+    }
+}
+
+/// `metrics.k8s.io/v1beta1, ...` from the snapshot's discovery failures.
+pub(crate) fn failing_group_versions(snapshot: &Snapshot) -> String {
+    let mut gvs: Vec<&str> = snapshot
+        .discovery_failures
+        .iter()
+        .map(|d| d.group_version.as_str())
+        .collect();
+    gvs.sort_unstable();
+    gvs.dedup();
+    gvs.join(", ")
+}
+
+/// Seconds as `1h2m3s` / `2m5s` / `42s` (negative values keep their sign).
+pub fn fmt_secs(secs: i64) -> String {
+    let sign = if secs < 0 { "-" } else { "" };
+    let s = secs.unsigned_abs();
+    let (h, m, s) = (s / 3600, (s % 3600) / 60, s % 60);
+    if h > 0 {
+        format!("{sign}{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{sign}{m}m{s}s")
+    } else {
+        format!("{sign}{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds() {
+        assert_eq!(fmt_secs(42), "42s");
+        assert_eq!(fmt_secs(125), "2m5s");
+        assert_eq!(fmt_secs(3723), "1h2m3s");
+        assert_eq!(fmt_secs(-5), "-5s");
+    }
+}
