@@ -35,7 +35,7 @@ command -v go >/dev/null || die "Go is not installed; install Go >= 1.24 (the ma
 case "$K8S_VERSION" in v1.*.*) ;; *) die "--k8s-version must look like v1.34.4, got '$K8S_VERSION'" ;; esac
 
 # --- 1. Debian packages -------------------------------------------------------
-PACKAGES=(containerd runc containernetworking-plugins iptables busybox-static conntrack iproute2 util-linux psmisc)
+PACKAGES=(containerd runc containernetworking-plugins iptables busybox-static conntrack iproute2 util-linux mount e2fsprogs psmisc)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
