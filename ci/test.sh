@@ -14,4 +14,5 @@ cargo fmt --all -- --check
 echo "[test] cargo clippy" >&2
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "[test] cargo test" >&2
-cargo test --workspace "$@"
+# --no-fail-fast: one failing test binary must not hide the others.
+cargo test --workspace --no-fail-fast "$@"

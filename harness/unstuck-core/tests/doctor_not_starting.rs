@@ -203,6 +203,55 @@ fn an_unreadable_image_and_a_failing_sandbox_have_their_own_causes() {
 }
 
 #[test]
+fn a_running_pod_is_not_reported_for_a_sandbox_failure_it_got_past() {
+    // Seen in CI on a loaded machine: the healthy pod's first sandbox
+    // attempt failed, the second worked, and the Warning event stays.
+    let mut s = recorded();
+    let healthy = pod_mut(&mut s, "healthy").clone();
+    assert_eq!(
+        healthy.status.as_ref().and_then(|st| st.phase.as_deref()),
+        Some("Running")
+    );
+    for reason in ["FailedCreatePodSandBox", "FailedMount"] {
+        s.events.push(Event {
+            involved_object: ObjectReference {
+                kind: Some("Pod".into()),
+                namespace: healthy.metadata.namespace.clone(),
+                name: healthy.metadata.name.clone(),
+                uid: healthy.metadata.uid.clone(),
+                ..Default::default()
+            },
+            type_: Some("Warning".into()),
+            reason: Some(reason.into()),
+            message: Some(format!("{reason}: context deadline exceeded")),
+            last_timestamp: Some(Time(s.taken_at)),
+            ..Default::default()
+        });
+    }
+    let findings = diagnose(&s, &opts(3));
+    assert!(
+        not_starting(&findings, "healthy").is_none(),
+        "{findings:#?}"
+    );
+    // The control: the same events on a pod still creating are its cause.
+    let status = pod_mut(&mut s, "healthy").status.as_mut().unwrap();
+    status.phase = Some("Pending".into());
+    status.container_statuses.as_mut().unwrap()[0].state =
+        Some(k8s_openapi::api::core::v1::ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ContainerCreating".into()),
+                message: None,
+            }),
+            ..Default::default()
+        });
+    let findings = diagnose(&s, &opts(3));
+    assert!(
+        not_starting(&findings, "healthy").is_some(),
+        "{findings:#?}"
+    );
+}
+
+#[test]
 fn a_crash_looping_container_caught_between_two_back_offs_is_still_a_crash_loop() {
     let mut s = recorded();
     let status = pod_mut(&mut s, "crashing").status.as_mut().unwrap();

@@ -184,7 +184,10 @@ async fn the_doctor_explains_each_way_a_pod_does_not_start_and_changes_nothing()
                 if all && cause_of(&findings, "healthy").is_none() {
                     Poll::Ready((snapshot, findings))
                 } else {
-                    Poll::Pending(format!("{seen:?}"))
+                    Poll::Pending(format!(
+                        "{seen:?}; healthy: {:?}",
+                        findings.iter().find(|f| f.subject.name == "healthy")
+                    ))
                 }
             }
         },

@@ -149,11 +149,17 @@ pub(crate) fn pod_not_starting(
             .map(|(reason, message)| format!("event Warning {reason}: {message:?}")),
     );
 
+    // A sandbox or mount failure the kubelet got past is history: a pod
+    // whose containers all run has started, whatever its events say (on a
+    // loaded node a first sandbox attempt can time out and the second work).
+    let started = phase.as_deref() == Some("Running")
+        && container_statuses(status)
+            .all(|cs| cs.state.as_ref().is_some_and(|s| s.running.is_some()));
     let cause = if unscheduled.is_some() {
         PodStartCause::Unschedulable
     } else if let Some(c) = waiting_cause {
         c
-    } else if let Some(c) = event_cause {
+    } else if let Some(c) = event_cause.filter(|_| !started) {
         c
     } else if phase.as_deref() == Some("Pending") {
         PodStartCause::Unknown
