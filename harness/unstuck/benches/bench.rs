@@ -25,6 +25,7 @@ const OBJECTS_PER_NAMESPACE: usize = 40;
 const SCAN_ROUNDS: usize = 5;
 
 mod scale;
+mod suite;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -48,7 +49,7 @@ fn owned(name: &str) -> UpOptions {
     o
 }
 
-/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,scale` (default both).
+/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,scale` (default all).
 fn wanted(section: &str) -> bool {
     std::env::var("UNSTUCK_BENCH_SECTIONS")
         .map(|v| v.split(',').any(|s| s.trim() == section))
@@ -59,6 +60,9 @@ fn wanted(section: &str) -> bool {
 async fn main() {
     if wanted("basic") {
         basic().await;
+    }
+    if wanted("suite") {
+        suite::run().await;
     }
     if wanted("scale") {
         scale::run().await;
@@ -154,8 +158,11 @@ async fn basic() {
         kubelet_log: Some(cluster.layout().log_file("kubelet")),
         node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
         parallelism: 1,
+        // One at a time on one cluster: each case's own figures, undisturbed.
+        own_clusters: None,
         cluster: "bench-main".into(),
         k8s_version: version.into(),
+        shard: None,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let report = run_suite(&opts, scenarios, never).await;

@@ -39,6 +39,11 @@ enum Command {
         #[arg(long, default_value = "fixtures")]
         fixtures: PathBuf,
     },
+    /// Work with run reports.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
     /// Internal: the reaper that tears a cluster down when its harness dies.
     #[command(name = "__reap", hide = true)]
     Reap { dir: PathBuf },
@@ -74,9 +79,33 @@ struct RunArgs {
     /// Kubernetes version of the local cluster.
     #[arg(long, env = "UNSTUCK_K8S_VERSION", default_value = unstuck::components::DEFAULT_K8S_VERSION)]
     k8s_version: String,
-    /// Scenarios run side by side at most.
-    #[arg(long, default_value_t = 4)]
+    /// Scenarios run side by side on the shared cluster, at most.
+    #[arg(long, default_value_t = 8)]
     parallel: usize,
+    /// Scenarios that must run alone (node faults, cluster-wide blockers)
+    /// each get a local cluster of their own, at most this many at once;
+    /// 0 runs them one at a time on the shared cluster instead.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    clusters: usize,
+    /// Run only part i of n of the suite (counting from 1), for n CI jobs
+    /// that together run every scenario once; `unstuck report merge`
+    /// joins their reports.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<unstuck::core::scenario::Shard>,
+}
+
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// Merge the reports of several `--shard` jobs into one (report.json,
+    /// junit.xml, summary.md), checking that every part is there once.
+    Merge {
+        /// Run folders (or their report.json files), one per job.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Where the merged report is written.
+        #[arg(long, default_value = "unstuck-merged")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -139,6 +168,28 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Cluster { command } => cluster(command).await,
         Command::Run(args) => run_scenarios(args).await,
+        Command::Report {
+            command: ReportCommand::Merge { runs, out },
+        } => {
+            use unstuck::report::{RunReport, merge};
+            let parts = runs
+                .iter()
+                .map(|r| merge::load(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            let merged = RunReport::merge(parts)?;
+            let files = merged
+                .write_all(&out)
+                .with_context(|| format!("writing the merged report to {}", out.display()))?;
+            print!("{}", merged.terminal());
+            for f in files {
+                eprintln!("[unstuck] wrote {}", f.display());
+            }
+            Ok(if merged.failed() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Doctor(args) => cmd::doctor::run(args).await,
         Command::Scenarios { dir, fixtures } => {
             let scenarios = load_scenarios(&dir, &fixtures)?;
@@ -172,7 +223,7 @@ fn load_scenarios(
 }
 
 async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
-    use unstuck::runner::suite::{SuiteOptions, run_suite};
+    use unstuck::runner::suite::{OwnClusters, SuiteOptions, run_suite};
     // Before anything else: which cluster, and may it be changed.
     let existing = match &args.kubeconfig {
         Some(path) => Some(guard_existing(path, args.allow_existing_cluster.as_deref()).await?),
@@ -184,6 +235,19 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
         if scenarios.is_empty() {
             anyhow::bail!("no scenario name contains '{f}'; `unstuck scenarios` lists them");
         }
+    }
+    if let Some(shard) = &args.shard {
+        let all = scenarios.len();
+        scenarios = shard.select(scenarios);
+        eprintln!(
+            "[unstuck] shard {shard}: {} of {all} scenario(s): {}",
+            scenarios.len(),
+            scenarios
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     if args.without_node_scenarios {
         scenarios.retain(|s| !s.needs_node());
@@ -208,6 +272,24 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
     let out_dir = args.out.join(&stamp);
+    if scenarios.is_empty() {
+        // More CI jobs than scenarios: this job's part is empty, which is
+        // not a failure; its (empty) report still merges.
+        let report = unstuck::report::RunReport {
+            started_at: k8s_openapi::jiff::Timestamp::now().to_string(),
+            cluster: "none (no scenario to run)".into(),
+            k8s_version: args.k8s_version.clone(),
+            shard: args.shard.map(|s| s.to_string()),
+            duration_ms: 0,
+            scenarios: Vec::new(),
+        };
+        report.write_all(&out_dir).context("writing reports")?;
+        eprintln!(
+            "[unstuck] nothing to run in this shard; wrote an empty report to {}",
+            out_dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let fixtures = std::fs::canonicalize(&args.fixtures)
         .with_context(|| format!("fixtures dir {}", args.fixtures.display()))?;
@@ -235,16 +317,21 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
             kubelet_log: None,
             node: None,
             parallelism: args.parallel,
+            // A cluster unstuck did not make: no clusters of its own
+            // beside it; scenarios that must run alone take turns.
+            own_clusters: None,
             cluster: format!("context '{}' ({})", target.context, target.server),
             k8s_version: version,
+            shard: args.shard.map(|s| s.to_string()),
         };
         (run_suite(&opts, scenarios, cancel_rx).await, None)
     } else {
         let name = format!("run-{}", unstuck::runner::run_id());
         let mut up = UpOptions::new(&name);
         up.k8s_version = args.k8s_version.clone();
-        up.reaper =
+        let reaper =
             Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
+        up.reaper = reaper.clone();
         eprintln!(
             "[unstuck] bringing up local cluster '{name}' (Kubernetes {})",
             up.k8s_version
@@ -264,19 +351,21 @@ async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
             kubelet_log: Some(cluster.layout().log_file("kubelet")),
             node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
             parallelism: args.parallel,
+            own_clusters: (args.clusters > 0).then(|| {
+                let mut own = UpOptions::new(&name);
+                own.k8s_version = args.k8s_version.clone();
+                own.reaper = reaper.clone();
+                OwnClusters::new(own, args.clusters)
+            }),
             cluster: format!("local cluster '{name}'"),
             k8s_version: cluster.k8s_version().to_string(),
+            shard: args.shard.map(|s| s.to_string()),
         };
         (run_suite(&opts, scenarios, cancel_rx).await, Some(cluster))
     };
     if let Some(cluster) = cluster {
         // Keep the component logs with the run's evidence before they go.
-        let logs = cluster.layout().logs_dir();
-        let kept = out_dir.join("cluster-logs");
-        let _ = std::fs::create_dir_all(&kept);
-        for entry in std::fs::read_dir(&logs).into_iter().flatten().flatten() {
-            let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
-        }
+        unstuck::runner::suite::keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
         let layout = cluster.layout().clone();
         let td = cluster.down().await;
         let left = local::leftovers(&layout);

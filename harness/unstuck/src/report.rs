@@ -10,16 +10,23 @@ use std::{
 };
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::runner::{Outcome, ScenarioReport};
 
+pub mod merge;
+pub use merge::MergeError;
+
 /// A whole run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunReport {
     pub started_at: String,
     pub cluster: String,
     pub k8s_version: String,
+    /// `i/n` when the run was one CI job's part of the suite (`--shard`);
+    /// a merged report lists every part, e.g. `1/3+2/3+3/3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
     pub duration_ms: u128,
     pub scenarios: Vec<ScenarioReport>,
 }
@@ -51,9 +58,15 @@ impl RunReport {
     /// evidence in system-out so CI shows it beside the verdict.
     pub fn junit(&self) -> Result<String, quick_junit::SerializeError> {
         let mut report = Report::new("unstuck");
+        // The shard is in the suite's name so that the JUnit files of
+        // several CI jobs can be read side by side without a clash.
         let mut suite = TestSuite::new(format!(
-            "unstuck scenarios on {} ({})",
-            self.cluster, self.k8s_version
+            "unstuck scenarios on {} ({}){}",
+            self.cluster,
+            self.k8s_version,
+            self.shard
+                .as_ref()
+                .map_or(String::new(), |s| format!(", shard {s}"))
         ));
         for s in &self.scenarios {
             let status = match &s.outcome {
@@ -131,6 +144,13 @@ impl RunReport {
             }
             for r in &s.remedies {
                 out.push_str(&format!("      remedy:    {r}\n"));
+            }
+            if let Some(c) = &s.isolated {
+                out.push_str(&format!(
+                    "      ran alone on its own cluster {} (up in {:.1} s)\n",
+                    c.name,
+                    c.boot_ms as f64 / 1000.0
+                ));
             }
             if let Some(ms) = s.time_to_recover_ms {
                 out.push_str(&format!(

@@ -15,7 +15,10 @@ use unstuck::{
     cluster::local::{self, LocalCluster, UpOptions},
     node::LocalNode,
     report::RunReport,
-    runner::{RunContext, ScenarioReport, run_scenario, suite::ExclusiveGate},
+    runner::{
+        RunContext, ScenarioReport, run_scenario,
+        suite::{ExclusiveGate, OwnClusters},
+    },
 };
 
 mod common;
@@ -28,7 +31,10 @@ fn repo_root() -> PathBuf {
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
+    let mut args = Arguments::from_args();
+    // Scenarios mostly wait on Kubernetes, not on the CPU: run them all
+    // side by side unless told otherwise (libtest's default is one per core).
+    args.test_threads.get_or_insert(16);
     let root = repo_root();
     let fixtures = root.join("fixtures");
     let scenarios = match unstuck::core::scenario::load_dir(&root.join("scenarios")) {
@@ -77,13 +83,19 @@ fn main() -> ExitCode {
         .to_string();
     let out_dir = root.join("target/unstuck-test-runs").join(stamp);
     let gate = ExclusiveGate::default();
+    // As `unstuck run` does: a scenario that must run alone gets a cluster
+    // of its own, so it neither waits for nor disturbs the others.
+    let mut own = UpOptions::new(cluster_name.clone());
+    own.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let own = OwnClusters::new(own, 4);
     let node = Arc::new(LocalNode::of(&cluster));
     let reports: Arc<Mutex<Vec<ScenarioReport>>> = Arc::default();
 
     let trials = scenarios
         .into_iter()
         .zip(names)
-        .map(|(scenario, name)| {
+        .enumerate()
+        .map(|(index, (scenario, name))| {
             let ctx = RunContext {
                 client: cluster.client(),
                 fixtures_dir: fixtures.clone(),
@@ -92,9 +104,29 @@ fn main() -> ExitCode {
                 node: Some(node.clone()),
             };
             let (handle, gate, reports) = (rt.handle().clone(), gate.clone(), reports.clone());
+            let own = own.clone();
             Trial::test(name, move || {
-                let report =
-                    handle.block_on(gate.run(scenario.runs_alone(), run_scenario(&ctx, &scenario)));
+                let report = if scenario.runs_alone() {
+                    // Spawned, so the scenario's own cluster is started from
+                    // a runtime worker thread, which outlives this test
+                    // thread (its components die with the thread that
+                    // started them).
+                    let (scenario, out_dir) = (scenario.clone(), ctx.out_dir.clone());
+                    let fixtures = ctx.fixtures_dir.clone();
+                    let (_keep, never) = tokio::sync::watch::channel(false);
+                    let task = handle.spawn(async move {
+                        own.run_alone(index, &scenario, &fixtures, out_dir, never)
+                            .await
+                    });
+                    match handle.block_on(task) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            return Err(Failed::from(format!("the scenario's task failed: {e}")));
+                        }
+                    }
+                } else {
+                    handle.block_on(gate.run(false, run_scenario(&ctx, &scenario)))
+                };
                 let verdict = if report.passed() {
                     Ok(())
                 } else {
@@ -102,6 +134,7 @@ fn main() -> ExitCode {
                         started_at: String::new(),
                         cluster: String::new(),
                         k8s_version: String::new(),
+                        shard: None,
                         duration_ms: report.duration_ms,
                         scenarios: vec![report.clone()],
                     };
@@ -125,6 +158,7 @@ fn main() -> ExitCode {
         started_at: String::new(),
         cluster: cluster_name,
         k8s_version: cluster.k8s_version().to_string(),
+        shard: None,
         duration_ms: 0,
         scenarios: std::mem::take(&mut *reports.lock().expect("reports lock")),
     };

@@ -39,6 +39,7 @@ mod kinds;
 mod load;
 mod located;
 mod model;
+mod shard;
 mod validate;
 
 pub use error::{Diagnostic, LoadError, LoadErrors};
@@ -51,4 +52,5 @@ pub use model::{
     EventCheck, Expect, Fault, KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck,
     NamespaceRef, ObjectRef, Phase, PodRef, PropagationPolicy, Scenario, Step,
 };
+pub use shard::{Shard, ShardError};
 pub use validate::MAX_NAME_LEN;

@@ -24,7 +24,7 @@ use super::{
 use crate::doctor::collect;
 
 /// What cleanup did; `forced` lists what needed its finalizers stripped.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct CleanupReport {
     /// Node faults undone before anything else.
     pub reverted: Vec<String>,

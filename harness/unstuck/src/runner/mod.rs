@@ -20,7 +20,7 @@ use std::{
 use std::sync::Arc;
 
 use kube::{Client, api::DeleteParams};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use unstuck_core::doctor::FindingKind;
 use unstuck_core::scenario::{
     Condition, DoctorCheck, Expect, Fault, Phase, PropagationPolicy, Scenario, Step,
@@ -62,7 +62,7 @@ pub struct RunContext {
 }
 
 /// The verdict of one scenario.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "result", rename_all = "camelCase")]
 pub enum Outcome {
     Passed,
@@ -70,7 +70,7 @@ pub enum Outcome {
 }
 
 /// One step as it ran.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepRecord {
     pub index: usize,
     pub kind: String,
@@ -82,7 +82,7 @@ pub struct StepRecord {
 }
 
 /// Everything a report needs about one scenario.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ScenarioReport {
     pub name: String,
     pub description: String,
@@ -104,6 +104,9 @@ pub struct ScenarioReport {
     pub duration_ms: u128,
     pub cleanup: cleanup::CleanupReport,
     pub out_dir: PathBuf,
+    /// The cluster of its own the scenario ran on, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolated: Option<suite::IsolatedCluster>,
     #[serde(skip)]
     pub doctor: Option<DoctorReport>,
 }
@@ -147,6 +150,7 @@ impl ScenarioReport {
             duration_ms: 0,
             cleanup: Default::default(),
             out_dir,
+            isolated: None,
             doctor: None,
         }
     }

@@ -12,7 +12,7 @@ use kube::{
 use crate::wait::{self, Poll};
 
 /// Logical namespace names of a scenario mapped to this run's namespaces.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct NamespaceMap {
     map: BTreeMap<String, String>,
 }

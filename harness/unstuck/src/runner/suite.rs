@@ -1,16 +1,26 @@
-//! Running many scenarios against one cluster: independent ones side by
-//! side, the ones that must run alone (a dead APIService blocks every
-//! namespace deletion; node faults touch a shared node) with the cluster
-//! to themselves.
+//! Running many scenarios: independent ones side by side on one shared
+//! cluster, and the ones that must not share (a dead APIService blocks
+//! every namespace deletion; a node fault stalls every pod on the node)
+//! isolated — on a cluster of their own when the local provider can make
+//! one, or else with the shared cluster to themselves.
 
-use std::{path::PathBuf, sync::Arc, time::Instant};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Instant,
+};
 
 use kube::Client;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{RwLock, Semaphore, watch};
 use unstuck_core::scenario::Scenario;
 
 use super::{RunContext, ScenarioReport, run_scenario_until};
-use crate::report::RunReport;
+use crate::{
+    cluster::local::{self, LocalCluster, UpOptions},
+    node::LocalNode,
+    report::RunReport,
+};
 
 /// What a suite runs against and where it writes.
 #[derive(Clone)]
@@ -20,9 +30,15 @@ pub struct SuiteOptions {
     pub out_dir: PathBuf,
     pub kubelet_log: Option<PathBuf>,
     pub node: Option<Arc<crate::node::LocalNode>>,
+    /// Scenarios side by side on the shared cluster, at most.
     pub parallelism: usize,
+    /// Where scenarios that must run alone go; `None` serialises them on
+    /// the shared cluster (a cluster met through a kubeconfig).
+    pub own_clusters: Option<OwnClusters>,
     pub cluster: String,
     pub k8s_version: String,
+    /// `i/n` when this run is one CI job's part of the suite.
+    pub shard: Option<String>,
 }
 
 /// Gives parallel scenarios shared access and serial ones exclusive access.
@@ -42,6 +58,117 @@ impl ExclusiveGate {
     }
 }
 
+/// The cluster a scenario ran on, when it was not the shared one.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IsolatedCluster {
+    pub name: String,
+    /// From `up` to node Ready.
+    pub boot_ms: u128,
+    /// Teardown of the scenario's own cluster, in words.
+    pub teardown: String,
+}
+
+/// Throwaway local clusters for the scenarios that must run alone: each
+/// gets a fresh one (ten-odd seconds to boot, beside the others), so a
+/// node fault or a cluster-wide blocker can only ever touch its own
+/// scenario, and no scenario waits for another to finish.
+#[derive(Clone)]
+pub struct OwnClusters {
+    /// Up options every such cluster starts from; the name is a prefix.
+    template: UpOptions,
+    /// Own clusters alive at once, at most (each is a full control plane
+    /// and node: memory and CPU bound the number, not ports).
+    slots: Arc<Semaphore>,
+}
+
+impl OwnClusters {
+    /// `template.name` is the prefix: cluster `i` of the suite is
+    /// `<prefix>-<i>`, which must stay a valid cluster name.
+    pub fn new(template: UpOptions, at_once: usize) -> Self {
+        Self {
+            template,
+            slots: Arc::new(Semaphore::new(at_once.max(1))),
+        }
+    }
+
+    /// Brings up a cluster of its own for `scenario`, runs it there, keeps
+    /// the cluster's component logs with the scenario's evidence and tears
+    /// the cluster down. Anything the teardown leaves behind is reported
+    /// as leaked, so it fails the scenario's cleanup check.
+    ///
+    /// Run this on the runtime's worker threads (a spawned task), never on
+    /// a thread that ends before the scenario does: the cluster's
+    /// components die with the thread that started them.
+    pub async fn run_alone(
+        &self,
+        index: usize,
+        scenario: &Scenario,
+        fixtures_dir: &Path,
+        out_dir: PathBuf,
+        cancel: watch::Receiver<bool>,
+    ) -> ScenarioReport {
+        let _slot = self.slots.acquire().await.expect("semaphore never closed");
+        let mut up = self.template.clone();
+        up.name = format!("{}-{index}", self.template.name);
+        let name = up.name.clone();
+        let started = Instant::now();
+        let cluster = match LocalCluster::up(up).await {
+            Ok(c) => c,
+            Err(e) => {
+                return ScenarioReport::lost(
+                    scenario,
+                    out_dir,
+                    format!("its own local cluster '{name}' did not come up: {e}"),
+                );
+            }
+        };
+        let boot_ms = started.elapsed().as_millis();
+        let ctx = RunContext {
+            client: cluster.client(),
+            fixtures_dir: fixtures_dir.to_path_buf(),
+            out_dir: out_dir.clone(),
+            kubelet_log: Some(cluster.layout().log_file("kubelet")),
+            node: Some(Arc::new(LocalNode::of(&cluster))),
+        };
+        let mut report = run_scenario_until(&ctx, scenario, cancel).await;
+        keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
+        let layout = cluster.layout().clone();
+        let teardown = cluster.down().await;
+        let left = local::leftovers(&layout);
+        for e in &teardown.errors {
+            report
+                .cleanup
+                .leaked
+                .push(format!("teardown of cluster {name}: {e}"));
+        }
+        for l in left {
+            report
+                .cleanup
+                .leaked
+                .push(format!("cluster {name} left {l}"));
+        }
+        report.isolated = Some(IsolatedCluster {
+            name,
+            boot_ms,
+            teardown: teardown.to_string(),
+        });
+        report
+    }
+}
+
+/// Copies a cluster's component logs (kubelet, apiserver, ...) into
+/// `to`, so they outlive the cluster as evidence.
+pub fn keep_logs(layout: &local::layout::Layout, to: &Path) {
+    let _ = std::fs::create_dir_all(to);
+    for entry in std::fs::read_dir(layout.logs_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let _ = std::fs::copy(entry.path(), to.join(entry.file_name()));
+    }
+}
+
 /// Runs every scenario; `cancel` turning true stops them (each still cleans up).
 pub async fn run_suite(
     opts: &SuiteOptions,
@@ -54,35 +181,49 @@ pub async fn run_suite(
     let slots = Arc::new(Semaphore::new(opts.parallelism.max(1)));
     let mut tasks = Vec::new();
     let mut lost_reports = Vec::new();
-    for scenario in scenarios {
-        lost_reports.push((scenario.clone(), opts.out_dir.join(scenario.name.as_str())));
+    for (index, scenario) in scenarios.into_iter().enumerate() {
+        let out_dir = opts.out_dir.join(scenario.name.as_str());
+        lost_reports.push((scenario.clone(), out_dir.clone()));
         let ctx = RunContext {
             client: opts.client.clone(),
             fixtures_dir: opts.fixtures_dir.clone(),
-            out_dir: opts.out_dir.join(scenario.name.as_str()),
+            out_dir: out_dir.clone(),
             kubelet_log: opts.kubelet_log.clone(),
             node: opts.node.clone(),
         };
         let (gate, slots, cancel) = (gate.clone(), slots.clone(), cancel.clone());
+        let own = opts.own_clusters.clone().filter(|_| scenario.runs_alone());
         tasks.push(tokio::spawn(async move {
-            let _slot = slots.acquire_owned().await.expect("semaphore never closed");
-            let exclusive = scenario.runs_alone();
-            gate.run(exclusive, async {
-                eprintln!(
-                    "[unstuck] start  {}{}",
-                    scenario.name.as_str(),
-                    if exclusive { " (alone)" } else { "" }
-                );
-                let r = run_scenario_until(&ctx, &scenario, cancel).await;
-                eprintln!(
-                    "[unstuck] {}  {} ({:.1} s)",
-                    if r.passed() { "pass " } else { "FAIL " },
-                    r.name,
-                    r.duration_ms as f64 / 1000.0
-                );
-                r
-            })
-            .await
+            let r = match own {
+                Some(own) => {
+                    eprintln!(
+                        "[unstuck] start  {} (on a cluster of its own)",
+                        scenario.name.as_str()
+                    );
+                    own.run_alone(index, &scenario, &ctx.fixtures_dir, out_dir, cancel)
+                        .await
+                }
+                None => {
+                    let _slot = slots.acquire_owned().await.expect("semaphore never closed");
+                    let exclusive = scenario.runs_alone();
+                    gate.run(exclusive, async {
+                        eprintln!(
+                            "[unstuck] start  {}{}",
+                            scenario.name.as_str(),
+                            if exclusive { " (alone)" } else { "" }
+                        );
+                        run_scenario_until(&ctx, &scenario, cancel).await
+                    })
+                    .await
+                }
+            };
+            eprintln!(
+                "[unstuck] {}  {} ({:.1} s)",
+                if r.passed() { "pass " } else { "FAIL " },
+                r.name,
+                r.duration_ms as f64 / 1000.0
+            );
+            r
         }));
     }
     let ticker = super::progress::start_ticker();
@@ -104,6 +245,7 @@ pub async fn run_suite(
         started_at,
         cluster: opts.cluster.clone(),
         k8s_version: opts.k8s_version.clone(),
+        shard: opts.shard.clone(),
         duration_ms: started.elapsed().as_millis(),
         scenarios: reports,
     }
