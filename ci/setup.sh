@@ -49,6 +49,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   # a service manager exists; the harness runs its own per cluster.
 fi
 
+# --- 1b. Kernel limits for several clusters side by side ---------------------
+# Every kubelet, containerd and control plane opens inotify instances; the
+# kernel's default of 128 per user runs out at about four clusters, and a
+# kubelet then exits with "inotify_init: too many open files". Isolated
+# scenarios and the parallel tests run more than that. (kind documents the
+# same limits for the same reason.)
+raise_sysctl() {
+  local key="$1" want="$2" have
+  have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+  if [ "$have" -lt "$want" ]; then
+    log "raising $key from $have to $want"
+    sysctl -qw "$key=$want" || die "could not set $key=$want (needed for several local clusters at once)"
+  fi
+  mkdir -p /etc/sysctl.d
+  grep -qx "$key = $want" /etc/sysctl.d/60-unstuck.conf 2>/dev/null \
+    || echo "$key = $want" >> /etc/sysctl.d/60-unstuck.conf
+}
+raise_sysctl fs.inotify.max_user_instances 1024
+raise_sysctl fs.inotify.max_user_watches 524288
+
 # --- 2. Kubernetes from its Go modules ---------------------------------------
 export GOTOOLCHAIN=local CGO_ENABLED=0
 export GOFLAGS="${GOFLAGS:-} -mod=mod"

@@ -13,6 +13,7 @@ echo "[test] cargo fmt --check" >&2
 cargo fmt --all -- --check
 echo "[test] cargo clippy" >&2
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "[test] cargo test" >&2
-# --no-fail-fast: one failing test binary must not hide the others.
-cargo test --workspace --no-fail-fast "$@"
+echo "[test] cargo test (every test binary; the cluster ones side by side)" >&2
+# Like `cargo test --workspace --no-fail-fast`, but the binaries that
+# bring up clusters run in parallel (ci/run-tests.sh says why and how).
+exec bash ci/run-tests.sh "$@"

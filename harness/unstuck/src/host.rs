@@ -202,6 +202,37 @@ pub fn default_sigpipe() {
 }
 
 /// Whether the effective user is root.
+/// inotify instances open on the machine (every process's fds that are
+/// `anon_inode:inotify`) and the per-user limit, when it can be read.
+/// The kubelet, containerd and the control plane each open several; a
+/// kubelet that cannot get one exits ("inotify_init: too many open files").
+pub fn inotify_instances() -> (usize, Option<usize>) {
+    let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    let in_use = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .flat_map(|e| {
+            std::fs::read_dir(e.path().join("fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == "anon_inode:inotify")
+        })
+        .count();
+    (in_use, limit)
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail and touches no memory.
     unsafe { libc::geteuid() == 0 }

@@ -111,3 +111,72 @@ fn down_of_an_unknown_cluster_says_how_to_list_them() {
         "{err}"
     );
 }
+
+#[test]
+fn a_shard_outside_the_split_names_the_form() {
+    let o = unstuck(&["run", "--shard", "4/3"], &[]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("--shard '4/3' names a job outside 1..=n") && err.contains("looks like 2/3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn merging_a_folder_without_a_report_names_it() {
+    let dir = std::env::temp_dir().join(format!("unstuck-no-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = unstuck(
+        &[
+            "report",
+            "merge",
+            dir.to_str().unwrap(),
+            "--out",
+            "/nonexistent/x",
+        ],
+        &[],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{}/report.json", dir.display()))
+            && err.contains("the report.json that `unstuck run` wrote"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_empty_shard_writes_an_empty_report_and_succeeds() {
+    // 14 scenarios over 20 jobs: job 20 has none. No cluster is started
+    // for it (this test runs unprivileged work only).
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = std::env::temp_dir().join(format!("unstuck-empty-shard-{}", std::process::id()));
+    let o = unstuck(
+        &[
+            "run",
+            "--shard",
+            "20/20",
+            "--scenarios",
+            &format!("{root}/scenarios"),
+            "--fixtures",
+            &format!("{root}/fixtures"),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let written: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let report = written
+        .first()
+        .and_then(|d| std::fs::read_to_string(d.join("report.json")).ok());
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&report.expect("report.json written")).unwrap();
+    assert_eq!(report["shard"], "20/20");
+    assert_eq!(report["scenarios"].as_array().map(Vec::len), Some(0));
+}

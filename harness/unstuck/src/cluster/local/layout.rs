@@ -10,7 +10,7 @@ use std::{
 };
 
 /// Slots a machine can hold at once.
-pub const MAX_SLOTS: u8 = 16;
+pub const MAX_SLOTS: u8 = 48;
 /// First port of slot 0; every slot owns a block of 100 ports.
 const PORT_BASE: u16 = 21000;
 

@@ -157,6 +157,7 @@ impl LocalCluster {
         layout::validate_name(&opts.name).map_err(LocalError::Name)?;
         preflight::check_root()?;
         preflight::check_cgroups()?;
+        preflight::check_inotify()?;
         let bins = components::locate(&opts.k8s_version)?;
         let root = state::state_root();
         let started = Instant::now();

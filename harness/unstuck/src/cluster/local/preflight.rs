@@ -26,6 +26,36 @@ pub enum PreflightError {
         addr: Ipv4Addr,
         port: u16,
     },
+    #[error(
+        "too few inotify instances left for another cluster: {in_use} of fs.inotify.max_user_instances={limit} are open, \
+         and a local cluster needs about {INOTIFY_PER_CLUSTER} (its kubelet exits with \"inotify_init: too many open files\" otherwise).\n  \
+         Raise the limit: sudo sysctl -w fs.inotify.max_user_instances=1024 (ci/setup.sh does this and keeps it in /etc/sysctl.d/)"
+    )]
+    InotifyExhausted { in_use: usize, limit: usize },
+}
+
+/// inotify instances one local cluster opens, with headroom for its pods
+/// (measured on v1.34.4: 18 — kubelet 6, kube-apiserver 6,
+/// kube-controller-manager 5, containerd 1).
+pub const INOTIFY_PER_CLUSTER: usize = 25;
+
+/// Enough inotify instances left for one more cluster. Several clusters
+/// side by side (isolated scenarios, parallel tests) run out of the
+/// kernel's default 128 quickly.
+pub fn check_inotify() -> Result<(), PreflightError> {
+    match host::inotify_instances() {
+        (in_use, Some(limit)) => inotify_headroom(in_use, limit),
+        (_, None) => Ok(()),
+    }
+}
+
+/// The decision behind [`check_inotify`].
+pub fn inotify_headroom(in_use: usize, limit: usize) -> Result<(), PreflightError> {
+    if in_use + INOTIFY_PER_CLUSTER > limit {
+        Err(PreflightError::InotifyExhausted { in_use, limit })
+    } else {
+        Ok(())
+    }
 }
 
 pub fn check_root() -> Result<(), PreflightError> {
@@ -106,6 +136,20 @@ pub fn check_ports(l: &Layout) -> Result<(), PreflightError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inotify_headroom_names_the_limit_and_the_fix() {
+        assert!(inotify_headroom(20, 128).is_ok());
+        let e = inotify_headroom(110, 128).unwrap_err().to_string();
+        assert!(
+            e.contains("110 of fs.inotify.max_user_instances=128"),
+            "{e}"
+        );
+        assert!(
+            e.contains("sysctl -w fs.inotify.max_user_instances=1024"),
+            "{e}"
+        );
+    }
     use std::path::Path;
 
     #[test]

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Runs every test binary of the workspace, the ones that bring up real
+# clusters side by side: most of their time is Kubernetes waiting (grace
+# periods, back-offs), not CPU, and each test names its clusters after
+# its own process, so they do not meet. `cargo test` would run the
+# binaries one after the other (~20 min); this is what nextest does, in
+# a few lines of bash, with cargo test's own output per binary.
+#
+#   ci/run-tests.sh [--jobs N] [test binary args...]
+# Prints every binary's output when it ends, then one closing line
+# "N passed, N failed" over all binaries; exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+JOBS="${UNSTUCK_TEST_JOBS:-4}"
+if [ "${1:-}" = "--jobs" ]; then JOBS="$2"; shift 2; fi
+
+LOGS="target/test-logs"
+rm -rf "$LOGS"; mkdir -p "$LOGS"
+
+# Build every test binary once and learn where cargo put each.
+cargo test --workspace --no-run --message-format=json 2>"$LOGS/build.err" >"$LOGS/build.json" || {
+  cat "$LOGS/build.err" >&2; echo "0 passed, 1 failed (the tests did not build)"; exit 101; }
+# "<executable> <crate directory>" per test binary.
+grep '"reason":"compiler-artifact"' "$LOGS/build.json" | grep '"profile":{[^}]*"test":true' \
+  | sed -nE 's/.*"manifest_path":"([^"]*)\/Cargo.toml".*"executable":"([^"]*)".*/\2 \1/p' \
+  | sort -u > "$LOGS/binaries"
+mapfile -t BINS < <(cut -d' ' -f1 "$LOGS/binaries")
+[ ${#BINS[@]} -gt 0 ] || { echo "0 passed, 1 failed (no test binary found)"; exit 101; }
+
+# Slowest first, so the long ones do not start last; the rest by name.
+# Figures are from a measured run on 2 cores (README: test times).
+weight() {
+  case "$(basename "$1" | sed 's/-[0-9a-f]\{16\}$//')" in
+    scenarios) echo 900 ;; node_faults) echo 800 ;; existing_cluster) echo 700 ;;
+    fault_cleanup) echo 300 ;; namespace_stall) echo 200 ;; kernel_stall) echo 150 ;;
+    local_cluster) echo 120 ;; doctor_cli) echo 100 ;; pods_not_starting|rbac_blind_spots) echo 90 ;;
+    *) echo 0 ;;
+  esac
+}
+mapfile -t ORDER < <(for b in "${BINS[@]}"; do echo "$(weight "$b") $b"; done | sort -k1,1nr -k2 | cut -d' ' -f2)
+
+# "passed failed" summed over a log's "test result:" lines.
+counts() {
+  awk '/^test result: /{for(i=1;i<NF;i++){if($(i+1)~/^passed/)p+=$i; if($(i+1)~/^failed/)f+=$i}} END{print p+0, f+0}' "$1"
+}
+
+run_one() {
+  local bin="$1" name log start; shift
+  name="$(basename "$bin")"; log="$LOGS/$name.log"
+  start=$(date +%s)
+  # Each binary runs from its crate's directory, as cargo test does.
+  local dir; dir="$(awk -v b="$bin" '$1 == b {print $2}' "$LOGS/binaries")"
+  ( cd "${dir:-.}" && "$bin" "$@" ) >"$log" 2>&1
+  local rc=$?
+  echo "$rc $(( $(date +%s) - start ))" > "$log.rc"
+}
+
+pids=()
+for bin in "${ORDER[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+  run_one "$bin" "$@" &
+  pids+=($!)
+done
+wait
+
+passed=0; failed=0; bad=()
+for bin in "${ORDER[@]}"; do
+  name="$(basename "$bin")"; log="$LOGS/$name.log"
+  read -r rc secs < "$log.rc"
+  echo "     Running $name (${secs} s, exit $rc)"
+  cat "$log"
+  read -r p f < <(counts "$log")
+  passed=$(( passed + p )); failed=$(( failed + f ))
+  if [ "$rc" != 0 ]; then
+    bad+=("$name")
+    # A binary that died before its summary still counts as a failure.
+    [ "$f" -gt 0 ] || failed=$(( failed + 1 ))
+  fi
+done
+
+# Doc tests are not binaries of their own.
+if cargo test --workspace --doc >"$LOGS/doc.log" 2>&1; then :; else bad+=("doctests"); failed=$((failed + 1)); fi
+cat "$LOGS/doc.log"
+read -r p f < <(counts "$LOGS/doc.log")
+passed=$(( passed + p ))
+
+[ ${#bad[@]} -eq 0 ] || echo "failed test binaries: ${bad[*]} (logs in $LOGS/)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
