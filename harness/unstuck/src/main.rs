@@ -28,7 +28,7 @@ enum Command {
     },
     /// Run scenarios: bring up a throwaway local cluster (unless --kubeconfig),
     /// inject each failure, let the doctor recover it, prove recovery, report.
-    Run(RunArgs),
+    Run(cmd::run::RunArgs),
     /// Diagnose objects stuck in Terminating on a live cluster and plan (or,
     /// with --apply, carry out) the remedy. Dry-run by default.
     Doctor(cmd::doctor::DoctorArgs),
@@ -42,70 +42,11 @@ enum Command {
     /// Work with run reports.
     Report {
         #[command(subcommand)]
-        command: ReportCommand,
+        command: cmd::report::ReportCommand,
     },
     /// Internal: the reaper that tears a cluster down when its harness dies.
     #[command(name = "__reap", hide = true)]
     Reap { dir: PathBuf },
-}
-
-#[derive(clap::Args)]
-struct RunArgs {
-    /// Directory of scenario files.
-    #[arg(long, default_value = "scenarios")]
-    scenarios: PathBuf,
-    /// Directory the scenarios' `apply` paths are relative to.
-    #[arg(long, default_value = "fixtures")]
-    fixtures: PathBuf,
-    /// Only scenarios whose name contains this.
-    #[arg(long)]
-    filter: Option<String>,
-    /// Where the run's folder (reports, evidence, backups) is created.
-    #[arg(long, default_value = "unstuck-runs")]
-    out: PathBuf,
-    /// Run against an existing cluster instead of a throwaway local one.
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// Lets scenarios create, break and repair objects on a --kubeconfig
-    /// cluster unstuck did not create; the value must be that
-    /// kubeconfig's current context, exactly.
-    #[arg(long, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "")]
-    allow_existing_cluster: Option<String>,
-    /// Leave out the scenarios that inject node faults (they need the
-    /// local provider's node access; on a --kubeconfig cluster they are
-    /// refused otherwise).
-    #[arg(long)]
-    without_node_scenarios: bool,
-    /// Kubernetes version of the local cluster.
-    #[arg(long, env = "UNSTUCK_K8S_VERSION", default_value = unstuck::components::DEFAULT_K8S_VERSION)]
-    k8s_version: String,
-    /// Scenarios run side by side on the shared cluster, at most.
-    #[arg(long, default_value_t = 8)]
-    parallel: usize,
-    /// Scenarios that must run alone (node faults, cluster-wide blockers)
-    /// each get a local cluster of their own, at most this many at once;
-    /// 0 runs them one at a time on the shared cluster instead.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    clusters: usize,
-    /// Run only part i of n of the suite (counting from 1), for n CI jobs
-    /// that together run every scenario once; `unstuck report merge`
-    /// joins their reports.
-    #[arg(long, value_name = "I/N")]
-    shard: Option<unstuck::core::scenario::Shard>,
-}
-
-#[derive(Subcommand)]
-enum ReportCommand {
-    /// Merge the reports of several `--shard` jobs into one (report.json,
-    /// junit.xml, summary.md), checking that every part is there once.
-    Merge {
-        /// Run folders (or their report.json files), one per job.
-        #[arg(required = true)]
-        runs: Vec<PathBuf>,
-        /// Where the merged report is written.
-        #[arg(long, default_value = "unstuck-merged")]
-        out: PathBuf,
-    },
 }
 
 #[derive(Subcommand)]
@@ -167,32 +108,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Cluster { command } => cluster(command).await,
-        Command::Run(args) => run_scenarios(args).await,
-        Command::Report {
-            command: ReportCommand::Merge { runs, out },
-        } => {
-            use unstuck::report::{RunReport, merge};
-            let parts = runs
-                .iter()
-                .map(|r| merge::load(r))
-                .collect::<Result<Vec<_>, _>>()?;
-            let merged = RunReport::merge(parts)?;
-            let files = merged
-                .write_all(&out)
-                .with_context(|| format!("writing the merged report to {}", out.display()))?;
-            print!("{}", merged.terminal());
-            for f in files {
-                eprintln!("[unstuck] wrote {}", f.display());
-            }
-            Ok(if merged.failed() == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
+        Command::Run(args) => cmd::run::run(args).await,
+        Command::Report { command } => cmd::report::run(command),
         Command::Doctor(args) => cmd::doctor::run(args).await,
         Command::Scenarios { dir, fixtures } => {
-            let scenarios = load_scenarios(&dir, &fixtures)?;
+            let scenarios = cmd::load_scenarios(&dir, &fixtures)?;
             for s in &scenarios {
                 println!(
                     "{:<32} {:<7} {}",
@@ -204,225 +124,6 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-fn load_scenarios(
-    dir: &std::path::Path,
-    fixtures: &std::path::Path,
-) -> Result<Vec<unstuck::core::scenario::Scenario>> {
-    let scenarios = unstuck::core::scenario::load_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if scenarios.is_empty() {
-        anyhow::bail!("no scenario files (*.yaml) in {}", dir.display());
-    }
-    for s in &scenarios {
-        s.validate_fixtures(fixtures)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    Ok(scenarios)
-}
-
-async fn run_scenarios(args: RunArgs) -> Result<ExitCode> {
-    use unstuck::runner::suite::{OwnClusters, SuiteOptions, run_suite};
-    // Before anything else: which cluster, and may it be changed.
-    let existing = match &args.kubeconfig {
-        Some(path) => Some(guard_existing(path, args.allow_existing_cluster.as_deref()).await?),
-        None => None,
-    };
-    let mut scenarios = load_scenarios(&args.scenarios, &args.fixtures)?;
-    if let Some(f) = &args.filter {
-        scenarios.retain(|s| s.name.contains(f.as_str()));
-        if scenarios.is_empty() {
-            anyhow::bail!("no scenario name contains '{f}'; `unstuck scenarios` lists them");
-        }
-    }
-    if let Some(shard) = &args.shard {
-        let all = scenarios.len();
-        scenarios = shard.select(scenarios);
-        eprintln!(
-            "[unstuck] shard {shard}: {} of {all} scenario(s): {}",
-            scenarios.len(),
-            scenarios
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    if args.without_node_scenarios {
-        scenarios.retain(|s| !s.needs_node());
-        if scenarios.is_empty() {
-            anyhow::bail!("--without-node-scenarios left no scenario to run");
-        }
-    } else if existing.is_some() {
-        let node: Vec<&str> = scenarios
-            .iter()
-            .filter(|s| s.needs_node())
-            .map(|s| s.name.as_str())
-            .collect();
-        if !node.is_empty() {
-            anyhow::bail!(
-                "these scenarios inject node faults and need the local provider's node access, which a --kubeconfig cluster does not give: {}\n  \
-                 Leave them out with --without-node-scenarios (or pick others with --filter)",
-                node.join(", ")
-            );
-        }
-    }
-    let stamp = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string();
-    let out_dir = args.out.join(&stamp);
-    if scenarios.is_empty() {
-        // More CI jobs than scenarios: this job's part is empty, which is
-        // not a failure; its (empty) report still merges.
-        let report = unstuck::report::RunReport {
-            started_at: k8s_openapi::jiff::Timestamp::now().to_string(),
-            cluster: "none (no scenario to run)".into(),
-            k8s_version: args.k8s_version.clone(),
-            shard: args.shard.map(|s| s.to_string()),
-            duration_ms: 0,
-            scenarios: Vec::new(),
-        };
-        report.write_all(&out_dir).context("writing reports")?;
-        eprintln!(
-            "[unstuck] nothing to run in this shard; wrote an empty report to {}",
-            out_dir.display()
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let fixtures = std::fs::canonicalize(&args.fixtures)
-        .with_context(|| format!("fixtures dir {}", args.fixtures.display()))?;
-
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        wait_for_shutdown_signal().await;
-        eprintln!("[unstuck] interrupted: stopping scenarios, cleaning up (Ctrl-C again to force)");
-        let _ = cancel_tx.send(true);
-        wait_for_shutdown_signal().await;
-        std::process::exit(130);
-    });
-
-    let (report, cluster) = if let Some((client, target)) = existing {
-        eprintln!("[unstuck] running on {target}");
-        let version = client
-            .apiserver_version()
-            .await
-            .map(|v| v.git_version)
-            .unwrap_or_else(|_| "unknown".into());
-        let opts = SuiteOptions {
-            client,
-            fixtures_dir: fixtures,
-            out_dir: out_dir.clone(),
-            kubelet_log: None,
-            node: None,
-            parallelism: args.parallel,
-            // A cluster unstuck did not make: no clusters of its own
-            // beside it; scenarios that must run alone take turns.
-            own_clusters: None,
-            cluster: format!("context '{}' ({})", target.context, target.server),
-            k8s_version: version,
-            shard: args.shard.map(|s| s.to_string()),
-        };
-        (run_suite(&opts, scenarios, cancel_rx).await, None)
-    } else {
-        let name = format!("run-{}", unstuck::runner::run_id());
-        let mut up = UpOptions::new(&name);
-        up.k8s_version = args.k8s_version.clone();
-        let reaper =
-            Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
-        up.reaper = reaper.clone();
-        eprintln!(
-            "[unstuck] bringing up local cluster '{name}' (Kubernetes {})",
-            up.k8s_version
-        );
-        let cluster = LocalCluster::up(up)
-            .await
-            .context("bringing up the local cluster")?;
-        eprintln!(
-            "[unstuck] node Ready in {:.1} s; running {} scenario(s)",
-            cluster.timings.node_ready.as_secs_f64(),
-            scenarios.len()
-        );
-        let opts = SuiteOptions {
-            client: cluster.client(),
-            fixtures_dir: fixtures,
-            out_dir: out_dir.clone(),
-            kubelet_log: Some(cluster.layout().log_file("kubelet")),
-            node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
-            parallelism: args.parallel,
-            own_clusters: (args.clusters > 0).then(|| {
-                let mut own = UpOptions::new(&name);
-                own.k8s_version = args.k8s_version.clone();
-                own.reaper = reaper.clone();
-                OwnClusters::new(own, args.clusters)
-            }),
-            cluster: format!("local cluster '{name}'"),
-            k8s_version: cluster.k8s_version().to_string(),
-            shard: args.shard.map(|s| s.to_string()),
-        };
-        (run_suite(&opts, scenarios, cancel_rx).await, Some(cluster))
-    };
-    if let Some(cluster) = cluster {
-        // Keep the component logs with the run's evidence before they go.
-        unstuck::runner::suite::keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
-        let layout = cluster.layout().clone();
-        let td = cluster.down().await;
-        let left = local::leftovers(&layout);
-        eprintln!("[unstuck] local cluster down: {td}");
-        if !left.is_empty() {
-            eprintln!("[unstuck] LEFT BEHIND: {}", left.join(", "));
-        }
-    }
-    let files = report.write_all(&out_dir).context("writing reports")?;
-    print!("{}", report.terminal());
-    for f in files {
-        eprintln!("[unstuck] wrote {}", f.display());
-    }
-    Ok(if report.failed() == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
-}
-
-/// Connects to a --kubeconfig cluster, says which it is, and refuses it
-/// unless unstuck made it or `allowed` names its context.
-async fn guard_existing(
-    path: &std::path::Path,
-    allowed: Option<&str>,
-) -> Result<(kube::Client, unstuck::cluster::identity::Target)> {
-    use unstuck::cluster::identity;
-    let unknown = |e: &dyn std::fmt::Display| {
-        anyhow::anyhow!(
-            "cannot tell which cluster {} names: {e}\n  \
-             `unstuck run` changes a cluster unstuck did not create only with --allow-existing-cluster=<its context>",
-            path.display()
-        )
-    };
-    let (context, server) = identity::kubeconfig_context(path).map_err(|e| unknown(&e))?;
-    let client = local::client_for(path).await.map_err(|e| unknown(&e))?;
-    let (target, marked) = identity::identify(&client, context, server)
-        .await
-        .map_err(|e| unknown(&e))?;
-    eprintln!(
-        "[unstuck] target: {target}{}",
-        if marked {
-            " (a cluster unstuck created)"
-        } else {
-            " (not created by unstuck)"
-        }
-    );
-    identity::guard(&target, marked, allowed)?;
-    Ok((client, target))
-}
-
-async fn wait_for_shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
     }
 }
 
@@ -457,7 +158,7 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             );
             if hold {
                 eprintln!("holding the cluster; Ctrl-C tears it down");
-                wait_for_shutdown_signal().await;
+                cmd::wait_for_shutdown_signal().await;
                 let report = cluster.down().await;
                 println!("cluster '{name}' is down: {report}");
             }

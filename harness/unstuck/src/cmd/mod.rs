@@ -1,3 +1,33 @@
 //! The subcommands that have outgrown main.rs.
 
 pub mod doctor;
+pub mod report;
+pub mod run;
+
+use anyhow::Result;
+
+/// Loads every scenario in `dir` and checks that their fixtures exist.
+pub fn load_scenarios(
+    dir: &std::path::Path,
+    fixtures: &std::path::Path,
+) -> Result<Vec<unstuck::core::scenario::Scenario>> {
+    let scenarios = unstuck::core::scenario::load_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if scenarios.is_empty() {
+        anyhow::bail!("no scenario files (*.yaml) in {}", dir.display());
+    }
+    for s in &scenarios {
+        s.validate_fixtures(fixtures)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(scenarios)
+}
+
+/// Ctrl-C or SIGTERM.
+pub async fn wait_for_shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
