@@ -53,7 +53,7 @@ pub struct RunArgs {
 }
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    use unstuck::runner::suite::{OwnClusters, SuiteOptions, run_suite};
+    use unstuck::runner::suite::{SuiteOptions, run_suite};
     // Before anything else: which cluster, and may it be changed.
     let existing = match &args.kubeconfig {
         Some(path) => Some(guard_existing(path, args.allow_existing_cluster.as_deref()).await?),
@@ -133,7 +133,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         std::process::exit(130);
     });
 
-    let (report, cluster) = if let Some((client, target)) = existing {
+    let report = if let Some((client, target)) = existing {
         eprintln!("[unstuck] running on {target}");
         let version = client
             .apiserver_version()
@@ -154,56 +154,18 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             k8s_version: version,
             shard: args.shard.map(|s| s.to_string()),
         };
-        (run_suite(&opts, scenarios, cancel_rx).await, None)
+        run_suite(&opts, scenarios, cancel_rx).await
     } else {
-        let name = format!("run-{}", unstuck::runner::run_id());
-        let mut up = UpOptions::new(&name);
-        up.k8s_version = args.k8s_version.clone();
-        let reaper =
-            Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
-        up.reaper = reaper.clone();
-        eprintln!(
-            "[unstuck] bringing up local cluster '{name}' (Kubernetes {})",
-            up.k8s_version
-        );
-        let cluster = LocalCluster::up(up)
-            .await
-            .context("bringing up the local cluster")?;
-        eprintln!(
-            "[unstuck] node Ready in {:.1} s; running {} scenario(s)",
-            cluster.timings.node_ready.as_secs_f64(),
-            scenarios.len()
-        );
-        let opts = SuiteOptions {
-            client: cluster.client(),
-            fixtures_dir: fixtures,
-            out_dir: out_dir.clone(),
-            kubelet_log: Some(cluster.layout().log_file("kubelet")),
-            node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
-            parallelism: args.parallel,
-            own_clusters: (args.clusters > 0).then(|| {
-                let mut own = UpOptions::new(&name);
-                own.k8s_version = args.k8s_version.clone();
-                own.reaper = reaper.clone();
-                OwnClusters::new(own, args.clusters)
-            }),
-            cluster: format!("local cluster '{name}'"),
-            k8s_version: cluster.k8s_version().to_string(),
-            shard: args.shard.map(|s| s.to_string()),
-        };
-        (run_suite(&opts, scenarios, cancel_rx).await, Some(cluster))
+        local_suite(
+            &args,
+            &args.k8s_version,
+            scenarios,
+            &out_dir,
+            fixtures,
+            cancel_rx,
+        )
+        .await?
     };
-    if let Some(cluster) = cluster {
-        // Keep the component logs with the run's evidence before they go.
-        unstuck::runner::suite::keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
-        let layout = cluster.layout().clone();
-        let td = cluster.down().await;
-        let left = local::leftovers(&layout);
-        eprintln!("[unstuck] local cluster down: {td}");
-        if !left.is_empty() {
-            eprintln!("[unstuck] LEFT BEHIND: {}", left.join(", "));
-        }
-    }
     let files = report.write_all(&out_dir).context("writing reports")?;
     print!("{}", report.terminal());
     for f in files {
@@ -214,6 +176,59 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The suite on a throwaway local cluster of `version`: the shared
+/// cluster up, every scenario (those that must run alone on clusters of
+/// their own), the component logs kept, the cluster down.
+async fn local_suite(
+    args: &RunArgs,
+    version: &str,
+    scenarios: Vec<unstuck::core::scenario::Scenario>,
+    out_dir: &std::path::Path,
+    fixtures: PathBuf,
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> Result<unstuck::report::RunReport> {
+    use unstuck::runner::suite::{OwnClusters, SuiteOptions, keep_logs, run_suite};
+    let name = format!("run-{}", unstuck::runner::run_id());
+    let mut up = UpOptions::new(&name);
+    up.k8s_version = version.to_string();
+    up.reaper =
+        Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
+    eprintln!("[unstuck] bringing up local cluster '{name}' (Kubernetes {version})");
+    let cluster = LocalCluster::up(up.clone())
+        .await
+        .context("bringing up the local cluster")?;
+    eprintln!(
+        "[unstuck] node Ready in {:.1} s; running {} scenario(s)",
+        cluster.timings.node_ready.as_secs_f64(),
+        scenarios.len()
+    );
+    let opts = SuiteOptions {
+        client: cluster.client(),
+        fixtures_dir: fixtures,
+        out_dir: out_dir.to_path_buf(),
+        kubelet_log: Some(cluster.layout().log_file("kubelet")),
+        node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
+        parallelism: args.parallel,
+        // A lone scenario has the shared cluster to itself anyway.
+        own_clusters: (args.clusters > 0 && scenarios.len() > 1)
+            .then(|| OwnClusters::new(up, args.clusters)),
+        cluster: format!("local cluster '{name}'"),
+        k8s_version: cluster.k8s_version().to_string(),
+        shard: args.shard.map(|s| s.to_string()),
+    };
+    let report = run_suite(&opts, scenarios, cancel).await;
+    // Keep the component logs with the run's evidence before they go.
+    keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
+    let layout = cluster.layout().clone();
+    let td = cluster.down().await;
+    let left = local::leftovers(&layout);
+    eprintln!("[unstuck] local cluster down: {td}");
+    if !left.is_empty() {
+        eprintln!("[unstuck] LEFT BEHIND: {}", left.join(", "));
+    }
+    Ok(report)
 }
 
 /// Connects to a --kubeconfig cluster, says which it is, and refuses it
