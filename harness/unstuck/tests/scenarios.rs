@@ -1,6 +1,7 @@
-//! Every scenario in scenarios/ as a named test, against one shared real
-//! local cluster: each scenario in its own namespaces, independent ones in
-//! parallel, the ones that must run alone with the cluster to themselves.
+//! Every scenario in scenarios/ as a named test, as `unstuck run` lays
+//! them out: each in its own namespaces on one shared real local cluster,
+//! all side by side, and the ones that must run alone (node faults,
+//! cluster-wide blockers) each on a local cluster of its own.
 //! After the run the cluster is torn down and must leave nothing behind.
 //! The JSON and JUnit reports land in target/unstuck-test-runs/.
 
@@ -15,10 +16,7 @@ use unstuck::{
     cluster::local::{self, LocalCluster, UpOptions},
     node::LocalNode,
     report::RunReport,
-    runner::{
-        RunContext, ScenarioReport, run_scenario,
-        suite::{ExclusiveGate, OwnClusters},
-    },
+    runner::{RunContext, ScenarioReport, run_scenario, suite::OwnClusters},
 };
 
 mod common;
@@ -82,7 +80,6 @@ fn main() -> ExitCode {
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
     let out_dir = root.join("target/unstuck-test-runs").join(stamp);
-    let gate = ExclusiveGate::default();
     // As `unstuck run` does: a scenario that must run alone gets a cluster
     // of its own, so it neither waits for nor disturbs the others.
     let mut own = UpOptions::new(cluster_name.clone());
@@ -103,7 +100,7 @@ fn main() -> ExitCode {
                 kubelet_log: Some(cluster.layout().log_file("kubelet")),
                 node: Some(node.clone()),
             };
-            let (handle, gate, reports) = (rt.handle().clone(), gate.clone(), reports.clone());
+            let (handle, reports) = (rt.handle().clone(), reports.clone());
             let own = own.clone();
             Trial::test(name, move || {
                 let report = if scenario.runs_alone() {
@@ -125,7 +122,7 @@ fn main() -> ExitCode {
                         }
                     }
                 } else {
-                    handle.block_on(gate.run(false, run_scenario(&ctx, &scenario)))
+                    handle.block_on(run_scenario(&ctx, &scenario))
                 };
                 let verdict = if report.passed() {
                     Ok(())
