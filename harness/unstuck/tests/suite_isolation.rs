@@ -1,0 +1,225 @@
+//! `unstuck run` as a user runs it, with isolation: a scenario that must
+//! run alone (a node fault) gets a local cluster of its own beside the
+//! shared one, and neither a finished nor an interrupted (Ctrl-C) run
+//! leaves a cluster, process or directory of either behind.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use unstuck::cluster::local;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+/// A scenarios folder holding two of the built-in scenarios: one that
+/// shares the cluster and one that injects a node fault.
+fn two_scenarios(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("unstuck-iso-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in [
+        "01-orphan-finalizer-configmap.yaml",
+        "08-busy-volume-mount.yaml",
+    ] {
+        std::os::unix::fs::symlink(repo_root().join("scenarios").join(f), dir.join(f)).unwrap();
+    }
+    dir
+}
+
+/// Starts `unstuck run` on `scenarios`; its stderr lines arrive on the
+/// returned channel (and are echoed, for the test log).
+fn start_run(scenarios: &Path, out: &Path) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .arg("run")
+        .arg("--scenarios")
+        .arg(scenarios)
+        .arg("--fixtures")
+        .arg(repo_root().join("fixtures"))
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unstuck run starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("  | {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Reads stderr lines until one contains `needle` (or the run ends),
+/// returning every line read.
+fn read_until(rx: &mpsc::Receiver<String>, needle: &str, limit: Duration) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let hit = line.contains(needle);
+                seen.push(line);
+                if hit {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    seen
+}
+
+/// The run's cluster name, from "bringing up local cluster 'run-xxxxxx'".
+fn run_cluster(lines: &[String]) -> String {
+    lines
+        .iter()
+        .find_map(|l| {
+            l.split("bringing up local cluster '")
+                .nth(1)
+                .and_then(|rest| rest.split('\'').next())
+        })
+        .unwrap_or_else(|| panic!("no cluster named in {lines:?}"))
+        .to_string()
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("unstuck run did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Clusters of this run (the shared one and `<name>-<n>`) still known, and
+/// processes whose command line names their directories.
+fn left_behind(run: &str) -> Vec<String> {
+    let mut left: Vec<String> = local::list()
+        .into_iter()
+        .filter(|c| c.name == run || c.name.starts_with(&format!("{run}-")))
+        .map(|c| format!("cluster {} ({})", c.name, c.dir.display()))
+        .collect();
+    let dir = local::state::state_root().join(run);
+    let marker = dir.to_string_lossy().into_owned();
+    for p in unstuck::host::processes() {
+        let cmd = p.command_line();
+        if cmd.contains(&marker) {
+            left.push(format!("process {} ({cmd})", p.pid));
+        }
+    }
+    left
+}
+
+fn report(out: &Path) -> serde_json::Value {
+    let dir = std::fs::read_dir(out)
+        .expect("run folder")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("report.json").exists())
+        .expect("a report.json");
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+fn scenario<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in the report"))
+}
+
+#[test]
+fn a_node_fault_runs_on_a_cluster_of_its_own_and_nothing_is_left() {
+    let scenarios = two_scenarios("pass");
+    let out = scenarios.with_extension("out");
+    let (mut child, rx) = start_run(&scenarios, &out);
+    let lines = read_until(&rx, "bringing up local cluster", Duration::from_secs(60));
+    let run = run_cluster(&lines);
+    let status = wait_exit(&mut child, Duration::from_secs(900));
+    let left = left_behind(&run);
+    let report = report(&out);
+    let _ = std::fs::remove_dir_all(&scenarios);
+    let _ = std::fs::remove_dir_all(&out);
+
+    assert!(status.success(), "unstuck run failed: {report:#}");
+    let node_case = scenario(&report, "busy-volume-mount");
+    assert_eq!(node_case["outcome"]["result"], "passed");
+    let own = node_case["isolated"]["name"].as_str().unwrap_or_default();
+    assert!(
+        own.starts_with(&format!("{run}-")),
+        "the node fault ran on '{own}', not a cluster of its own beside '{run}'"
+    );
+    let shared_case = scenario(&report, "orphan-finalizer-configmap");
+    assert_eq!(shared_case["outcome"]["result"], "passed");
+    assert!(
+        shared_case.get("isolated").is_none(),
+        "the orphan finalizer case needs no cluster of its own: {shared_case:#}"
+    );
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn ctrl_c_tears_down_the_shared_and_the_own_clusters() {
+    let scenarios = two_scenarios("int");
+    let out = scenarios.with_extension("out");
+    let (mut child, rx) = start_run(&scenarios, &out);
+    let mut lines = read_until(&rx, "bringing up local cluster", Duration::from_secs(60));
+    let run = run_cluster(&lines);
+    // Interrupt once the scenario on its own cluster is under way: its
+    // cluster booted and its first step started.
+    lines.extend(read_until(
+        &rx,
+        "start  busy-volume-mount (on a cluster of its own)",
+        Duration::from_secs(300),
+    ));
+    let own_dir = local::state::state_root().join(format!("{run}-1"));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !own_dir.join("logs/kubelet.log").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        own_dir.exists(),
+        "the node case's own cluster {} never appeared; saw {lines:?}",
+        own_dir.display()
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(rc, 0, "SIGINT to unstuck run");
+    let status = wait_exit(&mut child, Duration::from_secs(600));
+    let left = left_behind(&run);
+    let report = report(&out);
+    let _ = std::fs::remove_dir_all(&scenarios);
+    let _ = std::fs::remove_dir_all(&out);
+
+    assert!(!status.success(), "an interrupted run must not pass");
+    assert!(left.is_empty(), "left behind after Ctrl-C: {left:?}");
+    assert!(
+        !own_dir.exists(),
+        "{} is still there after Ctrl-C",
+        own_dir.display()
+    );
+    let node_case = scenario(&report, "busy-volume-mount");
+    assert_eq!(
+        node_case["outcome"]["reason"], "interrupted",
+        "{node_case:#}"
+    );
+}
