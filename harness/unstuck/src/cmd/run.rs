@@ -178,9 +178,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// The suite on a throwaway local cluster of `version`: the shared
-/// cluster up, every scenario (those that must run alone on clusters of
-/// their own), the component logs kept, the cluster down.
+/// The suite on throwaway local clusters of `version`: the scenarios that
+/// must run alone each on a cluster of its own, started at once, while the
+/// shared cluster boots beside them for the rest; component logs kept,
+/// every cluster down. Reports come back in the suite's order.
 async fn local_suite(
     args: &RunArgs,
     version: &str,
@@ -189,46 +190,80 @@ async fn local_suite(
     fixtures: PathBuf,
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<unstuck::report::RunReport> {
-    use unstuck::runner::suite::{OwnClusters, SuiteOptions, keep_logs, run_suite};
+    use unstuck::runner::suite::{OwnClusters, SuiteOptions, keep_logs, run_isolated, run_suite};
+    let started = std::time::Instant::now();
+    let started_at = k8s_openapi::jiff::Timestamp::now().to_string();
     let name = format!("run-{}", unstuck::runner::run_id());
     let mut up = UpOptions::new(&name);
     up.k8s_version = version.to_string();
     up.reaper =
         Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
-    eprintln!("[unstuck] bringing up local cluster '{name}' (Kubernetes {version})");
-    let cluster = LocalCluster::up(up.clone())
-        .await
-        .context("bringing up the local cluster")?;
-    eprintln!(
-        "[unstuck] node Ready in {:.1} s; running {} scenario(s)",
-        cluster.timings.node_ready.as_secs_f64(),
-        scenarios.len()
-    );
-    let opts = SuiteOptions {
-        client: cluster.client(),
-        fixtures_dir: fixtures,
-        out_dir: out_dir.to_path_buf(),
-        kubelet_log: Some(cluster.layout().log_file("kubelet")),
-        node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
-        parallelism: args.parallel,
-        // A lone scenario has the shared cluster to itself anyway.
-        own_clusters: (args.clusters > 0 && scenarios.len() > 1)
-            .then(|| OwnClusters::new(up, args.clusters)),
-        cluster: format!("local cluster '{name}'"),
-        k8s_version: cluster.k8s_version().to_string(),
-        shard: args.shard.map(|s| s.to_string()),
-    };
-    let report = run_suite(&opts, scenarios, cancel).await;
-    // Keep the component logs with the run's evidence before they go.
-    keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
-    let layout = cluster.layout().clone();
-    let td = cluster.down().await;
-    let left = local::leftovers(&layout);
-    eprintln!("[unstuck] local cluster down: {td}");
-    if !left.is_empty() {
-        eprintln!("[unstuck] LEFT BEHIND: {}", left.join(", "));
+    // A lone scenario has the shared cluster to itself anyway.
+    let own = (args.clusters > 0 && scenarios.len() > 1)
+        .then(|| OwnClusters::new(up.clone(), args.clusters));
+    let (alone, shared): (Vec<_>, Vec<_>) = scenarios
+        .into_iter()
+        .enumerate()
+        .partition(|(_, s)| own.is_some() && s.runs_alone());
+    let isolated = own.map(|own| {
+        tokio::spawn(run_isolated(
+            own,
+            alone,
+            fixtures.clone(),
+            out_dir.to_path_buf(),
+            cancel.clone(),
+        ))
+    });
+    let mut reports: Vec<(usize, unstuck::runner::ScenarioReport)> = Vec::new();
+    let mut k8s_version = version.to_string();
+    if !shared.is_empty() {
+        eprintln!("[unstuck] bringing up local cluster '{name}' (Kubernetes {version})");
+        let cluster = LocalCluster::up(up)
+            .await
+            .context("bringing up the local cluster")?;
+        eprintln!(
+            "[unstuck] node Ready in {:.1} s; running {} scenario(s) on it",
+            cluster.timings.node_ready.as_secs_f64(),
+            shared.len()
+        );
+        k8s_version = cluster.k8s_version().to_string();
+        let opts = SuiteOptions {
+            client: cluster.client(),
+            fixtures_dir: fixtures,
+            out_dir: out_dir.to_path_buf(),
+            kubelet_log: Some(cluster.layout().log_file("kubelet")),
+            node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
+            parallelism: args.parallel,
+            own_clusters: None,
+            cluster: String::new(),
+            k8s_version: k8s_version.clone(),
+            shard: None,
+        };
+        let positions: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
+        let run = run_suite(&opts, shared.into_iter().map(|(_, s)| s).collect(), cancel).await;
+        reports.extend(positions.into_iter().zip(run.scenarios));
+        // Keep the component logs with the run's evidence before they go.
+        keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
+        let layout = cluster.layout().clone();
+        let td = cluster.down().await;
+        let left = local::leftovers(&layout);
+        eprintln!("[unstuck] local cluster down: {td}");
+        if !left.is_empty() {
+            eprintln!("[unstuck] LEFT BEHIND: {}", left.join(", "));
+        }
     }
-    Ok(report)
+    if let Some(task) = isolated {
+        reports.extend(task.await.context("the isolated scenarios' task failed")?);
+    }
+    reports.sort_by_key(|(i, _)| *i);
+    Ok(unstuck::report::RunReport {
+        started_at,
+        cluster: format!("local cluster '{name}' (and '{name}-N' for scenarios that run alone)"),
+        k8s_version,
+        shard: args.shard.map(|s| s.to_string()),
+        duration_ms: started.elapsed().as_millis(),
+        scenarios: reports.into_iter().map(|(_, r)| r).collect(),
+    })
 }
 
 /// Connects to a --kubeconfig cluster, says which it is, and refuses it

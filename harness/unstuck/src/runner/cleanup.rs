@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::{
     Created,
-    objects::{api_for, resolve},
+    objects::{api_for, resolve_if_served},
 };
 use crate::doctor::collect;
 
@@ -40,7 +40,17 @@ impl CleanupReport {
 }
 
 async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupReport) {
-    let Ok((ar, caps)) = resolve(client, &c.api_version, &c.kind).await else {
+    // A type no longer served (its CRD deleted) has no objects left to
+    // delete; a failed discovery is asked again, briefly.
+    let mut served = resolve_if_served(client, &c.api_version, &c.kind).await;
+    for _ in 0..5 {
+        if served.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        served = resolve_if_served(client, &c.api_version, &c.kind).await;
+    }
+    let Ok(Some((ar, caps))) = served else {
         return;
     };
     let api = api_for(client, &ar, &caps, c.namespace.as_deref());
@@ -83,8 +93,12 @@ async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupR
 }
 
 async fn gone(client: &Client, c: &Created) -> bool {
-    let Ok((ar, caps)) = resolve(client, &c.api_version, &c.kind).await else {
-        return true;
+    let (ar, caps) = match resolve_if_served(client, &c.api_version, &c.kind).await {
+        Ok(Some(found)) => found,
+        // Its type is not served any more: no object of it exists.
+        Ok(None) => return true,
+        // Discovery failed: ask again on the next round.
+        Err(_) => return false,
     };
     // An object of that name with another UID is not ours: ours is gone.
     match api_for(client, &ar, &caps, c.namespace.as_deref())

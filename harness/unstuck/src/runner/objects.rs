@@ -84,6 +84,30 @@ pub async fn resolve(
     .map_err(|e| e.to_string())
 }
 
+/// The type, if the API serves it now: `Ok(None)` when its group or
+/// version is not served (404) or lacks the kind — a custom resource whose
+/// CRD is gone — and `Err` for anything else (retry). No waiting, unlike
+/// [`resolve`], which gives a just-created CRD time to be served: cleanup
+/// uses this, where a type that is no longer served means its objects are
+/// gone too.
+pub async fn resolve_if_served(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<Option<(ApiResource, ApiCapabilities)>, String> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    match discovery::pinned_kind(client, &gvk).await {
+        Ok(found) => Ok(Some(found)),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(None),
+        Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(_))) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// An API handle for an object of resolved type in the right scope.
 pub fn api_for(
     client: &Client,

@@ -156,6 +156,60 @@ impl OwnClusters {
     }
 }
 
+/// Runs each of `scenarios` (with its position in the suite) on a
+/// cluster of its own, side by side as far as `own` allows; the reports
+/// come back with their positions. Spawned tasks: the clusters' components
+/// are started from the runtime's worker threads.
+pub async fn run_isolated(
+    own: OwnClusters,
+    scenarios: Vec<(usize, Scenario)>,
+    fixtures_dir: PathBuf,
+    out_dir: PathBuf,
+    cancel: watch::Receiver<bool>,
+) -> Vec<(usize, ScenarioReport)> {
+    let tasks: Vec<_> = scenarios
+        .into_iter()
+        .map(|(index, scenario)| {
+            let (own, fixtures, cancel) = (own.clone(), fixtures_dir.clone(), cancel.clone());
+            let out = out_dir.join(scenario.name.as_str());
+            let task = tokio::spawn({
+                let (scenario, out) = (scenario.clone(), out.clone());
+                async move {
+                    eprintln!(
+                        "[unstuck] start  {} (on a cluster of its own)",
+                        scenario.name.as_str()
+                    );
+                    let r = own
+                        .run_alone(index, &scenario, &fixtures, out, cancel)
+                        .await;
+                    announce(&r);
+                    r
+                }
+            });
+            (index, scenario, out, task)
+        })
+        .collect();
+    let mut reports = Vec::new();
+    for (index, scenario, out, task) in tasks {
+        reports.push((
+            index,
+            task.await.unwrap_or_else(|e| {
+                ScenarioReport::lost(&scenario, out, format!("the scenario's task failed: {e}"))
+            }),
+        ));
+    }
+    reports
+}
+
+fn announce(r: &ScenarioReport) {
+    eprintln!(
+        "[unstuck] {}  {} ({:.1} s)",
+        if r.passed() { "pass " } else { "FAIL " },
+        r.name,
+        r.duration_ms as f64 / 1000.0
+    );
+}
+
 /// Copies a cluster's component logs (kubelet, apiserver, ...) into
 /// `to`, so they outlive the cluster as evidence.
 pub fn keep_logs(layout: &local::layout::Layout, to: &Path) {
@@ -217,12 +271,7 @@ pub async fn run_suite(
                     .await
                 }
             };
-            eprintln!(
-                "[unstuck] {}  {} ({:.1} s)",
-                if r.passed() { "pass " } else { "FAIL " },
-                r.name,
-                r.duration_ms as f64 / 1000.0
-            );
+            announce(&r);
             r
         }));
     }
