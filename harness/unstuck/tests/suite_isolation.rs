@@ -157,9 +157,12 @@ fn a_node_fault_runs_on_a_cluster_of_its_own_and_nothing_is_left() {
     let left = left_behind(&run);
     let report = report(&out);
     let _ = std::fs::remove_dir_all(&scenarios);
+    assert!(
+        status.success(),
+        "unstuck run failed (evidence kept in {}): {report:#}",
+        out.display()
+    );
     let _ = std::fs::remove_dir_all(&out);
-
-    assert!(status.success(), "unstuck run failed: {report:#}");
     let node_case = scenario(&report, "busy-volume-mount");
     assert_eq!(node_case["outcome"]["result"], "passed");
     let own = node_case["isolated"]["name"].as_str().unwrap_or_default();
@@ -207,8 +210,9 @@ fn ctrl_c_tears_down_the_shared_and_the_own_clusters() {
     let left = left_behind(&run);
     let report = report(&out);
     let _ = std::fs::remove_dir_all(&scenarios);
-    let _ = std::fs::remove_dir_all(&out);
-
+    if left.is_empty() {
+        let _ = std::fs::remove_dir_all(&out);
+    }
     assert!(!status.success(), "an interrupted run must not pass");
     assert!(left.is_empty(), "left behind after Ctrl-C: {left:?}");
     assert!(

@@ -92,22 +92,29 @@ async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupR
     }
 }
 
-async fn gone(client: &Client, c: &Created) -> bool {
+/// Whether the object this run created is gone; `Err` says what was
+/// seen instead (the object, or the error that kept cleanup from telling).
+async fn gone(client: &Client, c: &Created) -> Result<(), String> {
     let (ar, caps) = match resolve_if_served(client, &c.api_version, &c.kind).await {
         Ok(Some(found)) => found,
         // Its type is not served any more: no object of it exists.
-        Ok(None) => return true,
+        Ok(None) => return Ok(()),
         // Discovery failed: ask again on the next round.
-        Err(_) => return false,
+        Err(e) => return Err(format!("discovery of {} failed: {e}", c.api_version)),
     };
     // An object of that name with another UID is not ours: ours is gone.
     match api_for(client, &ar, &caps, c.namespace.as_deref())
         .get_opt(&c.name)
         .await
     {
-        Ok(None) => true,
-        Ok(Some(o)) => o.metadata.uid.as_deref() != Some(c.uid.as_str()),
-        Err(_) => false,
+        Ok(None) => Ok(()),
+        Ok(Some(o)) if o.metadata.uid.as_deref() != Some(c.uid.as_str()) => Ok(()),
+        Ok(Some(o)) => Err(format!(
+            "still there (deletionTimestamp {:?}, finalizers {:?})",
+            o.metadata.deletion_timestamp.map(|t| t.0.to_string()),
+            o.metadata.finalizers.unwrap_or_default()
+        )),
+        Err(e) => Err(format!("reading it failed: {e}")),
     }
 }
 
@@ -136,7 +143,7 @@ pub async fn cleanup(client: &Client, created: &[Created]) -> CleanupReport {
     for round in 0..60 {
         let mut pending = Vec::new();
         for c in &namespaces {
-            if !gone(client, c).await {
+            if gone(client, c).await.is_err() {
                 pending.push(*c);
             }
         }
@@ -159,16 +166,16 @@ pub async fn cleanup(client: &Client, created: &[Created]) -> CleanupReport {
         delete(client, c, true, &mut report).await;
     }
     for c in created {
-        let mut left = !gone(client, c).await;
+        let mut left = gone(client, c).await;
         for _ in 0..30 {
-            if !left {
+            if left.is_ok() {
                 break;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
-            left = !gone(client, c).await;
+            left = gone(client, c).await;
         }
-        if left {
-            report.leaked.push(c.to_string());
+        if let Err(seen) = left {
+            report.leaked.push(format!("{c}: {seen}"));
         }
     }
     report

@@ -102,8 +102,12 @@ pub async fn resolve_if_served(
     let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
     match discovery::pinned_kind(client, &gvk).await {
         Ok(found) => Ok(Some(found)),
-        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(None),
-        Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(_))) => Ok(None),
+        // A removed group answers with a plain-text 404 page, which kube
+        // reports with a reason other than NotFound: the code decides.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        // The group or version answers without this kind (or at all): a
+        // CRD being removed passes through these.
+        Err(kube::Error::Discovery(_)) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -81,8 +81,19 @@ fn cluster_processes(l: &Layout) -> Vec<host::Process> {
         .filter(|p| p.pid != me && p.state != 'Z')
         // The reaper names the directory too, and must not kill itself.
         .filter(|p| !p.cmdline.iter().any(|a| a == "__reap"))
-        .filter(|p| p.cmdline.iter().any(|a| a.contains(&dir)) || in_cgroups.contains(&p.pid))
+        .filter(|p| p.cmdline.iter().any(|a| names_dir(a, &dir)) || in_cgroups.contains(&p.pid))
         .collect()
+}
+
+/// Whether a command-line argument names `dir` or a path inside it. Not a
+/// bare substring test: cluster `run-x`'s directory is a prefix of cluster
+/// `run-x-1`'s, and tearing down one must never touch the other.
+fn names_dir(arg: &str, dir: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    arg.match_indices(dir).any(|(i, _)| {
+        let after = &arg[i + dir.len()..];
+        after.is_empty() || after.starts_with('/')
+    })
 }
 
 fn ip_program() -> PathBuf {
@@ -241,5 +252,29 @@ fn remove_dir(dir: &Path, report: &mut TeardownReport) {
         && e.kind() != std::io::ErrorKind::NotFound
     {
         report.errors.push(format!("remove {}: {e}", dir.display()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_directory_is_not_a_prefix_of_another() {
+        let dir = "/var/lib/unstuck/clusters/run-x";
+        assert!(names_dir(
+            "--data-dir=/var/lib/unstuck/clusters/run-x/etcd",
+            dir
+        ));
+        assert!(names_dir("/var/lib/unstuck/clusters/run-x", dir));
+        assert!(!names_dir(
+            "--data-dir=/var/lib/unstuck/clusters/run-x-1/etcd",
+            dir
+        ));
+        assert!(!names_dir("/var/lib/unstuck/clusters/run-xy", dir));
+        assert!(names_dir(
+            "-address=/var/lib/unstuck/clusters/run-x-1/a:/var/lib/unstuck/clusters/run-x/b",
+            dir
+        ));
     }
 }
