@@ -5,6 +5,13 @@ use std::path::{Path, PathBuf};
 
 /// The Kubernetes version unstuck builds and tests by default.
 pub const DEFAULT_K8S_VERSION: &str = "v1.34.4";
+/// The versions `unstuck run --k8s-version supported` runs, oldest first:
+/// the newest patch release of each minor that the Go module proxy serves
+/// (built by `ci/setup.sh --k8s-version V`).
+pub const SUPPORTED_K8S_VERSIONS: &[&str] =
+    &["v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"];
+/// The newest of them, which the tests run end to end besides the default.
+pub const NEWEST_K8S_VERSION: &str = "v1.37.2";
 /// The etcd version built beside it (the one Kubernetes v1.34 pins).
 pub const DEFAULT_ETCD_VERSION: &str = "v3.5.21";
 

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::runner::{Outcome, ScenarioReport};
 
+pub mod drift;
+pub mod matrix;
 pub mod merge;
 pub use merge::MergeError;
 
@@ -57,6 +59,11 @@ impl RunReport {
     /// JUnit XML: one suite per run, one test case per scenario, the
     /// evidence in system-out so CI shows it beside the verdict.
     pub fn junit(&self) -> Result<String, quick_junit::SerializeError> {
+        self.junit_report().to_string()
+    }
+
+    /// The JUnit report itself: one suite, one case per scenario.
+    pub fn junit_report(&self) -> Report {
         let mut report = Report::new("unstuck");
         // The shard is in the suite's name so that the JUnit files of
         // several CI jobs can be read side by side without a clash.
@@ -87,7 +94,7 @@ impl RunReport {
             suite.add_test_case(case);
         }
         report.add_test_suite(suite);
-        report.to_string()
+        report
     }
 
     /// A Markdown table for `$GITHUB_STEP_SUMMARY` and the like.

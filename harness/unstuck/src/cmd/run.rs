@@ -34,7 +34,9 @@ pub struct RunArgs {
     /// refused otherwise).
     #[arg(long)]
     without_node_scenarios: bool,
-    /// Kubernetes version of the local cluster.
+    /// Kubernetes version of the local cluster; a comma list (or
+    /// `supported`) runs the suite once per version and reports a matrix
+    /// with what changed between them.
     #[arg(long, env = "UNSTUCK_K8S_VERSION", default_value = unstuck::components::DEFAULT_K8S_VERSION)]
     k8s_version: String,
     /// Scenarios run side by side on the shared cluster, at most.
@@ -59,6 +61,16 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         Some(path) => Some(guard_existing(path, args.allow_existing_cluster.as_deref()).await?),
         None => None,
     };
+    let versions = unstuck::report::matrix::parse_versions(
+        &args.k8s_version,
+        unstuck::components::SUPPORTED_K8S_VERSIONS,
+    )
+    .map_err(anyhow::Error::msg)?;
+    if existing.is_some() && versions.len() > 1 {
+        anyhow::bail!(
+            "--k8s-version with several versions makes local clusters of each; a --kubeconfig cluster has the one version it runs"
+        );
+    }
     let mut scenarios = super::load_scenarios(&args.scenarios, &args.fixtures)?;
     if let Some(f) = &args.filter {
         scenarios.retain(|s| s.name.contains(f.as_str()));
@@ -108,7 +120,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         let report = unstuck::report::RunReport {
             started_at: k8s_openapi::jiff::Timestamp::now().to_string(),
             cluster: "none (no scenario to run)".into(),
-            k8s_version: args.k8s_version.clone(),
+            k8s_version: versions.join(","),
             shard: args.shard.map(|s| s.to_string()),
             duration_ms: 0,
             scenarios: Vec::new(),
@@ -155,10 +167,42 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             shard: args.shard.map(|s| s.to_string()),
         };
         run_suite(&opts, scenarios, cancel_rx).await
+    } else if versions.len() > 1 {
+        let mut runs = Vec::new();
+        for version in &versions {
+            eprintln!("[unstuck] === Kubernetes {version} ===");
+            let dir = out_dir.join(version);
+            runs.push(
+                local_suite(
+                    &args,
+                    version,
+                    scenarios.clone(),
+                    &dir,
+                    fixtures.clone(),
+                    cancel_rx.clone(),
+                )
+                .await
+                .with_context(|| format!("the suite on Kubernetes {version}"))?,
+            );
+            if *cancel_rx.borrow() {
+                break;
+            }
+        }
+        let matrix = unstuck::report::matrix::MatrixReport::new(runs);
+        let files = matrix.write_all(&out_dir).context("writing reports")?;
+        print!("{}", matrix.terminal());
+        for f in files {
+            eprintln!("[unstuck] wrote {}", f.display());
+        }
+        return Ok(if matrix.failed() == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     } else {
         local_suite(
             &args,
-            &args.k8s_version,
+            &versions[0],
             scenarios,
             &out_dir,
             fixtures,

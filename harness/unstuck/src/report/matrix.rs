@@ -1,0 +1,440 @@
+//! The suite run once per Kubernetes version, side by side: which
+//! scenario passes on which version, and what each version says
+//! differently (drift) — the symptom strings, findings and remedies of a
+//! scenario that appear on some versions and not on others.
+
+use std::{
+    collections::BTreeSet,
+    io,
+    path::{Path, PathBuf},
+};
+
+use serde::Serialize;
+
+use super::{RunReport, drift::normalize};
+use crate::runner::ScenarioReport;
+
+/// One run per version, in the order given.
+#[derive(Clone, Debug, Serialize)]
+pub struct MatrixReport {
+    pub runs: Vec<RunReport>,
+}
+
+/// A line one scenario observed on some versions only.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Drift {
+    pub scenario: String,
+    /// `symptom`, `finding` or `remedy`.
+    pub what: &'static str,
+    /// The line with run-specific parts replaced (see [`normalize`]).
+    pub line: String,
+    pub seen_on: Vec<String>,
+    pub not_on: Vec<String>,
+}
+
+impl MatrixReport {
+    pub fn new(runs: Vec<RunReport>) -> Self {
+        Self { runs }
+    }
+
+    pub fn versions(&self) -> Vec<&str> {
+        self.runs.iter().map(|r| r.k8s_version.as_str()).collect()
+    }
+
+    /// Every scenario name, in the order first met.
+    pub fn scenarios(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for r in &self.runs {
+            for s in &r.scenarios {
+                if !names.contains(&s.name.as_str()) {
+                    names.push(&s.name);
+                }
+            }
+        }
+        names
+    }
+
+    pub fn failed(&self) -> usize {
+        self.runs.iter().map(RunReport::failed).sum()
+    }
+
+    fn find<'a>(run: &'a RunReport, scenario: &str) -> Option<&'a ScenarioReport> {
+        run.scenarios.iter().find(|s| s.name == scenario)
+    }
+
+    fn cell(run: &RunReport, scenario: &str) -> &'static str {
+        match Self::find(run, scenario) {
+            Some(s) if s.passed() => "pass",
+            Some(_) => "FAIL",
+            None => "-",
+        }
+    }
+
+    /// Lines that some versions observed and others did not, per scenario.
+    pub fn drift(&self) -> Vec<Drift> {
+        let mut out = Vec::new();
+        for name in self.scenarios() {
+            let ran: Vec<(&str, &ScenarioReport)> = self
+                .runs
+                .iter()
+                .filter_map(|r| Self::find(r, name).map(|s| (r.k8s_version.as_str(), s)))
+                .collect();
+            if ran.len() < 2 {
+                continue;
+            }
+            for what in ["symptom", "finding", "remedy"] {
+                let per_version: Vec<(&str, BTreeSet<String>)> =
+                    ran.iter().map(|(v, s)| (*v, observed(s, what))).collect();
+                let all: BTreeSet<&String> = per_version.iter().flat_map(|(_, l)| l).collect();
+                for line in all {
+                    let (seen, not): (Vec<_>, Vec<_>) =
+                        per_version.iter().partition(|(_, l)| l.contains(line));
+                    if !not.is_empty() {
+                        out.push(Drift {
+                            scenario: name.to_string(),
+                            what,
+                            line: line.clone(),
+                            seen_on: seen.iter().map(|(v, _)| v.to_string()).collect(),
+                            not_on: not.iter().map(|(v, _)| v.to_string()).collect(),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A table scenario × version, then the drift.
+    pub fn terminal(&self) -> String {
+        let versions = self.versions();
+        let mut out = format!("{:<34}", "scenario");
+        for v in &versions {
+            out.push_str(&format!(" {v:>9}"));
+        }
+        out.push('\n');
+        for name in self.scenarios() {
+            out.push_str(&format!("{name:<34}"));
+            for r in &self.runs {
+                out.push_str(&format!(" {:>9}", Self::cell(r, name)));
+            }
+            out.push('\n');
+        }
+        out.push_str(&format!("{:<34}", "passed"));
+        for r in &self.runs {
+            out.push_str(&format!(
+                " {:>9}",
+                format!("{}/{}", r.passed(), r.scenarios.len())
+            ));
+        }
+        out.push('\n');
+        let drift = self.drift();
+        if drift.is_empty() {
+            out.push_str("\nno drift: every scenario observed the same symptoms, findings and remedies on every version\n");
+        } else {
+            out.push_str(&format!("\ndrift ({} line(s)):\n", drift.len()));
+            for d in &drift {
+                out.push_str(&format!(
+                    "  {} {}: only on {} (not on {}): {}\n",
+                    d.scenario,
+                    d.what,
+                    d.seen_on.join(", "),
+                    d.not_on.join(", "),
+                    d.line
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "{} passed, {} failed\n",
+            self.runs.iter().map(RunReport::passed).sum::<usize>(),
+            self.failed()
+        ));
+        out
+    }
+
+    /// The same facts for a CI step summary.
+    pub fn markdown(&self) -> String {
+        let versions = self.versions();
+        let mut out = format!(
+            "## unstuck on {} Kubernetes version(s)\n\n| scenario |{}\n|---|{}\n",
+            versions.len(),
+            versions
+                .iter()
+                .map(|v| format!(" {v} |"))
+                .collect::<String>(),
+            "---|".repeat(versions.len())
+        );
+        for name in self.scenarios() {
+            out.push_str(&format!("| {name} |"));
+            for r in &self.runs {
+                out.push_str(match Self::cell(r, name) {
+                    "pass" => " ✅ |",
+                    "FAIL" => " ❌ |",
+                    _ => " — |",
+                });
+            }
+            out.push('\n');
+        }
+        let drift = self.drift();
+        if !drift.is_empty() {
+            out.push_str("\n### What changed between versions\n\n| scenario | observed | only on | not on |\n|---|---|---|---|\n");
+            for d in &drift {
+                out.push_str(&format!(
+                    "| {} | {}: `{}` | {} | {} |\n",
+                    d.scenario,
+                    d.what,
+                    d.line.replace('|', "\\|").replace('`', "'"),
+                    d.seen_on.join(", "),
+                    d.not_on.join(", ")
+                ));
+            }
+        }
+        out
+    }
+
+    /// JUnit XML with one test suite per version.
+    pub fn junit(&self) -> Result<String, quick_junit::SerializeError> {
+        let mut report = quick_junit::Report::new("unstuck");
+        for r in &self.runs {
+            // Each version's own JUnit report has exactly one suite.
+            let one: quick_junit::Report = r.junit_report();
+            for suite in one.test_suites {
+                report.add_test_suite(suite);
+            }
+        }
+        report.to_string()
+    }
+
+    /// Writes matrix.json, junit.xml and summary.md into `dir`, and each
+    /// version's own reports into `dir/<version>/`.
+    pub fn write_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        for r in &self.runs {
+            r.write_all(&dir.join(&r.k8s_version))?;
+        }
+        #[derive(Serialize)]
+        struct Json<'a> {
+            versions: Vec<&'a str>,
+            scenarios: Vec<Row<'a>>,
+            drift: Vec<Drift>,
+            passed: usize,
+            failed: usize,
+        }
+        #[derive(Serialize)]
+        struct Row<'a> {
+            name: &'a str,
+            results: Vec<&'static str>,
+        }
+        let json = Json {
+            versions: self.versions(),
+            scenarios: self
+                .scenarios()
+                .into_iter()
+                .map(|name| Row {
+                    name,
+                    results: self.runs.iter().map(|r| Self::cell(r, name)).collect(),
+                })
+                .collect(),
+            drift: self.drift(),
+            passed: self.runs.iter().map(RunReport::passed).sum(),
+            failed: self.failed(),
+        };
+        let files = [
+            (
+                dir.join("matrix.json"),
+                serde_json::to_string_pretty(&json).map_err(io::Error::other)?,
+            ),
+            (
+                dir.join("junit.xml"),
+                self.junit().map_err(io::Error::other)?,
+            ),
+            (dir.join("summary.md"), self.markdown()),
+        ];
+        let mut written = Vec::new();
+        for (path, text) in files {
+            std::fs::write(&path, text)?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
+
+/// One scenario's lines of one kind, normalised.
+fn observed(s: &ScenarioReport, what: &str) -> BTreeSet<String> {
+    let ids: Vec<String> = serde_json::to_value(&s.namespaces)
+        .ok()
+        .and_then(|v| v.get("map").cloned())
+        .and_then(|m| m.as_object().cloned())
+        .map(|m| {
+            m.values()
+                .filter_map(|v| v.as_str())
+                .filter_map(|real| real.rsplit_once('-').map(|(_, id)| id.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let lines = match what {
+        "symptom" => &s.symptoms,
+        "finding" => &s.findings,
+        _ => &s.remedies,
+    };
+    lines.iter().map(|l| normalize(l, &ids)).collect()
+}
+
+/// Versions from `--k8s-version`: one, a comma list, or `supported`.
+pub fn parse_versions(spec: &str, supported: &[&str]) -> Result<Vec<String>, String> {
+    if spec.trim() == "supported" {
+        return Ok(supported.iter().map(|v| v.to_string()).collect());
+    }
+    let mut out: Vec<String> = Vec::new();
+    for v in spec.split(',').map(str::trim) {
+        let parts: Vec<&str> = v.strip_prefix('v').unwrap_or("").split('.').collect();
+        if parts.len() != 3 || parts.iter().any(|p| p.parse::<u32>().is_err()) {
+            return Err(format!(
+                "--k8s-version '{v}' is not a version: versions look like v1.34.4 (or use 'supported' for {})",
+                supported.join(", ")
+            ));
+        }
+        if out.iter().any(|o| o == v) {
+            return Err(format!("--k8s-version names {v} twice"));
+        }
+        out.push(v.to_string());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::Outcome;
+
+    fn scenario(name: &str, ns: &str, symptoms: &[&str], passed: bool) -> ScenarioReport {
+        let mut s: ScenarioReport = serde_json::from_value(serde_json::json!({
+            "name": name, "description": "", "catalog_case": null,
+            "file": format!("/s/{name}.yaml"), "namespaces": {"map": {"app": ns}},
+            "outcome": {"result": "passed"}, "steps": [], "symptoms": symptoms,
+            "findings": [], "remedies": [], "time_to_detect_ms": null,
+            "time_to_recover_ms": null, "duration_ms": 5,
+            "cleanup": {"reverted": [], "deleted": [], "forced": [], "leaked": []},
+            "out_dir": "/o"
+        }))
+        .unwrap();
+        if !passed {
+            s.outcome = Outcome::Failed {
+                step: 3,
+                reason: "symptom never seen".into(),
+            };
+        }
+        s
+    }
+
+    fn run(version: &str, scenarios: Vec<ScenarioReport>) -> RunReport {
+        RunReport {
+            started_at: String::new(),
+            cluster: "local cluster 'run-x'".into(),
+            k8s_version: version.into(),
+            shard: None,
+            duration_ms: 1,
+            scenarios,
+        }
+    }
+
+    fn matrix() -> MatrixReport {
+        // The v1.34.4 line is recorded; the v1.37.2 one is a made-up change.
+        MatrixReport::new(vec![
+            run(
+                "v1.34.4",
+                vec![
+                    scenario(
+                        "broken-runtime-container",
+                        "app-ckc8kk",
+                        &[
+                            r#"Event Warning Pod/web: FailedKillPod "error killing pod: [failed to "KillContainer" for "app" with KillContainerError: "rpc error: code = DeadlineExceeded desc = context deadline exceeded"]" (pod app-ckc8kk/web)"#,
+                        ],
+                        true,
+                    ),
+                    scenario(
+                        "orphan-finalizer-configmap",
+                        "app-aaaaaa",
+                        &[
+                            "ConfigMap app-aaaaaa/mymap has deletionTimestamp 2026-11-23T20:58:10Z and finalizers [\"kubernetes\"]",
+                        ],
+                        true,
+                    ),
+                ],
+            ),
+            run(
+                "v1.37.2",
+                vec![
+                    scenario(
+                        "broken-runtime-container",
+                        "app-zzzzzz",
+                        &[
+                            r#"Event Warning Pod/web: FailedKillPod "error killing pod: [failed to "KillContainer" for "app" with KillContainerError: "rpc error: code = DeadlineExceeded desc = the runtime did not answer"]" (pod app-zzzzzz/web)"#,
+                        ],
+                        false,
+                    ),
+                    scenario(
+                        "orphan-finalizer-configmap",
+                        "app-bbbbbb",
+                        &[
+                            "ConfigMap app-bbbbbb/mymap has deletionTimestamp 2026-11-24T01:00:00Z and finalizers [\"kubernetes\"]",
+                        ],
+                        true,
+                    ),
+                ],
+            ),
+        ])
+    }
+
+    #[test]
+    fn the_table_says_which_scenario_passes_where() {
+        let m = matrix();
+        let t = m.terminal();
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("broken-runtime-container"))
+            .unwrap();
+        assert!(row.contains("pass") && row.contains("FAIL"), "{t}");
+        assert_eq!(m.failed(), 1);
+        assert!(t.ends_with("3 passed, 1 failed\n"), "{t}");
+        let md = m.markdown();
+        assert!(
+            md.contains("| broken-runtime-container | ✅ | ❌ |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn drift_is_what_a_version_says_differently_not_run_names_or_times() {
+        let d = matrix().drift();
+        assert_eq!(d.len(), 2, "{d:#?}");
+        assert!(d.iter().all(|d| d.scenario == "broken-runtime-container"));
+        let only_new = d.iter().find(|d| d.seen_on == ["v1.37.2"]).unwrap();
+        assert!(
+            only_new.line.contains("the runtime did not answer"),
+            "{only_new:?}"
+        );
+        assert!(only_new.line.contains("pod app-RUN/web"), "{only_new:?}");
+        assert_eq!(only_new.not_on, ["v1.34.4"]);
+    }
+
+    #[test]
+    fn one_junit_suite_per_version() {
+        let x = matrix().junit().unwrap();
+        assert_eq!(x.matches("<testsuite ").count(), 2, "{x}");
+        assert!(x.contains("v1.34.4") && x.contains("v1.37.2"));
+    }
+
+    #[test]
+    fn versions_are_a_list_or_the_supported_set() {
+        let sup = ["v1.33.13", "v1.34.4"];
+        assert_eq!(parse_versions("supported", &sup).unwrap(), sup);
+        assert_eq!(
+            parse_versions("v1.34.4, v1.37.2", &sup).unwrap(),
+            ["v1.34.4", "v1.37.2"]
+        );
+        let e = parse_versions("1.34", &sup).unwrap_err();
+        assert!(e.contains("versions look like v1.34.4"), "{e}");
+        let e = parse_versions("v1.34.4,v1.34.4", &sup).unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+    }
+}
