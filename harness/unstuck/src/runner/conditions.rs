@@ -188,13 +188,17 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                         .collect::<Vec<_>>()
                 ));
             }
-            // Objects of a deleted namespace stay listable cluster-wide
-            // (kubernetes#36891), so list across all namespaces by field.
-            let lp = ListParams::default().fields(&format!("metadata.namespace={ns}"));
+            // Objects of a deleted namespace stay in storage and listable
+            // (kubernetes#36891) under the namespace's path, which serves a
+            // list whether or not the Namespace object exists. (Not a
+            // cluster-wide list with a metadata.namespace field selector:
+            // v1.37's podcertificaterequests refuse that field label.)
+            let lp = ListParams::default();
             let mut left = Vec::new();
             let namespaced: Vec<_> = discovered.types.iter().filter(|t| t.namespaced).collect();
             for t in &namespaced {
-                let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &t.api_resource());
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(ctx.client.clone(), &ns, &t.api_resource());
                 let items = api
                     .list_metadata(&lp)
                     .await

@@ -1,0 +1,77 @@
+//! The whole suite end to end on the newest supported Kubernetes version
+//! (besides the default version, which every other test runs): the
+//! `unstuck run --k8s-version` a team validating a new version runs, with
+//! the components ci/setup.sh built for that version.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use unstuck::components::{DEFAULT_K8S_VERSION, NEWEST_K8S_VERSION};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+#[test]
+fn every_scenario_passes_on_the_newest_supported_version() {
+    assert_ne!(
+        NEWEST_K8S_VERSION, DEFAULT_K8S_VERSION,
+        "the newest version is the default: this test would repeat tests/scenarios.rs"
+    );
+    let root = repo_root();
+    let out = std::env::temp_dir().join(format!("unstuck-newest-{}", std::process::id()));
+    let run = Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .arg("run")
+        .args(["--k8s-version", NEWEST_K8S_VERSION])
+        .arg("--scenarios")
+        .arg(root.join("scenarios"))
+        .arg("--fixtures")
+        .arg(root.join("fixtures"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("unstuck run starts");
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    let dir = std::fs::read_dir(&out)
+        .ok()
+        .and_then(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("report.json").exists())
+        })
+        .unwrap_or_else(|| panic!("no report written; unstuck run said:\n{stderr}"));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+
+    assert_eq!(report["k8s_version"], NEWEST_K8S_VERSION, "{stderr}");
+    let scenarios = report["scenarios"].as_array().expect("scenarios");
+    let on_disk = unstuck::core::scenario::load_dir(&root.join("scenarios"))
+        .expect("scenarios load")
+        .len();
+    assert_eq!(scenarios.len(), on_disk, "every scenario ran");
+    let failed: Vec<String> = scenarios
+        .iter()
+        .filter(|s| {
+            s["outcome"]["result"] != "passed"
+                || !s["cleanup"]["leaked"].as_array().is_none_or(Vec::is_empty)
+        })
+        .map(|s| {
+            format!(
+                "{}: {} leaked {}",
+                s["name"], s["outcome"], s["cleanup"]["leaked"]
+            )
+        })
+        .collect();
+    assert!(
+        failed.is_empty() && run.status.success(),
+        "on Kubernetes {NEWEST_K8S_VERSION} (evidence in {}):\n{}\n{stderr}",
+        dir.display(),
+        failed.join("\n")
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
