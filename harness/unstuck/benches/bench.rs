@@ -26,6 +26,7 @@ const SCAN_ROUNDS: usize = 5;
 
 mod scale;
 mod suite;
+mod versions;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -49,7 +50,7 @@ fn owned(name: &str) -> UpOptions {
     o
 }
 
-/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,scale` (default all).
+/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,versions,scale` (default all).
 fn wanted(section: &str) -> bool {
     std::env::var("UNSTUCK_BENCH_SECTIONS")
         .map(|v| v.split(',').any(|s| s.trim() == section))
@@ -63,6 +64,9 @@ async fn main() {
     }
     if wanted("suite") {
         suite::run().await;
+    }
+    if wanted("versions") {
+        versions::run().await;
     }
     if wanted("scale") {
         scale::run().await;

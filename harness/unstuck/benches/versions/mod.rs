@@ -1,0 +1,81 @@
+//! Per Kubernetes version: the cold build time ci/setup.sh recorded when
+//! it built the version, boot to node Ready, and the whole suite's wall
+//! time (`unstuck run --k8s-version V`). Versions not built are named with
+//! the command that builds them. Figures only.
+
+use std::time::{Duration, Instant};
+
+use unstuck::{
+    cluster::local::LocalCluster,
+    components::{self, SUPPORTED_K8S_VERSIONS},
+    exec::Cmd,
+    report::merge,
+};
+
+pub async fn run() {
+    let root = super::repo_root();
+    let cache = components::cache_dir();
+    println!(
+        "per Kubernetes version (cold build as recorded by ci/setup.sh; boot and suite measured now):"
+    );
+    println!(
+        "  {:<9} {:>11} {:>13} {:>11} {:>8}",
+        "version", "cold build", "node Ready", "suite", "result"
+    );
+    for &version in SUPPORTED_K8S_VERSIONS {
+        if components::locate(version).is_err() {
+            println!("  {version:<9} not built (sudo ci/setup.sh --k8s-version {version})");
+            continue;
+        }
+        let build = std::fs::read_to_string(cache.join("k8s").join(version).join("build-seconds"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map_or("-".into(), |s| format!("{s} s"));
+        let mut up = super::owned(&format!(
+            "bench-v{}",
+            version.replace('.', "-").trim_start_matches('v')
+        ));
+        up.k8s_version = version.to_string();
+        let t = Instant::now();
+        let boot = match LocalCluster::up(up).await {
+            Ok(c) => {
+                let ready = t.elapsed();
+                c.down().await;
+                format!("{:.1} s", ready.as_secs_f64())
+            }
+            Err(e) => format!("failed: {e}"),
+        };
+        let out =
+            std::env::temp_dir().join(format!("unstuck-bench-{version}-{}", std::process::id()));
+        let t = Instant::now();
+        let _ = Cmd::new(env!("CARGO_BIN_EXE_unstuck"))
+            .arg("run")
+            .args(["--k8s-version", version])
+            .arg("--scenarios")
+            .arg(root.join("scenarios").as_os_str())
+            .arg("--fixtures")
+            .arg(root.join("fixtures").as_os_str())
+            .arg("--out")
+            .arg(out.as_os_str())
+            .timeout(Duration::from_secs(1800))
+            .run_raw()
+            .await;
+        let wall = t.elapsed();
+        let result = std::fs::read_dir(&out)
+            .ok()
+            .and_then(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .find(|p| p.join("report.json").exists())
+            })
+            .and_then(|d| merge::load(&d).ok())
+            .map_or("no report".into(), |r| {
+                format!("{}/{}", r.passed(), r.scenarios.len())
+            });
+        let _ = std::fs::remove_dir_all(&out);
+        println!(
+            "  {version:<9} {build:>11} {boot:>13} {:>9.1} s {result:>8}",
+            wall.as_secs_f64()
+        );
+    }
+}
