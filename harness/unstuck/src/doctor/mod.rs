@@ -283,6 +283,7 @@ pub async fn run_from(
 ) -> Result<DoctorReport, DoctorError> {
     let start = Instant::now();
     let mut rounds = Vec::new();
+    let mut waited_for_ageing = false;
     for _ in 0..opts.max_rounds.max(1) {
         let (mut snapshot, stats) = match first.take() {
             Some(s) => s,
@@ -313,8 +314,28 @@ pub async fn run_from(
             plan,
             applied,
         });
-        if !opts.apply || !changed {
+        if !opts.apply {
             break;
+        }
+        if !changed {
+            // A remedy can set more deletions going (the garbage collector
+            // deletes a foreground chain's next pods): objects that began
+            // terminating during this run and are held by a finalizer
+            // become "stuck" only once they have aged. Wait for the
+            // earliest of them, once, rather than stop with them left.
+            let remedied = rounds.iter().any(|r| {
+                r.applied
+                    .iter()
+                    .any(|a| matches!(a.outcome, StepOutcome::Done(_)))
+            });
+            match rounds.last().map(|r| ageing(&r.snapshot, opts)) {
+                Some(Some(wait)) if remedied && !waited_for_ageing => {
+                    waited_for_ageing = true;
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                _ => break,
+            }
         }
         // Let controllers react (the namespace controller re-syncs, objects go) before looking again.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -326,11 +347,93 @@ pub async fn run_from(
     })
 }
 
+/// How long until the earliest in-scope object that is terminating with a
+/// finalizer, but not yet for `stuck_after`, has aged enough to be judged;
+/// `None` when there is none within [`MAX_AGEING_WAIT`].
+fn ageing(snapshot: &unstuck_core::doctor::Snapshot, opts: &DoctorOptions) -> Option<Duration> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let threshold = opts.diagnose.stuck_after;
+    snapshot
+        .terminating
+        .iter()
+        .filter(|r| {
+            r.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+        })
+        .filter(|r| match (&opts.scope, r.namespace()) {
+            (Scope::Cluster, _) => true,
+            (Scope::Namespaces(ns) | Scope::Run { namespaces: ns, .. }, Some(n)) => {
+                ns.iter().any(|x| x == n)
+            }
+            (_, None) => false,
+        })
+        .filter_map(|r| r.deletion_timestamp())
+        .filter_map(|ts| {
+            let due = ts + threshold + Duration::from_millis(250);
+            Duration::try_from(due.duration_since(now)).ok()
+        })
+        .filter(|left| !left.is_zero() && *left <= MAX_AGEING_WAIT)
+        .min()
+}
+
+/// The longest the doctor waits for a late deletion to age (see [`ageing`]).
+const MAX_AGEING_WAIT: Duration = Duration::from_secs(30);
+
 #[cfg(test)]
 mod tests {
     use unstuck_core::doctor::ObjectRef;
 
     use super::*;
+
+    fn pod_deleted(
+        ns: &str,
+        ago_secs: i64,
+        finalizers: &[&str],
+    ) -> unstuck_core::doctor::ObjectRecord {
+        let ts = k8s_openapi::jiff::Timestamp::now()
+            - k8s_openapi::jiff::SignedDuration::from_secs(ago_secs);
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "resource": "pods", "namespaced": true,
+            "metadata": {"name": "web-2", "namespace": ns, "deletionTimestamp": ts.to_string(),
+                         "finalizers": finalizers}
+        }))
+        .expect("a record as the collector writes it")
+    }
+
+    #[test]
+    fn a_late_deletion_in_scope_is_waited_for_until_it_has_aged() {
+        let opts = DoctorOptions {
+            scope: Scope::Run {
+                namespaces: vec!["app-x".into()],
+                created_uids: vec![],
+            },
+            diagnose: unstuck_core::doctor::DiagnoseOptions {
+                stuck_after: Duration::from_secs(3),
+                ..Default::default()
+            },
+            ..DoctorOptions::dry_run(std::env::temp_dir())
+        };
+        let mut snap = unstuck_core::doctor::Snapshot::default();
+        snap.terminating
+            .push(pod_deleted("app-x", 1, &["pods.guard.example.com/protect"]));
+        let wait = ageing(&snap, &opts).expect("a pod one second into its deletion");
+        assert!(
+            wait <= Duration::from_millis(2250) && wait >= Duration::from_millis(1000),
+            "{wait:?}"
+        );
+        // Already stuck (judged this round), without a finalizer, or not ours: nothing to wait for.
+        for r in [
+            pod_deleted("app-x", 10, &["pods.guard.example.com/protect"]),
+            pod_deleted("app-x", 1, &[]),
+            pod_deleted("someone-else", 1, &["x.example.com/f"]),
+        ] {
+            let mut snap = unstuck_core::doctor::Snapshot::default();
+            snap.terminating.push(r);
+            assert_eq!(ageing(&snap, &opts), None);
+        }
+    }
 
     fn api_service(blocks: &[&str]) -> Finding {
         Finding {
