@@ -17,10 +17,40 @@ pub enum ReportCommand {
         #[arg(long, default_value = "unstuck-merged")]
         out: PathBuf,
     },
+    /// A version matrix (with drift) from run folders of different
+    /// Kubernetes versions, e.g. one CI job per version, in the order given.
+    Matrix {
+        /// Run folders (or their report.json files), one per version.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Where matrix.json, junit.xml and summary.md are written.
+        #[arg(long, default_value = "unstuck-matrix")]
+        out: PathBuf,
+    },
 }
 
 pub fn run(command: ReportCommand) -> Result<ExitCode> {
     match command {
+        ReportCommand::Matrix { runs, out } => {
+            use unstuck::report::{matrix::MatrixReport, merge};
+            let runs = runs
+                .iter()
+                .map(|r| merge::load(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            let matrix = MatrixReport::new(runs);
+            let files = matrix
+                .write_all(&out)
+                .with_context(|| format!("writing the matrix to {}", out.display()))?;
+            print!("{}", matrix.terminal());
+            for f in files {
+                eprintln!("[unstuck] wrote {}", f.display());
+            }
+            Ok(if matrix.failed() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         ReportCommand::Merge { runs, out } => {
             use unstuck::report::{RunReport, merge};
             let parts = runs

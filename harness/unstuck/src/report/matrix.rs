@@ -276,7 +276,12 @@ fn observed(s: &ScenarioReport, what: &str) -> BTreeSet<String> {
         "finding" => &s.findings,
         _ => &s.remedies,
     };
-    lines.iter().map(|l| normalize(l, &ids)).collect()
+    // The run's own folder (backups are named in remedies) differs per run.
+    let out = s.out_dir.display().to_string();
+    lines
+        .iter()
+        .map(|l| normalize(&l.replace(&out, "<out>"), &ids))
+        .collect()
 }
 
 /// Versions from `--k8s-version`: one, a comma list, or `supported`.
