@@ -4,6 +4,7 @@
 #   sudo UNSTUCK_BENCH_SECTIONS=scale ci/bench.sh   # only the doctor at 20k/100k objects
 #   sudo UNSTUCK_BENCH_SECTIONS=suite ci/bench.sh   # the whole suite and the five core cases, end to end
 #   sudo UNSTUCK_BENCH_SECTIONS=versions ci/bench.sh   # per Kubernetes version: cold build, boot, suite
+#     (UNSTUCK_BENCH_VERSIONS=v1.37.2,v1.34.4 limits it to those)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"

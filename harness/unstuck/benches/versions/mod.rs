@@ -22,7 +22,17 @@ pub async fn run() {
         "  {:<9} {:>11} {:>13} {:>11} {:>8}",
         "version", "cold build", "node Ready", "suite", "result"
     );
+    // UNSTUCK_BENCH_VERSIONS=v1.37.2,... limits the run to those versions.
+    let only: Option<Vec<String>> = std::env::var("UNSTUCK_BENCH_VERSIONS")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
     for &version in SUPPORTED_K8S_VERSIONS {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|v| v == version))
+        {
+            continue;
+        }
         if components::locate(version).is_err() {
             println!("  {version:<9} not built (sudo ci/setup.sh --k8s-version {version})");
             continue;
