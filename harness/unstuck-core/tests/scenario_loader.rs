@@ -42,6 +42,12 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         r#"invalid duration "30 seconds": it contains spaces"#,
     ),
     (
+        "bad-incident-id.yaml",
+        "3:11",
+        Invalid,
+        r#"incident "https://github.com/kubescape/kubescape/issues/1571" should name a public thread as owner/repo#number"#,
+    ),
+    (
         "bad-name-chars.yaml",
         "1:7",
         Invalid,

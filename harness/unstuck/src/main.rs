@@ -114,11 +114,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Scenarios { dir, fixtures } => {
             let scenarios = cmd::load_scenarios(&dir, &fixtures)?;
             for s in &scenarios {
+                let origin = match (s.catalog_case, s.incident.as_deref()) {
+                    (_, Some(incident)) => incident.to_string(),
+                    (Some(c), None) => format!("case {c}"),
+                    (None, None) => "-".to_string(),
+                };
                 println!(
-                    "{:<32} {:<7} {}",
+                    "{:<40} {:<28} {}",
                     s.name.as_str(),
-                    s.catalog_case
-                        .map_or("-".to_string(), |c| format!("case {c}")),
+                    origin,
                     s.description.as_str()
                 );
             }

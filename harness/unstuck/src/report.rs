@@ -11,6 +11,7 @@ use std::{
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
+use unstuck_core::scenario::incident_url;
 
 use crate::runner::{Outcome, ScenarioReport};
 
@@ -109,7 +110,14 @@ impl RunReport {
         for s in &self.scenarios {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
-                s.name,
+                match s
+                    .incident
+                    .as_deref()
+                    .and_then(|i| incident_url(i).map(|u| (i, u)))
+                {
+                    Some((id, url)) => format!("{} ([{id}]({url}))", s.name),
+                    None => s.name.clone(),
+                },
                 if s.passed() {
                     "✅ passed"
                 } else {
@@ -143,6 +151,9 @@ impl RunReport {
                 s.name,
                 s.duration_ms as f64 / 1000.0
             ));
+            if let Some(url) = s.incident.as_deref().and_then(incident_url) {
+                out.push_str(&format!("      incident:  {url}\n"));
+            }
             for sym in &s.symptoms {
                 out.push_str(&format!("      symptom:   {sym}\n"));
             }
@@ -207,6 +218,9 @@ impl RunReport {
 
 fn evidence_text(s: &ScenarioReport) -> String {
     let mut out = String::new();
+    if let Some(url) = s.incident.as_deref().and_then(incident_url) {
+        out.push_str(&format!("reproduces {url}\n"));
+    }
     for step in &s.steps {
         out.push_str(&format!(
             "[{}] {} {} ({} ms)\n",

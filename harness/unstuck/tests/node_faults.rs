@@ -350,11 +350,18 @@ async fn wedged_symptom(
         finding
             .kill_failures
             .iter()
-            .any(|k| k.contains("KillContainerError") && k.contains("DeadlineExceeded")),
+            .any(|k| k.contains("KillContainerError") && ran_into_its_deadline(k)),
         "{:#?}",
         finding.kill_failures
     );
     (facts, finding)
+}
+
+/// The kubelet's kill ran into `runtimeRequestTimeout`: in the kubelet's
+/// own words (`code = DeadlineExceeded`), or in containerd's when its
+/// inherited deadline expired first (`context deadline exceeded: unknown`).
+fn ran_into_its_deadline(failure: &str) -> bool {
+    failure.contains("code = DeadlineExceeded") || failure.contains("context deadline exceeded")
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -1225,12 +1225,22 @@ impl<'a> Diagnosis<'a> {
             }
         }
         let terminal = matches!(phase.as_deref(), Some("Succeeded" | "Failed"));
+        let rejecting = if terminal && all_terminated {
+            self.dead_webhooks_on_pod_delete()
+        } else {
+            Vec::new()
+        };
+        for line in &rejecting {
+            evidence.push(line.clone());
+        }
         let hint = if node_lost.is_some()
             || status.and_then(|s| s.reason.as_deref()) == Some("NodeLost")
         {
             PodStuckHint::NodeLost
         } else if any_running || kill_events {
             PodStuckHint::RuntimeKill
+        } else if !rejecting.is_empty() {
+            PodStuckHint::DeleteRejected
         } else if terminal && all_terminated {
             PodStuckHint::VolumeTeardown
         } else {
@@ -1245,6 +1255,9 @@ impl<'a> Diagnosis<'a> {
             }
             PodStuckHint::VolumeTeardown => {
                 "its containers are gone but the kubelet has not reclaimed it: most likely a volume that cannot be unmounted (check mounts on the node)"
+            }
+            PodStuckHint::DeleteRejected => {
+                "its containers are gone but the kubelet's final DELETE is rejected by an admission webhook that fails closed with its backend gone (see the DeadWebhook finding)"
             }
             PodStuckHint::Unknown => "the API shows no cause; look at the kubelet on its node",
         };
@@ -1264,6 +1277,36 @@ impl<'a> Diagnosis<'a> {
                 hint,
             },
         });
+    }
+}
+
+impl Diagnosis<'_> {
+    /// Webhooks that fail closed with their backend proven gone and match
+    /// DELETE of pods: each rejects the kubelet's final DELETE of a pod
+    /// whose containers are gone. One evidence line each.
+    fn dead_webhooks_on_pod_delete(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for w in webhooks(self.snapshot) {
+            if w.failure_policy != "Fail" || !w.matches_operation("DELETE") || !w.matches_pods() {
+                continue;
+            }
+            let Some(service) = w.service() else {
+                continue;
+            };
+            let gone = self
+                .snapshot
+                .service_lookup(&service)
+                .is_some_and(|l| l.error.is_none() && (!l.exists || l.ready_endpoints == Some(0)));
+            if gone {
+                lines.push(format!(
+                    "{} {} webhook {:?} (failurePolicy Fail) matches pod DELETE and its Service {service} has no backend: the kubelet's final DELETE (grace 0) is rejected, as a --force delete would be",
+                    w.config_kind.kind(),
+                    w.config_name,
+                    w.name
+                ));
+            }
+        }
+        lines
     }
 }
 

@@ -440,6 +440,10 @@ pub enum PodStuckHint {
     /// `status.reason` is `NodeLost`, or the pod is not scheduled anywhere
     /// the kubelet could confirm from.
     NodeLost,
+    /// Phase is terminal and every container terminated, and an admission
+    /// webhook that matches pod DELETE fails closed with its backend gone:
+    /// the kubelet's final DELETE is rejected (kyverno/kyverno#2750).
+    DeleteRejected,
     /// Nothing conclusive in the API.
     Unknown,
 }

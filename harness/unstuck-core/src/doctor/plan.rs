@@ -714,6 +714,27 @@ fn step_for(
                 f.subject
             ),
         ),
+        FindingKind::PodStuckTerminating
+            if matches!(
+                &f.detail,
+                FindingDetail::Pod {
+                    hint: PodStuckHint::DeleteRejected,
+                    ..
+                }
+            ) =>
+        {
+            let related = related_findings(all, |g| g.kind == FindingKind::DeadWebhook);
+            wait(
+                i,
+                format!(
+                    "{}: the kubelet deletes it at its next status sync once the webhook rejecting its final DELETE no longer fails closed",
+                    f.subject
+                ),
+                format!(
+                    "no force delete and nothing on the node: the pod's containers are gone; what blocks is admission{related}"
+                ),
+            )
+        }
         FindingKind::PodStuckTerminating => {
             let hint = match &f.detail {
                 FindingDetail::Pod { hint, node, .. } => {
@@ -729,6 +750,9 @@ fn step_for(
                             "bring the kubelet on node {node} back (it then finishes the pod by itself); only if the node is known to be down for good, `kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute` lets the pod garbage collector delete its pods and their volumes detach (remove the taint when the node returns)"
                         ),
                         PodStuckHint::Unknown => format!("inspect the kubelet on node {node}"),
+                        PodStuckHint::DeleteRejected => format!(
+                            "make the webhook rejecting the kubelet's final DELETE fail open, then the kubelet on node {node} finishes"
+                        ),
                     }
                 }
                 _ => "inspect the kubelet on its node".to_owned(),

@@ -124,6 +124,26 @@ impl WebhookView<'_> {
         })
     }
 
+    /// Whether a rule matches core-group `pods` (the resource itself, not
+    /// a subresource).
+    pub fn matches_pods(&self) -> bool {
+        self.rules.iter().any(|r| {
+            let core = r
+                .api_groups
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|g| g.is_empty() || g == "*");
+            let pods = r
+                .resources
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|x| x == "pods" || x == "*" || x == "*/*");
+            core && pods
+        })
+    }
+
     /// The rules in one line: `DELETE,UPDATE configmaps (v1)`.
     pub fn rules_line(&self) -> String {
         self.rules

@@ -50,7 +50,8 @@ pub use model::{
     API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, ApplySpec, Condition, ConditionStatus,
     ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DeleteSpec, DoctorCheck,
     EventCheck, Expect, Fault, KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck,
-    NamespaceRef, ObjectRef, Phase, PodRef, PropagationPolicy, Scenario, Step,
+    NamespaceRef, ObjectConditionCheck, ObjectRef, Phase, PodRef, PropagationPolicy, Scenario,
+    Step, incident_url,
 };
 pub use shard::{Shard, ShardError};
 pub use validate::MAX_NAME_LEN;

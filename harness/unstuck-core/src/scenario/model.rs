@@ -51,6 +51,10 @@ pub struct Scenario {
     /// Ids of the seed documents that describe the incident (`"001"`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seeds: Vec<Located<String>>,
+    /// The public thread the scenario reproduces, as `owner/repo#number`
+    /// (`kubescape/kubescape#1571`); reports link it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<Located<String>>,
     /// Logical namespace names used by the steps. The runner maps each one
     /// to a fresh real namespace per run, so scenarios can run side by side
     /// and a failed run cannot poison the next one. Every `namespace:` in
@@ -80,6 +84,11 @@ pub(crate) struct Source {
 }
 
 impl Scenario {
+    /// The web address of [`Scenario::incident`]'s thread.
+    pub fn incident_url(&self) -> Option<String> {
+        self.incident.as_deref().and_then(|id| incident_url(id))
+    }
+
     /// The file this scenario was loaded from (the `origin` given to
     /// [`load_str`](super::load_str)).
     pub fn path(&self) -> &Path {
@@ -109,16 +118,25 @@ impl Scenario {
     /// it says `serial: true`, or it injects a fault on a node, which other
     /// scenarios' pods may share.
     pub fn runs_alone(&self) -> bool {
-        self.serial || self.needs_node()
+        self.serial || self.injects_node_fault()
     }
 
-    /// Whether the scenario needs access to a node (it injects a node
-    /// fault): only the local provider gives that, never a cluster met
-    /// through a kubeconfig.
-    pub fn needs_node(&self) -> bool {
+    /// Whether the scenario injects a fault on a node.
+    pub fn injects_node_fault(&self) -> bool {
         self.steps
             .iter()
             .any(|step| matches!(&step.value, Step::Fault(fault) if fault.is_node_level()))
+    }
+
+    /// Whether the scenario needs access to a node (it injects a node
+    /// fault, or reads a kubelet's log): only the local provider gives
+    /// that, never a cluster met through a kubeconfig.
+    pub fn needs_node(&self) -> bool {
+        self.injects_node_fault()
+            || self.steps.iter().any(|step| {
+                matches!(&step.value, Step::Expect(e)
+                    if e.that.iter().any(|c| matches!(c, Condition::KubeletLog(_))))
+            })
     }
 }
 
@@ -368,6 +386,14 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
+    /// For a name written as a prefix pattern (`cron-job-dashmail-*`, for
+    /// objects whose names a controller generates), the prefix. Only
+    /// `terminating` and `gone` take one: some object whose name starts
+    /// with it is Terminating; no object whose name starts with it exists.
+    pub fn name_prefix(&self) -> Option<&str> {
+        self.name.strip_suffix('*')
+    }
+
     /// The explicit apiVersion, or the well-known default for the kind.
     pub fn api_version(&self) -> Option<&str> {
         self.api_version
@@ -506,9 +532,12 @@ impl fmt::Display for Phase {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Condition {
-    /// The object exists and has a `deletionTimestamp`.
+    /// The object exists and has a `deletionTimestamp`. A name ending in
+    /// `*` is a prefix: some object of that kind whose name starts with
+    /// it is Terminating.
     Terminating(ObjectRef),
-    /// The object no longer exists.
+    /// The object no longer exists. A name ending in `*` is a prefix: no
+    /// object of that kind whose name starts with it exists.
     Gone(ObjectRef),
     /// The pod is in phase Running and not being deleted. Pods only.
     Running(ObjectRef),
@@ -521,6 +550,9 @@ pub enum Condition {
     NamespaceCondition(NamespaceConditionCheck),
     /// An APIService status condition has the given status.
     ApiServiceCondition(ApiServiceConditionCheck),
+    /// A status condition of any object (`status.conditions`): a CRD's
+    /// `Terminating`, a Job's `Complete`, a custom resource's `Ready`.
+    Condition(ObjectConditionCheck),
     /// A status condition of the node a pod runs on has the given status
     /// (`Ready=Unknown` once the node lifecycle controller stops hearing
     /// from its kubelet).
@@ -548,6 +580,7 @@ impl Condition {
             Condition::Ready(_) => "ready",
             Condition::NamespaceCondition(_) => "namespaceCondition",
             Condition::ApiServiceCondition(_) => "apiServiceCondition",
+            Condition::Condition(_) => "condition",
             Condition::NodeCondition(_) => "nodeCondition",
             Condition::NoContentLeft(_) => "noContentLeft",
             Condition::DiscoveryComplete {} => "discoveryComplete",
@@ -566,6 +599,7 @@ impl fmt::Display for Condition {
             Condition::Ready(object) => write!(f, "{object} has all replicas ready"),
             Condition::NamespaceCondition(check) => check.fmt(f),
             Condition::ApiServiceCondition(check) => check.fmt(f),
+            Condition::Condition(check) => check.fmt(f),
             Condition::NodeCondition(check) => check.fmt(f),
             Condition::NoContentLeft(ns) => {
                 write!(
@@ -716,6 +750,60 @@ impl fmt::Display for ApiServiceConditionCheck {
         fmt_condition_check(
             f,
             format_args!("APIService {}", self.name),
+            &self.condition_type,
+            self.status,
+            self.reason.as_deref(),
+            self.message_contains.as_ref().map(|m| m.as_str()),
+        )
+    }
+}
+
+/// Checks one status condition of any object, named as an [`ObjectRef`]
+/// is (`kind`, `name`, `namespace`, `apiVersion` where the kind is not
+/// well known), plus the condition as in the other checks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectConditionCheck {
+    /// As in [`ObjectRef::api_version`]; the loader fills it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// The object's kind.
+    pub kind: Located<String>,
+    /// The object's name.
+    pub name: Located<String>,
+    /// Logical namespace, for namespaced kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Located<String>>,
+    /// Condition type, as the object's controller writes it.
+    #[serde(rename = "type")]
+    pub condition_type: Located<String>,
+    /// Required status.
+    pub status: ConditionStatus,
+    /// Required reason, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Text the condition's message must contain, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<Located<String>>,
+}
+
+impl ObjectConditionCheck {
+    /// The object the condition is on.
+    pub fn object(&self) -> ObjectRef {
+        ObjectRef {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectConditionCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt_condition_check(
+            f,
+            format_args!("{}", self.object()),
             &self.condition_type,
             self.status,
             self.reason.as_deref(),
@@ -912,6 +1000,13 @@ pub struct DoctorCheck {
     /// `false`: the plan shows the step, the doctor skips it.
     #[serde(default)]
     pub allow_webhook_changes: bool,
+    /// Finalizer keys whose owner the operator has checked is gone, as
+    /// `unstuck doctor --assume-dead KEY` names them: an `Unknown` owner
+    /// of such a key counts as dead, an `Alive` one never does. For
+    /// incidents where the doctor rightly refuses on its own evidence and
+    /// a person's check is the safe way on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assume_dead: Vec<Located<String>>,
 }
 
 impl fmt::Display for DoctorCheck {
@@ -928,6 +1023,16 @@ impl fmt::Display for DoctorCheck {
                 }
                 f.write_str(kind)?;
             }
+        }
+        if !self.assume_dead.is_empty() {
+            f.write_str(", assuming the owner of ")?;
+            for (i, key) in self.assume_dead.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                f.write_str(key)?;
+            }
+            f.write_str(" dead")?;
         }
         f.write_str(match (self.apply, self.allow_webhook_changes) {
             (true, false) => ", then apply the plan",
@@ -947,6 +1052,26 @@ fn default_expect_timeout() -> Located<Duration> {
 
 fn default_true() -> bool {
     true
+}
+
+/// `owner/repo#number` → the thread's address on GitHub (an issue's
+/// address also leads to a pull request of that number). `None` when `id`
+/// is not of that form.
+pub fn incident_url(id: &str) -> Option<String> {
+    let (repo, number) = id.split_once('#')?;
+    let (owner, name) = repo.split_once('/')?;
+    let valid_part = |p: &str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    if !valid_part(owner) || !valid_part(name) || number.is_empty() {
+        return None;
+    }
+    if !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(format!("https://github.com/{owner}/{name}/issues/{number}"))
 }
 
 /// Reads `catalogCase` with messages that say what it is, rather than the
@@ -994,6 +1119,28 @@ fn catalog_case<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn incident_ids_become_thread_addresses() {
+        assert_eq!(
+            incident_url("kubescape/kubescape#1571").as_deref(),
+            Some("https://github.com/kubescape/kubescape/issues/1571")
+        );
+        assert_eq!(
+            incident_url("openstack-k8s-operators/nova-operator#500").as_deref(),
+            Some("https://github.com/openstack-k8s-operators/nova-operator/issues/500")
+        );
+        for bad in [
+            "kubescape#1571",
+            "kubescape/kubescape",
+            "kubescape/kubescape#",
+            "kubescape/kubescape#12a",
+            "a b/c#1",
+            "https://github.com/a/b/issues/1",
+        ] {
+            assert_eq!(incident_url(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn status_condition_checks_print_subject_type_status_and_optional_parts() {

@@ -62,6 +62,17 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
             ));
         }
     }
+    if let Some(incident) = &s.incident
+        && super::model::incident_url(incident).is_none()
+    {
+        return Err(problem(
+            incident.position,
+            format!(
+                "incident {:?} should name a public thread as owner/repo#number, like \"kubescape/kubescape#1571\"",
+                incident.as_str()
+            ),
+        ));
+    }
     for (i, ns) in s.namespaces.iter().enumerate() {
         dns_label("namespace name", ns)?;
         if s.namespaces[..i]
@@ -146,9 +157,49 @@ impl Context {
         ))
     }
 
+    /// An object, or objects named by a prefix (`name: job-x-*`) of a
+    /// namespaced kind.
+    fn object_or_prefix(&self, object: &mut ObjectRef) -> Check {
+        let Some(prefix) = object.name_prefix() else {
+            return self.object(object);
+        };
+        if prefix.is_empty() || prefix.contains('*') {
+            return Err(problem(
+                object.name.position,
+                format!(
+                    "name pattern {:?} must be a prefix followed by one `*`, like cron-job-*",
+                    object.name.as_str()
+                ),
+            ));
+        }
+        if is_namespaced(&object.kind) == Some(false) {
+            return Err(problem(
+                object.name.position,
+                format!(
+                    "a name pattern needs a namespaced kind; a {} is cluster-scoped (name it exactly)",
+                    object.kind
+                ),
+            ));
+        }
+        let exact = object.name.clone();
+        object.name.value = prefix.to_string();
+        let checked = self.object(object);
+        object.name = exact;
+        checked
+    }
+
     fn object(&self, object: &mut ObjectRef) -> Check {
         nonempty("kind", &object.kind)?;
         nonempty("name", &object.name)?;
+        if object.name.contains('*') {
+            return Err(problem(
+                object.name.position,
+                format!(
+                    "name {:?}: a name pattern (prefix-*) is only allowed in `terminating` and `gone` conditions",
+                    object.name.as_str()
+                ),
+            ));
+        }
         if object.api_version.is_none() {
             match default_api_version(&object.kind) {
                 Some(api_version) => object.api_version = Some(api_version.to_owned()),
@@ -225,7 +276,9 @@ impl Context {
 
     fn condition(&self, condition: &mut Condition) -> Check {
         match condition {
-            Condition::Terminating(object) | Condition::Gone(object) => self.object(object),
+            Condition::Terminating(object) | Condition::Gone(object) => {
+                self.object_or_prefix(object)
+            }
             Condition::Running(object) => {
                 if object.kind.as_str() != "Pod" {
                     return Err(problem(
@@ -269,6 +322,16 @@ impl Context {
                     API_SERVICE_CONDITION_TYPES,
                     "an APIService",
                 )?;
+                if let Some(message) = &check.message_contains {
+                    nonempty("messageContains", message)?;
+                }
+                Ok(())
+            }
+            Condition::Condition(check) => {
+                let mut object = check.object();
+                self.object(&mut object)?;
+                check.api_version = object.api_version;
+                nonempty("type", &check.condition_type)?;
                 if let Some(message) = &check.message_contains {
                     nonempty("messageContains", message)?;
                 }
@@ -409,6 +472,18 @@ fn doctor_check(doctor: &DoctorCheck) -> Check {
                 format!(
                     "finding kind {:?} is not a finding kind name; they are PascalCase, like OrphanFinalizer",
                     kind.as_str()
+                ),
+            ));
+        }
+    }
+    for key in &doctor.assume_dead {
+        nonempty("assumeDead", key)?;
+        if key.contains(char::is_whitespace) {
+            return Err(problem(
+                key.position,
+                format!(
+                    "assumeDead {:?} is not a finalizer key (keys have no spaces, like example.com/cleanup)",
+                    key.as_str()
                 ),
             ));
         }

@@ -12,6 +12,13 @@
 //! KillContainerError: "rpc error: code = DeadlineExceeded ..."`), and the
 //! pod stays Running and Terminating: docker's "listed but cannot be
 //! stopped" container of seed 000, on containerd.
+//!
+//! The same deadline has a second wording: containerd inherits the
+//! kubelet's gRPC deadline, and when its own context expires first it
+//! answers before the kubelet gives up, as `code = Unknown desc = failed
+//! to stop container "<id>": context deadline exceeded: unknown`. Which
+//! one a run sees is a race of a few milliseconds (a CI run saw the
+//! second for the first kill and the first for the retry).
 
 use kube::Client;
 use serde::{Deserialize, Serialize};

@@ -16,7 +16,7 @@ use unstuck_core::scenario::{Condition, ObjectRef};
 
 use super::{
     names::Names,
-    objects::{api_for, resolve},
+    objects::{api_for, resolve, resolve_if_served},
 };
 use crate::doctor::collect;
 
@@ -34,6 +34,50 @@ pub type CheckResult = Result<String, String>;
 
 pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
     match cond {
+        Condition::Terminating(r) if r.name_prefix().is_some() => {
+            let found = with_prefix(ctx, r).await?;
+            let names: Vec<String> = found
+                .iter()
+                .map(|o| o.metadata.name.clone().unwrap_or_default())
+                .collect();
+            match found
+                .into_iter()
+                .find(|o| o.metadata.deletion_timestamp.is_some())
+            {
+                Some(obj) => Ok(format!(
+                    "{} {} has deletionTimestamp {} and finalizers {:?}",
+                    *r.kind,
+                    real_namespace(ctx, r)
+                        .map(|ns| format!("{ns}/"))
+                        .unwrap_or_default()
+                        + obj.metadata.name.as_deref().unwrap_or_default(),
+                    obj.metadata
+                        .deletion_timestamp
+                        .map(|t| t.0.to_string())
+                        .unwrap_or_default(),
+                    obj.metadata.finalizers.unwrap_or_default()
+                )),
+                None => Err(format!(
+                    "no {} is being deleted (found: {names:?})",
+                    describe(ctx, r)
+                )),
+            }
+        }
+        Condition::Gone(r) if r.name_prefix().is_some() => {
+            let found = with_prefix(ctx, r).await?;
+            if found.is_empty() {
+                Ok(format!("no {} exists", describe(ctx, r)))
+            } else {
+                Err(format!(
+                    "{} still exist: {:?}",
+                    describe(ctx, r),
+                    found
+                        .iter()
+                        .map(|o| o.metadata.name.clone().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                ))
+            }
+        }
         Condition::Terminating(r) => {
             let obj = get(ctx, r)
                 .await?
@@ -51,9 +95,14 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 )),
             }
         }
-        Condition::Gone(r) => match get(ctx, r).await? {
-            None => Ok(format!("{} is gone (GET returns 404)", describe(ctx, r))),
-            Some(obj) => Err(format!(
+        Condition::Gone(r) => match get_if_served(ctx, r).await? {
+            Served::No(api_version) => Ok(format!(
+                "{} is gone: the API no longer serves {api_version} {} (its CRD is gone)",
+                describe(ctx, r),
+                *r.kind
+            )),
+            Served::Yes(None) => Ok(format!("{} is gone (GET returns 404)", describe(ctx, r))),
+            Served::Yes(Some(obj)) => Err(format!(
                 "{} still exists (deletionTimestamp {:?}, finalizers {:?})",
                 describe(ctx, r),
                 obj.metadata.deletion_timestamp.map(|t| t.0.to_string()),
@@ -132,6 +181,27 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 "APIService {name} (service {})",
                 service.unwrap_or_else(|| "Local".into())
             );
+            judge(
+                subject,
+                seen,
+                c.status.as_str(),
+                c.reason.as_deref(),
+                c.message_contains
+                    .as_deref()
+                    .map(|m| ctx.names.text(m))
+                    .as_deref(),
+            )
+        }
+        Condition::Condition(c) => {
+            let r = c.object();
+            let obj = get(ctx, &r)
+                .await?
+                .ok_or_else(|| format!("{} does not exist", describe(ctx, &r)))?;
+            let conds: Vec<DynamicCondition> =
+                serde_json::from_value(obj.data["status"]["conditions"].clone())
+                    .unwrap_or_default();
+            let subject = describe(ctx, &r);
+            let seen = find_condition(&subject, &conds, &c.condition_type)?;
             judge(
                 subject,
                 seen,
@@ -373,6 +443,27 @@ impl StatusCondition for APIServiceCondition {
     }
 }
 
+/// A status condition of an object read without a typed schema.
+#[derive(serde::Deserialize)]
+struct DynamicCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+impl StatusCondition for DynamicCondition {
+    fn seen(&self) -> Seen<'_> {
+        Seen {
+            type_: &self.type_,
+            status: &self.status,
+            reason: self.reason.as_deref(),
+            message: self.message.as_deref(),
+        }
+    }
+}
+
 /// The condition of type `type_` among `subject`'s `conds`; when there is
 /// none, says which types `subject` has instead.
 fn find_condition<'a, C: StatusCondition>(
@@ -434,6 +525,64 @@ fn real_namespace(ctx: &CheckContext<'_>, r: &ObjectRef) -> Option<String> {
 }
 
 /// GETs the referenced object; `None` when it does not exist.
+/// An object looked up without waiting for its type to be served.
+enum Served {
+    /// The API does not serve the type (a custom resource whose CRD is
+    /// gone): no object of it can exist. Carries the run's apiVersion.
+    No(String),
+    /// The type is served; the object, if it exists.
+    Yes(Option<Box<DynamicObject>>),
+}
+
+/// Like [`get`], but a type the API does not serve is an answer, not a
+/// wait: `gone` of a custom resource holds once its CRD is gone. (A gate
+/// that re-creates the CRD must also check it `Established`, or `gone`
+/// would hold before the type is served.)
+async fn get_if_served(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Served, String> {
+    let api_version = ctx.names.api_version(
+        r.api_version()
+            .ok_or_else(|| format!("{} has no apiVersion", *r.kind))?,
+    );
+    let Some((ar, caps)) = resolve_if_served(ctx.client, &api_version, &r.kind).await? else {
+        return Ok(Served::No(api_version));
+    };
+    let ns = real_namespace(ctx, r);
+    let api = api_for(ctx.client, &ar, &caps, ns.as_deref());
+    api.get_opt(&real_name(ctx, r))
+        .await
+        .map(|o| Served::Yes(o.map(Box::new)))
+        .map_err(|e| e.to_string())
+}
+
+/// The objects of `r`'s kind in its namespace whose names start with its
+/// prefix (none when the type is not served).
+async fn with_prefix(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Vec<DynamicObject>, String> {
+    let prefix = r.name_prefix().unwrap_or_default();
+    let api_version = ctx.names.api_version(
+        r.api_version()
+            .ok_or_else(|| format!("{} has no apiVersion", *r.kind))?,
+    );
+    let Some((ar, caps)) = resolve_if_served(ctx.client, &api_version, &r.kind).await? else {
+        return Ok(Vec::new());
+    };
+    let ns = real_namespace(ctx, r);
+    let api = api_for(ctx.client, &ar, &caps, ns.as_deref());
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|o| {
+            o.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .collect())
+}
+
 pub async fn get(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Option<DynamicObject>, String> {
     let api_version = ctx.names.api_version(
         r.api_version()

@@ -3,7 +3,8 @@
 //! object, whatever holds it. The one exception is an object this very
 //! run created and applies again (scenarios release a finalizer that way):
 //! it is replaced only while it still has the UID the run recorded, with
-//! the resourceVersion just read as the precondition.
+//! the resourceVersion just read as the precondition, or created again
+//! once it is gone.
 
 use std::time::Duration;
 
@@ -91,11 +92,10 @@ async fn replace_once(
 ) -> Poll<Result<Made, String>> {
     let current = match api.get_opt(name).await {
         Ok(Some(c)) => c,
-        Ok(None) => {
-            return Poll::Ready(Err(format!(
-                "{label}: this run's object is gone; it is not made again under its name"
-            )));
-        }
+        // This run's object was deleted (a scenario that installs a CRD
+        // again after its removal): made again with POST, which never
+        // writes over anything; the name is this run's own.
+        Ok(None) => return create_once(api, obj, label).await,
         Err(e) => return Poll::Pending(e.to_string()),
     };
     if current.metadata.uid.as_deref() != Some(uid) {

@@ -87,6 +87,9 @@ pub struct ScenarioReport {
     pub name: String,
     pub description: String,
     pub catalog_case: Option<u32>,
+    /// The public thread reproduced (`owner/repo#number`), when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<String>,
     pub file: PathBuf,
     pub namespaces: NamespaceMap,
     pub outcome: Outcome,
@@ -138,6 +141,7 @@ impl ScenarioReport {
             name: scenario.name.to_string(),
             description: scenario.description.to_string(),
             catalog_case: scenario.catalog_case,
+            incident: scenario.incident.as_ref().map(|i| i.to_string()),
             file: scenario.path().to_path_buf(),
             namespaces,
             outcome,
@@ -525,19 +529,27 @@ impl ScenarioRun<'_> {
                 .map(|c| c.uid.clone());
             let made =
                 create::create_or_replace_ours(&api, &doc, &name, &label, ours.as_deref()).await?;
-            if ours.is_none() {
-                self.created.push(Created {
+            let again = ours.is_some() && !made.replaced;
+            match self
+                .created
+                .iter_mut()
+                .find(|c| c.kind == kind && c.namespace == real_ns && c.name == name)
+            {
+                Some(c) => c.uid = made.uid,
+                None => self.created.push(Created {
                     api_version: api_version.clone(),
                     kind: kind.clone(),
                     namespace: real_ns.clone(),
                     name: name.clone(),
                     uid: made.uid,
-                });
+                }),
             }
             evidence.push(format!(
                 "{} {label}",
                 if made.replaced {
                     "replaced this run's"
+                } else if again {
+                    "created again (this run's earlier one is gone)"
                 } else {
                     "created"
                 }
@@ -639,7 +651,7 @@ impl ScenarioRun<'_> {
         let opts = DoctorOptions {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
                 stuck_after: STUCK_AFTER,
-                ..Default::default()
+                assume_dead: d.assume_dead.iter().map(|k| self.names.text(k)).collect(),
             },
             scope: Scope::Run {
                 namespaces: self.names.namespaces().real_names(),
@@ -656,7 +668,9 @@ impl ScenarioRun<'_> {
         let report = doctor::run_from(&self.ctx.client, &opts, first)
             .await
             .map_err(|e| e.to_string())?;
-        if let Some(first) = report.rounds.first() {
+        if let Some(first) = report.rounds.first()
+            && self.report.time_to_detect_ms.is_none()
+        {
             self.report.time_to_detect_ms = Some(first.collect.duration.as_millis());
         }
         if let Ok(text) = serde_json::to_string_pretty(&report) {
@@ -669,12 +683,15 @@ impl ScenarioRun<'_> {
         {
             let _ = std::fs::write(self.ctx.out_dir.join("snapshot.json"), text);
         }
-        self.report.findings = report
-            .initial_findings()
-            .iter()
-            .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
-            .collect();
-        self.report.remedies = report.done();
+        // A scenario may call the doctor more than once (a refusal, then
+        // the operator's --assume-dead): the report keeps every call's.
+        self.report.findings.extend(
+            report
+                .initial_findings()
+                .iter()
+                .map(|f| format!("{}: {}", f.kind.as_str(), f.summary)),
+        );
+        self.report.remedies.extend(report.done());
         let mut evidence = report.summary_lines();
         let found: Vec<&str> = report
             .initial_findings()
