@@ -89,6 +89,13 @@ cat "$LOGS/doc.log"
 read -r p f < <(counts "$LOGS/doc.log")
 passed=$(( passed + p ))
 
+# CI keeps only the end of the output: repeat each failure's panic
+# message there, short, so that a failed run can be read from its tail.
+for name in "${bad[@]}"; do
+  [ -f "$LOGS/$name.log" ] || continue
+  echo "---- $name: failures"
+  grep -E -A12 "^thread '.*' .*panicked at" "$LOGS/$name.log" | grep -v "^ *[0-9]*: \|^ *at " | cut -c1-400 | head -40
+done
 [ ${#bad[@]} -eq 0 ] || echo "failed test binaries: ${bad[*]} (logs in $LOGS/)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

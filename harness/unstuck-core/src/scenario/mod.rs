@@ -48,10 +48,10 @@ pub use load::{load_dir, load_file, load_str};
 pub use located::{Located, Position};
 pub use model::{
     API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, ApplySpec, Condition, ConditionStatus,
-    ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DeleteSpec, DoctorCheck,
-    EventCheck, Expect, Fault, KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck,
-    NamespaceRef, ObjectConditionCheck, ObjectRef, Phase, PodRef, PropagationPolicy, Scenario,
-    Step, incident_url,
+    ControllerCleanup, ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT,
+    DeleteSpec, DoctorCheck, EventCheck, Expect, Fault, KubeletLogCheck, NAMESPACE_CONDITION_TYPES,
+    NamespaceConditionCheck, NamespaceRef, ObjectConditionCheck, ObjectRef, Phase, PodRef,
+    PropagationPolicy, Scenario, Step, incident_url,
 };
 pub use shard::{Shard, ShardError};
 pub use validate::MAX_NAME_LEN;

@@ -960,14 +960,47 @@ impl fmt::Display for EventCheck {
     }
 }
 
+/// What a harness controller's cleanup does once an object has been
+/// deleting for `finishAfter`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum ControllerCleanup {
+    /// Succeeds and removes the finalizer.
+    #[default]
+    Finish,
+    /// Fails every time (chaos-mesh/chaos-mesh#3929: recovering the
+    /// target is impossible): the finalizer stays and the controller
+    /// reports a Warning event with this reason and message on the object
+    /// at each retry, as a real controller's requeue does.
+    Fail {
+        /// The event's reason, such as `ChaosRecoverFailed`.
+        reason: Located<String>,
+        /// The event's message.
+        message: Located<String>,
+    },
+    /// Must create a ConfigMap `cleanup-<name>` in the object's namespace
+    /// first, and removes the finalizer only once that worked
+    /// (openstack-k8s-operators/nova-operator#500). In a Terminating
+    /// namespace NamespaceLifecycle forbids it: the controller reports the
+    /// API's refusal as a Warning event `CleanupFailed` and retries.
+    CreateConfigMap,
+}
+
 /// A live controller run by the harness (see [`Step::Controller`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ControllerSpec {
     /// The finalizer key it serves, `domain/path`.
     pub finalizer: Located<String>,
-    /// The logical namespace it watches and holds its Lease in.
+    /// The logical namespace it runs in and holds its Lease in. When that
+    /// namespace is deleted, the controller stops, as its pod would.
     pub namespace: Located<String>,
+    /// Logical namespaces whose objects it serves (default: its own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watches: Vec<Located<String>>,
+    /// What its cleanup of a due object does (default `finish`).
+    #[serde(default)]
+    pub cleanup: ControllerCleanup,
     /// How long an object stays deleting before the controller finishes
     /// its cleanup and removes the finalizer (default 30s).
     #[serde(default = "default_finish_after")]

@@ -116,6 +116,13 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
             }
             Step::Controller(c) => {
                 ctx.declared(&c.namespace)?;
+                for ns in &c.watches {
+                    ctx.declared(ns)?;
+                }
+                if let super::model::ControllerCleanup::Fail { reason, message } = &c.cleanup {
+                    nonempty("reason", reason)?;
+                    nonempty("message", message)?;
+                }
                 if !c.finalizer.contains('/') {
                     return Err(problem(
                         c.finalizer.position,

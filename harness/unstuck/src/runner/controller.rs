@@ -9,10 +9,17 @@
 
 use std::time::Duration;
 
-use k8s_openapi::{api::coordination::v1::Lease, jiff::Timestamp};
+use k8s_openapi::{
+    api::{
+        coordination::v1::Lease,
+        core::v1::{ConfigMap, Event, Namespace},
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    jiff::Timestamp,
+};
 use kube::{
     Api, Client,
-    api::{DynamicObject, ListParams, Patch, PatchParams},
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
 use tokio::task::JoinHandle;
 
@@ -48,31 +55,77 @@ impl Drop for LiveController {
     }
 }
 
-/// Starts the controller for `finalizer` in `namespace`.
-pub fn start(
-    client: Client,
-    namespace: String,
-    finalizer: String,
-    finish_after: Duration,
-    lease: bool,
-) -> LiveController {
+/// What the controller is told; namespaces are the run's real ones.
+pub struct ControllerConfig {
+    /// Where it runs and holds its Lease; it stops once this namespace is
+    /// being deleted.
+    pub namespace: String,
+    /// Namespaces whose objects it serves.
+    pub watches: Vec<String>,
+    pub finalizer: String,
+    pub finish_after: Duration,
+    pub lease: bool,
+    pub cleanup: Cleanup,
+}
+
+/// [`unstuck_core::scenario::ControllerCleanup`] with the run's text.
+#[derive(Clone, Debug)]
+pub enum Cleanup {
+    Finish,
+    Fail { reason: String, message: String },
+    CreateConfigMap,
+}
+
+/// Starts the controller.
+pub fn start(client: Client, config: ControllerConfig) -> LiveController {
+    let ControllerConfig {
+        namespace,
+        watches,
+        finalizer,
+        finish_after,
+        lease,
+        cleanup,
+    } = config;
     let domain = finalizer.split('/').next().unwrap_or_default().to_string();
+    let serves = if watches == [namespace.clone()] {
+        String::new()
+    } else {
+        format!(", serving {}", watches.join(", "))
+    };
+    let how = match &cleanup {
+        Cleanup::Finish => String::new(),
+        Cleanup::Fail { reason, .. } => {
+            format!("; its cleanup always fails (Warning {reason} at each retry)")
+        }
+        Cleanup::CreateConfigMap => {
+            "; its cleanup must first create a ConfigMap in the object's namespace".to_string()
+        }
+    };
     let what = if lease {
         format!(
-            "live controller for {finalizer} running in {namespace}, holding Lease {namespace}/{domain}"
+            "live controller for {finalizer} running in {namespace}{serves}, holding Lease {namespace}/{domain}{how}"
         )
     } else {
         format!(
-            "live controller for {finalizer} running in {namespace} without a Lease, writing to what it cleans up as field manager {}",
+            "live controller for {finalizer} running in {namespace}{serves} without a Lease, writing to what it cleans up as field manager {}{how}",
             manager_of(&finalizer)
         )
     };
     let task = tokio::spawn(async move {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+        let namespaces: Api<Namespace> = Api::all(client.clone());
         let holder = format!("unstuck-live-controller-{namespace}");
         let mut tick = 0u64;
         let mut types: Vec<collect::ListableType> = Vec::new();
         loop {
+            // Its pod dies with its namespace (pixie-io/pixie#1917: the
+            // owner deleted together with what it must finalize).
+            if let Ok(ns) = namespaces.get_opt(&namespace).await
+                && ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some())
+            {
+                tracing::debug!("live controller in {namespace}: its namespace is going, it stops");
+                return;
+            }
             let now = Timestamp::now();
             let lease_object = serde_json::json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -99,8 +152,21 @@ pub fn start(
             // Every 10 s, as a controller requeueing its work would. Only
             // without a Lease: the Lease case stays the plain one.
             let beat = !lease && tick.is_multiple_of(5);
-            for t in &types {
-                finish_due(&client, &namespace, t, &finalizer, finish_after, now, beat).await;
+            // A failing cleanup is retried at the same pace.
+            let retry = tick.is_multiple_of(5);
+            let job = Job {
+                client: &client,
+                finalizer: &finalizer,
+                after: finish_after,
+                now,
+                beat,
+                retry,
+                cleanup: &cleanup,
+            };
+            for ns in &watches {
+                for t in &types {
+                    job.finish_due(ns, t).await;
+                }
             }
             tick += 1;
             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -109,49 +175,156 @@ pub fn start(
     LiveController { task, what }
 }
 
-async fn finish_due(
-    client: &Client,
-    ns: &str,
-    t: &collect::ListableType,
-    finalizer: &str,
+/// One pass of the controller over one type in one namespace.
+struct Job<'a> {
+    client: &'a Client,
+    finalizer: &'a str,
     after: Duration,
     now: Timestamp,
     beat: bool,
-) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &t.api_resource());
-    let Ok(list) = api.list_metadata(&ListParams::default()).await else {
-        return;
-    };
-    for item in list.items {
-        let finalizers = item.metadata.finalizers.clone().unwrap_or_default();
-        if !finalizers.iter().any(|f| f == finalizer) {
-            continue;
-        }
-        // Reconciling what it owns, deleting or not, leaves a write.
-        let due = item
-            .metadata
-            .deletion_timestamp
-            .as_ref()
-            .is_some_and(|d| now.duration_since(d.0).as_secs_f64() >= after.as_secs_f64());
-        if !due {
-            if beat && let Some(name) = item.metadata.name.as_deref() {
-                heartbeat(&api, name, finalizer, now).await;
+    retry: bool,
+    cleanup: &'a Cleanup,
+}
+
+impl Job<'_> {
+    async fn finish_due(&self, ns: &str, t: &collect::ListableType) {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &t.api_resource());
+        let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+            return;
+        };
+        for item in list.items {
+            let finalizers = item.metadata.finalizers.clone().unwrap_or_default();
+            if !finalizers.iter().any(|f| f == self.finalizer) {
+                continue;
             }
-            continue;
+            let Some(name) = item.metadata.name.as_deref() else {
+                continue;
+            };
+            // Reconciling what it owns, deleting or not, leaves a write.
+            let due = item.metadata.deletion_timestamp.as_ref().is_some_and(|d| {
+                self.now.duration_since(d.0).as_secs_f64() >= self.after.as_secs_f64()
+            });
+            if !due {
+                if self.beat {
+                    heartbeat(&api, name, self.finalizer, self.now).await;
+                }
+                continue;
+            }
+            let done = match self.cleanup {
+                Cleanup::Finish => Ok(()),
+                Cleanup::Fail { reason, message } => Err((reason.clone(), message.clone())),
+                Cleanup::CreateConfigMap => self.create_config_map(ns, name).await,
+            };
+            match done {
+                Ok(()) => remove_finalizer(&api, name, &finalizers, self.finalizer).await,
+                Err((reason, message)) if self.retry => {
+                    self.warn(ns, t, &item.metadata, &reason, &message).await;
+                    // In a Terminating namespace an Event is new content
+                    // and refused too; the object's own status is where
+                    // the error stays visible, as operators report it.
+                    set_failed_condition(&api, name, &reason, &message, self.now).await;
+                }
+                Err(_) => {}
+            }
         }
-        let kept: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
-        let patch = serde_json::json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-            {"op": "replace", "path": "/metadata/finalizers", "value": kept},
-        ]);
-        if let (Some(name), Ok(p)) = (
-            item.metadata.name.as_deref(),
-            serde_json::from_value::<json_patch::Patch>(patch),
-        ) {
-            let _ = api
-                .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
-                .await;
+    }
+
+    /// The cleanup step of nova-operator#500: a ConfigMap in the object's
+    /// namespace. `Err` carries the event to report.
+    async fn create_config_map(&self, ns: &str, name: &str) -> Result<(), (String, String)> {
+        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cleanup-{name}")},
+            "data": {"finalizer": self.finalizer}
+        }))
+        .map_err(|e| ("CleanupFailed".to_string(), e.to_string()))?;
+        match cms.create(&PostParams::default(), &cm).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(ae)) if ae.code == 409 => Ok(()),
+            Err(kube::Error::Api(ae)) => Err((
+                "CleanupFailed".to_string(),
+                format!("creating ConfigMap cleanup-{name}: {}", ae.message),
+            )),
+            Err(e) => Err((
+                "CleanupFailed".to_string(),
+                format!("creating ConfigMap cleanup-{name}: {e}"),
+            )),
         }
+    }
+
+    /// Reports a Warning event on the object, from a component named for
+    /// the controller's product (what `kubectl describe` shows).
+    async fn warn(
+        &self,
+        ns: &str,
+        t: &collect::ListableType,
+        meta: &ObjectMeta,
+        reason: &str,
+        message: &str,
+    ) {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        let component = manager_of(self.finalizer);
+        let now = self.now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let event = serde_json::json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": format!("{}.", meta.name.as_deref().unwrap_or("object"))},
+            "involvedObject": {
+                "apiVersion": t.api_version, "kind": t.kind, "namespace": ns,
+                "name": meta.name, "uid": meta.uid
+            },
+            "type": "Warning", "reason": reason, "message": message,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1
+        });
+        match serde_json::from_value::<Event>(event) {
+            Ok(e) => {
+                if let Err(err) = events.create(&PostParams::default(), &e).await {
+                    tracing::debug!("live controller: reporting {reason} failed: {err}");
+                }
+            }
+            Err(err) => tracing::debug!("live controller: event {reason}: {err}"),
+        }
+    }
+}
+
+/// Sets `status.conditions[type=Ready]` to False with the cleanup's error.
+async fn set_failed_condition(
+    api: &Api<DynamicObject>,
+    name: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
+    let patch = serde_json::json!({"status": {"conditions": [{
+        "type": "Ready", "status": "False", "reason": reason, "message": message,
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    }]}});
+    if let Err(e) = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::debug!("live controller: status of {name}: {e}");
+    }
+}
+
+async fn remove_finalizer(
+    api: &Api<DynamicObject>,
+    name: &str,
+    finalizers: &[String],
+    finalizer: &str,
+) {
+    let kept: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+    let patch = serde_json::json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+        {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+    ]);
+    if let Ok(p) = serde_json::from_value::<json_patch::Patch>(patch) {
+        let _ = api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
+            .await;
     }
 }
 

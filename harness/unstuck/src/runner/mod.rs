@@ -23,7 +23,8 @@ use kube::{Client, api::DeleteParams};
 use serde::{Deserialize, Serialize};
 use unstuck_core::doctor::FindingKind;
 use unstuck_core::scenario::{
-    Condition, DoctorCheck, Expect, Fault, Phase, PropagationPolicy, Scenario, Step,
+    Condition, ControllerCleanup, DoctorCheck, Expect, Fault, Phase, PropagationPolicy, Scenario,
+    Step,
 };
 
 use self::{
@@ -466,14 +467,30 @@ impl ScenarioRun<'_> {
             Step::Expect(e) => self.expect(e).await,
             Step::Doctor(d) => self.doctor(d).await,
             Step::Controller(c) => {
-                let ns = self.names.namespace(&c.namespace);
-                let finalizer = self.names.text(&c.finalizer);
+                let namespace = self.names.namespace(&c.namespace);
+                let watches = if c.watches.is_empty() {
+                    vec![namespace.clone()]
+                } else {
+                    c.watches.iter().map(|w| self.names.namespace(w)).collect()
+                };
+                let cleanup = match &c.cleanup {
+                    ControllerCleanup::Finish => controller::Cleanup::Finish,
+                    ControllerCleanup::Fail { reason, message } => controller::Cleanup::Fail {
+                        reason: reason.to_string(),
+                        message: self.names.text(message),
+                    },
+                    ControllerCleanup::CreateConfigMap => controller::Cleanup::CreateConfigMap,
+                };
                 let started = controller::start(
                     self.ctx.client.clone(),
-                    ns.clone(),
-                    finalizer.clone(),
-                    c.finish_after.as_std(),
-                    c.lease,
+                    controller::ControllerConfig {
+                        namespace,
+                        watches,
+                        finalizer: self.names.text(&c.finalizer),
+                        finish_after: c.finish_after.as_std(),
+                        lease: c.lease,
+                        cleanup,
+                    },
                 );
                 let line = started.describe();
                 self.controllers.push(started);
