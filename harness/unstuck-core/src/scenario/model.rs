@@ -429,6 +429,12 @@ pub enum Fault {
     /// every pod's progress on that node: scenarios using it must be
     /// `serial`.
     StopKubelet(PodRef),
+    /// Start a process on the node whose working directory is inside one
+    /// of the pod's volume mounts (a Secret's or ConfigMap's tmpfs), so
+    /// the kubelet's unmount fails with "target is busy" and the pod stays
+    /// Terminating (kubernetes/kubernetes#113426: a node_exporter with
+    /// host mounts). Failure catalog case 4.
+    HoldVolume(PodVolumeRef),
 }
 
 impl Fault {
@@ -438,13 +444,18 @@ impl Fault {
             Fault::BusyMount(_) => "busyMount",
             Fault::WedgeShim(_) => "wedgeShim",
             Fault::StopKubelet(_) => "stopKubelet",
+            Fault::HoldVolume(_) => "holdVolume",
         }
     }
 
     /// The pod the fault targets.
-    pub fn pod(&self) -> &PodRef {
+    pub fn pod(&self) -> PodRef {
         match self {
-            Fault::BusyMount(pod) | Fault::WedgeShim(pod) | Fault::StopKubelet(pod) => pod,
+            Fault::BusyMount(pod) | Fault::WedgeShim(pod) | Fault::StopKubelet(pod) => pod.clone(),
+            Fault::HoldVolume(v) => PodRef {
+                pod: v.pod.clone(),
+                namespace: v.namespace.clone(),
+            },
         }
     }
 
@@ -452,7 +463,10 @@ impl Fault {
     /// scenarios' pods on it). True for every fault there is today.
     pub fn is_node_level(&self) -> bool {
         match self {
-            Fault::BusyMount(_) | Fault::WedgeShim(_) | Fault::StopKubelet(_) => true,
+            Fault::BusyMount(_)
+            | Fault::WedgeShim(_)
+            | Fault::StopKubelet(_)
+            | Fault::HoldVolume(_) => true,
         }
     }
 }
@@ -461,6 +475,18 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} on pod {}", self.kind(), self.pod())
     }
+}
+
+/// One volume of a pod, by its name in the pod spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodVolumeRef {
+    /// The pod's name.
+    pub pod: Located<String>,
+    /// Its logical namespace.
+    pub namespace: Located<String>,
+    /// The volume's name in the pod spec.
+    pub volume: Located<String>,
 }
 
 /// A pod, by logical namespace and name.

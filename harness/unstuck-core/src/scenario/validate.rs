@@ -245,6 +245,9 @@ impl Context {
     }
 
     fn fault(&self, fault: &Fault) -> Check {
+        if let Fault::HoldVolume(v) = fault {
+            nonempty("volume", &v.volume)?;
+        }
         let pod = fault.pod();
         nonempty("pod", &pod.pod)?;
         self.declared(&pod.namespace)

@@ -53,6 +53,10 @@ pub enum BusyKind {
     /// A process holding a subPath bind mount open (needs a pod with a
     /// `subPath` volume mount; implies a holder).
     HeldSubPath,
+    /// A process whose working directory is the kubelet's own mount of a
+    /// volume (a Secret's, ConfigMap's or projected tmpfs; implies a
+    /// holder): its unmount fails with "target is busy".
+    HeldVolume,
 }
 
 /// How to make the volume busy.
@@ -97,8 +101,19 @@ pub async fn inject(
     let mut busy = match opts.kind {
         BusyKind::NestedMount => nested_mount(node, pod, &pod_dir, opts).await?,
         BusyKind::HeldSubPath => held_subpath(node, pod, &pod_dir, opts).await?,
+        BusyKind::HeldVolume => {
+            let (plugin_dir, volume) = pick_volume(node, &pod, &pod_dir, opts).await?;
+            BusyMount {
+                pod,
+                kind: BusyKind::HeldVolume,
+                busy_path: pod_dir.join("volumes").join(plugin_dir).join(&volume),
+                volume,
+                mount_point: None,
+                holder: None,
+            }
+        }
     };
-    let hold = opts.holder || opts.kind == BusyKind::HeldSubPath;
+    let hold = opts.holder || opts.kind != BusyKind::NestedMount;
     if hold {
         let target = busy
             .mount_point
@@ -144,24 +159,8 @@ async fn nested_mount(
     pod_dir: &std::path::Path,
     opts: &BusyMountOptions,
 ) -> Result<BusyMount, FaultError> {
-    let volumes_dir = pod_dir.join("volumes");
-    let mut candidates = Vec::new();
-    for plugin in node.list_dir(&volumes_dir).await? {
-        for vol in node.list_dir(&volumes_dir.join(&plugin)).await? {
-            candidates.push((plugin.clone(), vol));
-        }
-    }
-    let chosen = match &opts.volume {
-        Some(v) => candidates.iter().find(|(_, vol)| vol == v),
-        None => candidates
-            .iter()
-            .find(|(p, _)| p == "kubernetes.io~empty-dir")
-            .or_else(|| candidates.first()),
-    };
-    let Some((plugin_dir, volume)) = chosen.cloned() else {
-        return Err(no_volume(&pod, &volumes_dir, opts, &candidates));
-    };
-    let busy_path = volumes_dir.join(&plugin_dir).join(&volume);
+    let (plugin_dir, volume) = pick_volume(node, &pod, pod_dir, opts).await?;
+    let busy_path = pod_dir.join("volumes").join(&plugin_dir).join(&volume);
     let mount_point = busy_path.join(BUSY_DIR);
     node.make_dir(&mount_point).await?;
     if let Err(e) = node.mount_tmpfs(&mount_point, MOUNT_LABEL).await {
@@ -176,6 +175,33 @@ async fn nested_mount(
         mount_point: Some(mount_point),
         holder: None,
     })
+}
+
+/// The volume to use: `(plugin directory, volume name)` under the pod's
+/// `volumes/`, by name, else the first emptyDir, else the first one.
+async fn pick_volume(
+    node: &impl Node,
+    pod: &PodTarget,
+    pod_dir: &std::path::Path,
+    opts: &BusyMountOptions,
+) -> Result<(String, String), FaultError> {
+    let volumes_dir = pod_dir.join("volumes");
+    let mut candidates = Vec::new();
+    for plugin in node.list_dir(&volumes_dir).await? {
+        for vol in node.list_dir(&volumes_dir.join(&plugin)).await? {
+            candidates.push((plugin.clone(), vol));
+        }
+    }
+    let chosen = match &opts.volume {
+        Some(v) => candidates.iter().find(|(_, vol)| vol == v),
+        None => candidates
+            .iter()
+            .find(|(p, _)| p == "kubernetes.io~empty-dir")
+            .or_else(|| candidates.first()),
+    };
+    chosen
+        .cloned()
+        .ok_or_else(|| no_volume(pod, &volumes_dir, opts, &candidates))
 }
 
 async fn held_subpath(
@@ -239,6 +265,11 @@ impl BusyMount {
             (BusyKind::NestedMount, Some(m)) => format!(
                 "tmpfs {MOUNT_LABEL} nested on {} inside volume {:?}",
                 m.display(),
+                self.volume
+            ),
+            (BusyKind::HeldVolume, _) => format!(
+                "volume mount {} of volume {:?} held as a process's working directory",
+                self.busy_path.display(),
                 self.volume
             ),
             _ => format!(

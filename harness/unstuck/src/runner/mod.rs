@@ -456,6 +456,20 @@ impl ScenarioRun<'_> {
                     Fault::StopKubelet(_) => {
                         stop_kubelet::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
                     }
+                    Fault::HoldVolume(v) => {
+                        busy_mount::inject(
+                            &self.ctx.client,
+                            node.as_ref(),
+                            &ns,
+                            &pod.pod,
+                            &busy_mount::BusyMountOptions {
+                                kind: busy_mount::BusyKind::HeldVolume,
+                                volume: Some(v.volume.to_string()),
+                                holder: true,
+                            },
+                        )
+                        .await
+                    }
                 }
                 .map_err(|e| e.to_string())?;
                 let evidence = vec![injected.describe()];
