@@ -1191,6 +1191,7 @@ impl<'a> Diagnosis<'a> {
             ));
         }
         let mut kill_events = false;
+        let mut network_teardown = false;
         let mut events: Vec<String> = self
             .snapshot
             .pod_warnings(&pod.metadata)
@@ -1198,6 +1199,13 @@ impl<'a> Diagnosis<'a> {
                 let reason = e.reason.as_deref().unwrap_or_default();
                 if reason == "FailedKillPod" || reason == "ExceededGracePeriod" {
                     kill_events = true;
+                }
+                if reason == "FailedKillPod"
+                    && e.message
+                        .as_deref()
+                        .is_some_and(super::node::is_cni_teardown_failure)
+                {
+                    network_teardown = true;
                 }
                 format!(
                     "event Warning {reason}: {:?}",
@@ -1233,7 +1241,12 @@ impl<'a> Diagnosis<'a> {
         for line in &rejecting {
             evidence.push(line.clone());
         }
-        let hint = if node_lost.is_some()
+        // A kubelet that reports the network plugin failing is alive: its
+        // node may be NotReady (the runtime's network is not ready), not
+        // lost.
+        let hint = if network_teardown {
+            PodStuckHint::NetworkTeardown
+        } else if node_lost.is_some()
             || status.and_then(|s| s.reason.as_deref()) == Some("NodeLost")
         {
             PodStuckHint::NodeLost
@@ -1255,6 +1268,9 @@ impl<'a> Diagnosis<'a> {
             }
             PodStuckHint::VolumeTeardown => {
                 "its containers are gone but the kubelet has not reclaimed it: most likely a volume that cannot be unmounted (check mounts on the node)"
+            }
+            PodStuckHint::NetworkTeardown => {
+                "the network plugin fails to tear down its sandbox (FailedKillPod: failed to destroy network for sandbox); repair the CNI plugin or its configuration on the node, then the kubelet's next retry finishes it"
             }
             PodStuckHint::DeleteRejected => {
                 "its containers are gone but the kubelet's final DELETE is rejected by an admission webhook that fails closed with its backend gone (see the DeadWebhook finding)"

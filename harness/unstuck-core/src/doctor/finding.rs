@@ -440,6 +440,10 @@ pub enum PodStuckHint {
     /// `status.reason` is `NodeLost`, or the pod is not scheduled anywhere
     /// the kubelet could confirm from.
     NodeLost,
+    /// `FailedKillPod` events quote the network plugin failing to tear
+    /// down the pod's sandbox (`failed to destroy network for sandbox`):
+    /// the runtime is healthy, the CNI plugin (or what it needs) is not.
+    NetworkTeardown,
     /// Phase is terminal and every container terminated, and an admission
     /// webhook that matches pod DELETE fails closed with its backend gone:
     /// the kubelet's final DELETE is rejected (kyverno/kyverno#2750).

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 pub use diagnose::{
     BusyVolume, DiagnoseNodeOptions, NodeCause, NodeFinding, ProcessTarget, diagnose_pod,
+    is_cni_teardown_failure,
 };
 pub use kernel::{KernelTask, KernelWait, kernel_stalls};
 pub use klog::{
@@ -113,6 +114,34 @@ pub struct NodeFacts {
     /// was collected.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<KernelTask>,
+    /// The node's CNI configuration directory as the runtime reads it;
+    /// `None` when the node cannot say (or a recording made before this
+    /// was collected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni: Option<CniFacts>,
+}
+
+/// What the node shows of its CNI configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CniFacts {
+    /// The directory the runtime loads network configurations from.
+    pub conf_dir: PathBuf,
+    /// The configuration files in it (`*.conf`, `*.conflist`, `*.json`).
+    #[serde(default)]
+    pub configs: Vec<String>,
+    /// The configuration the cluster's maker wrote, when it is known (a
+    /// local cluster unstuck made): what a restore writes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<CniConfigFile>,
+}
+
+/// One CNI configuration file and its content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CniConfigFile {
+    pub path: PathBuf,
+    pub content: String,
 }
 
 /// The runtime's view of one pod: its containers (sandbox included), their

@@ -750,6 +750,9 @@ fn step_for(
                             "bring the kubelet on node {node} back (it then finishes the pod by itself); only if the node is known to be down for good, `kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute` lets the pod garbage collector delete its pods and their volumes detach (remove the taint when the node returns)"
                         ),
                         PodStuckHint::Unknown => format!("inspect the kubelet on node {node}"),
+                        PodStuckHint::NetworkTeardown => format!(
+                            "repair the network plugin on node {node} (its binary, configuration, or what it calls); killing shims or restarting the runtime does not help, and a force delete would leak the sandbox, its network namespace and its IP"
+                        ),
                         PodStuckHint::DeleteRejected => format!(
                             "make the webhook rejecting the kubelet's final DELETE fail open, then the kubelet on node {node} finishes"
                         ),

@@ -435,6 +435,12 @@ pub enum Fault {
     /// Terminating (kubernetes/kubernetes#113426: a node_exporter with
     /// host mounts). Failure catalog case 4.
     HoldVolume(PodVolumeRef),
+    /// Move the CNI configuration of the pod's node away, so the network
+    /// plugin cannot tear down a sandbox ("failed to destroy network for
+    /// sandbox ...: cni plugin not initialized") and a deleted pod stays
+    /// Terminating (projectcalico/calico#7958, containerd/containerd#8774).
+    /// The node turns NotReady for new pods too.
+    RemoveCniConfig(PodRef),
 }
 
 impl Fault {
@@ -445,13 +451,17 @@ impl Fault {
             Fault::WedgeShim(_) => "wedgeShim",
             Fault::StopKubelet(_) => "stopKubelet",
             Fault::HoldVolume(_) => "holdVolume",
+            Fault::RemoveCniConfig(_) => "removeCniConfig",
         }
     }
 
     /// The pod the fault targets.
     pub fn pod(&self) -> PodRef {
         match self {
-            Fault::BusyMount(pod) | Fault::WedgeShim(pod) | Fault::StopKubelet(pod) => pod.clone(),
+            Fault::BusyMount(pod)
+            | Fault::WedgeShim(pod)
+            | Fault::StopKubelet(pod)
+            | Fault::RemoveCniConfig(pod) => pod.clone(),
             Fault::HoldVolume(v) => PodRef {
                 pod: v.pod.clone(),
                 namespace: v.namespace.clone(),
@@ -466,7 +476,8 @@ impl Fault {
             Fault::BusyMount(_)
             | Fault::WedgeShim(_)
             | Fault::StopKubelet(_)
-            | Fault::HoldVolume(_) => true,
+            | Fault::HoldVolume(_)
+            | Fault::RemoveCniConfig(_) => true,
         }
     }
 }

@@ -24,8 +24,8 @@ use kube::{
 };
 use serde::Serialize;
 use unstuck_core::doctor::node::{
-    DiagnoseNodeOptions, KubeletEvent, NodeFacts, NodeFinding, NodeRemedy, NodeStep, ProcessTarget,
-    SyncLoopOp, diagnose_pod, klog_records, parse_kubelet_log, plan_node, pod_dir,
+    CniFacts, DiagnoseNodeOptions, KubeletEvent, NodeFacts, NodeFinding, NodeRemedy, NodeStep,
+    ProcessTarget, SyncLoopOp, diagnose_pod, klog_records, parse_kubelet_log, plan_node, pod_dir,
 };
 
 use unstuck_core::doctor::snapshot::status_container_ids;
@@ -289,6 +289,7 @@ pub async fn gather(
         }
     };
     let (node_ready, node_lease_renewed) = node_standing(client, node.name()).await;
+    let cni = cni_facts(node).await;
     Ok(Some(NodeFacts {
         taken_at,
         node: node.name().to_owned(),
@@ -304,7 +305,29 @@ pub async fn gather(
         node_ready,
         node_lease_renewed,
         processes,
+        cni,
     }))
+}
+
+/// The node's CNI configuration directory and what is in it (best effort:
+/// a node that cannot say gives `None`).
+async fn cni_facts(node: &impl Node) -> Option<CniFacts> {
+    let place = node.cni_config()?;
+    let configs = match node.list_dir(&place.conf_dir).await {
+        Ok(names) => names
+            .into_iter()
+            .filter(|n| n.ends_with(".conf") || n.ends_with(".conflist") || n.ends_with(".json"))
+            .collect(),
+        Err(e) => {
+            tracing::warn!("cannot list {}: {e}", place.conf_dir.display());
+            return None;
+        }
+    };
+    Some(CniFacts {
+        conf_dir: place.conf_dir,
+        configs,
+        own: place.own,
+    })
 }
 
 /// The node's `Ready` condition and its Lease's last renewal, as the API
@@ -493,9 +516,10 @@ fn wait_budget(remedy: &NodeRemedy, finding: &NodeFinding, opts: &HealOptions) -
             retry_in.max(opts.settle).min(opts.kubelet_retry_cap)
         }
         NodeRemedy::ForceDelete { .. } => Duration::from_secs(30),
-        NodeRemedy::KillShim { .. } | NodeRemedy::RestartRuntime | NodeRemedy::RestartKubelet => {
-            opts.settle
-        }
+        NodeRemedy::KillShim { .. }
+        | NodeRemedy::RestartRuntime
+        | NodeRemedy::RestartKubelet
+        | NodeRemedy::RestoreCniConfig { .. } => opts.settle,
     }
 }
 
@@ -649,6 +673,16 @@ async fn apply_step(
                     Err(e) => fail(format!("{e}"), &mut ok),
                 });
             }
+        }
+        NodeRemedy::RestoreCniConfig { path, content } => {
+            lines.push(match node.write_file(path, content).await {
+                Ok(()) => format!(
+                    "wrote this cluster's CNI configuration back to {} ({} bytes); containerd reloads it",
+                    path.display(),
+                    content.len()
+                ),
+                Err(e) => fail(format!("{e}"), &mut ok),
+            });
         }
         NodeRemedy::AwaitKubelet { until } => lines.push(match until {
             Some(t) => format!("waiting for the kubelet's retry at {t}"),

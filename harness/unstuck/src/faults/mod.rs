@@ -19,6 +19,7 @@
 //! path. No injector deletes the pod: the scenario does that.
 
 pub mod busy_mount;
+pub mod remove_cni_config;
 pub mod stop_kubelet;
 pub mod wedge_shim;
 
@@ -132,6 +133,7 @@ pub enum Injected {
     BusyMount(busy_mount::BusyMount),
     WedgedShim(wedge_shim::WedgedShim),
     StoppedKubelet(stop_kubelet::StoppedKubelet),
+    RemovedCniConfig(remove_cni_config::RemovedCniConfig),
 }
 
 impl Injected {
@@ -141,6 +143,7 @@ impl Injected {
             Injected::BusyMount(b) => &b.pod,
             Injected::WedgedShim(w) => &w.pod,
             Injected::StoppedKubelet(k) => &k.pod,
+            Injected::RemovedCniConfig(c) => &c.pod,
         }
     }
 
@@ -150,6 +153,7 @@ impl Injected {
             Injected::BusyMount(b) => b.describe(),
             Injected::WedgedShim(w) => w.describe(),
             Injected::StoppedKubelet(k) => k.describe(),
+            Injected::RemovedCniConfig(c) => c.describe(),
         }
     }
 
@@ -160,6 +164,7 @@ impl Injected {
             Injected::BusyMount(b) => b.revert(node).await,
             Injected::WedgedShim(w) => w.revert(node).await,
             Injected::StoppedKubelet(k) => k.revert(node).await,
+            Injected::RemovedCniConfig(c) => c.revert(node).await,
         }
     }
 }

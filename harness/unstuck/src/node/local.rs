@@ -8,8 +8,8 @@ use std::{
 };
 
 use super::{
-    ComponentRestart, ComponentStop, Holder, HolderUse, HolderUseKind, KernelTask, Node, NodeError,
-    ProcRef,
+    CniPlace, ComponentRestart, ComponentStop, Holder, HolderUse, HolderUseKind, KernelTask, Node,
+    NodeError, ProcRef,
 };
 use crate::{
     cluster::local::{
@@ -307,6 +307,38 @@ impl Node for LocalNode {
 
     fn kubelet_dir(&self) -> &Path {
         &self.kubelet_dir
+    }
+
+    fn cni_config(&self) -> Option<CniPlace> {
+        let conf_dir = self.layout.cni_conf_dir();
+        Some(CniPlace {
+            own: Some(unstuck_core::doctor::node::CniConfigFile {
+                path: conf_dir.join(config::CNI_CONFLIST_NAME),
+                content: config::cni_conflist(&self.layout),
+            }),
+            conf_dir,
+        })
+    }
+
+    async fn write_file(&self, path: &Path, content: &str) -> Result<(), NodeError> {
+        std::fs::write(path, content).map_err(self.io(format!("writing {}", path.display())))
+    }
+
+    async fn remove_file(&self, path: &Path) -> Result<(), NodeError> {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(self.io(format!("removing {}", path.display()))(e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> Result<(), NodeError> {
+        std::fs::rename(from, to).map_err(self.io(format!(
+            "renaming {} to {}",
+            from.display(),
+            to.display()
+        )))
     }
 
     fn kubelet_log_path(&self) -> Option<PathBuf> {

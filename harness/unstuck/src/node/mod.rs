@@ -123,6 +123,14 @@ pub struct ComponentStop {
 ///
 /// Paths are the node's paths. Signals are plain numbers (`libc::SIGSTOP`
 /// etc.) and a negative pid names a process group, as with kill(2).
+/// Where a node keeps its CNI configuration.
+#[derive(Clone, Debug)]
+pub struct CniPlace {
+    pub conf_dir: PathBuf,
+    /// The configuration the cluster's maker wrote, when known.
+    pub own: Option<unstuck_core::doctor::node::CniConfigFile>,
+}
+
 pub trait Node: Send + Sync {
     /// The node's name in the API (`spec.nodeName` of its pods).
     fn name(&self) -> &str;
@@ -133,6 +141,24 @@ pub trait Node: Send + Sync {
     /// The kubelet's log file, when it logs to a file (`None` for a
     /// journald-only node: then [`Node::kubelet_log_tail`] must use another way).
     fn kubelet_log_path(&self) -> Option<PathBuf>;
+
+    /// Where the node's runtime reads its CNI configuration, and the
+    /// configuration the cluster's maker wrote when it is known; `None`
+    /// when the node cannot say.
+    fn cni_config(&self) -> Option<CniPlace>;
+
+    /// Writes `content` to `path` (created or replaced).
+    fn write_file(
+        &self,
+        path: &Path,
+        content: &str,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Removes a file; one already gone is not an error.
+    fn remove_file(&self, path: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Renames `from` to `to` on the node (same filesystem).
+    fn rename(&self, from: &Path, to: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
 
     /// The containerd socket the kubelet talks to; shims name it in `-address`.
     fn containerd_address(&self) -> PathBuf;

@@ -37,7 +37,7 @@ use crate::{
         self, DoctorOptions, DoctorReport, Scope,
         node::{HealOptions, heal_pod, stuck_pods},
     },
-    faults::{Injected, busy_mount, stop_kubelet, wedge_shim},
+    faults::{Injected, busy_mount, remove_cni_config, stop_kubelet, wedge_shim},
     node::{LocalNode, Node},
     wait::{self, Poll},
 };
@@ -455,6 +455,10 @@ impl ScenarioRun<'_> {
                     }
                     Fault::StopKubelet(_) => {
                         stop_kubelet::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
+                    }
+                    Fault::RemoveCniConfig(_) => {
+                        remove_cni_config::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod)
+                            .await
                     }
                     Fault::HoldVolume(v) => {
                         busy_mount::inject(

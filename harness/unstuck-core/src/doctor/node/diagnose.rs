@@ -9,7 +9,7 @@ use super::kernel::{KernelTask, KernelWait, kernel_stalls};
 use super::klog::{KubeletEvent, RuntimeCall, VolumeFailureKind, is_busy_error, parse_kubelet_log};
 use super::mounts::{MountRole, PodMount, classify_pod_mounts, pod_dir};
 use super::runtime::{ShimFact, TaskFact};
-use super::{Holder, NodeFacts};
+use super::{CniConfigFile, Holder, NodeFacts};
 use crate::doctor::snapshot::status_container_ids;
 use crate::doctor::{ObjectRef, PodStuckHint};
 
@@ -53,6 +53,14 @@ pub enum NodeCause {
     /// target is busy), or something not the kubelet's is mounted or held
     /// under the pod's directory (catalog case 4, seeds 003 and 004).
     BusyVolume,
+    /// The network plugin's DEL fails, so the runtime cannot stop the
+    /// pod's sandbox: `KillPodSandboxError: ... failed to destroy network
+    /// for sandbox ...` (projectcalico/calico#7958: the plugin cannot reach
+    /// the API server; containerd/containerd#8774: "cni plugin not
+    /// initialized"). No kill or runtime restart helps: the plugin, its
+    /// configuration or what it depends on must be repaired, after which
+    /// the kubelet's next KillPodSandbox succeeds.
+    CniTeardownFailed,
     /// Stuck, but the node shows no cause (the kubelet may simply not have
     /// retried yet, or its log is not available).
     Unknown,
@@ -155,6 +163,18 @@ pub struct NodeFinding {
     /// for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_stalls: Vec<(KernelTask, KernelWait)>,
+    /// The CNI configuration to write back: the node's configuration
+    /// directory is empty and the cluster's own configuration is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni_restore: Option<CniConfigFile>,
+}
+
+/// Whether a kill failure is the network plugin's DEL failing (the
+/// containerd and dockershim wordings).
+pub fn is_cni_teardown_failure(text: &str) -> bool {
+    text.contains("failed to destroy network for sandbox")
+        || text.contains("failed to teardown pod")
+        || text.contains("cni plugin not initialized")
 }
 
 impl NodeFinding {
@@ -485,8 +505,16 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         if kernel_stalled {
             causes.push(NodeCause::KernelStall);
         }
+        // A failing network DEL fails StopPodSandbox with a healthy
+        // runtime: the runtime rungs do not apply unless a shim is
+        // itself stopped.
+        let cni_failing = kill_failures.iter().any(|k| is_cni_teardown_failure(k));
+        if cni_failing {
+            causes.push(NodeCause::CniTeardownFailed);
+        }
         let runtime_wedged = !wedged_shims.is_empty()
             || (!kernel_stalled
+                && !cni_failing
                 && (!unknown.is_empty()
                     || (!kill_failures.is_empty()
                         && (!tasks.is_empty() || !facts.runtime.errors.is_empty()))));
@@ -510,6 +538,19 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
             causes.push(NodeCause::Unknown);
         }
     }
+
+    if let Some(c) = &facts.cni {
+        evidence.push(if c.configs.is_empty() {
+            format!("CNI: no network configuration in {}", c.conf_dir.display())
+        } else {
+            format!("CNI: {} in {}", c.configs.join(", "), c.conf_dir.display())
+        });
+    }
+    let cni_restore = facts
+        .cni
+        .as_ref()
+        .filter(|c| causes.contains(&NodeCause::CniTeardownFailed) && c.configs.is_empty())
+        .and_then(|c| c.own.clone());
 
     let display = format!("pod {pod_key}");
     let summary = if !stuck {
@@ -580,6 +621,15 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
                 (true, _) => format!("mounts remain under {}", dir.display()),
             });
         }
+        if causes.contains(&NodeCause::CniTeardownFailed) {
+            why.push(match &facts.cni {
+                Some(c) if c.configs.is_empty() => format!(
+                    "the network plugin cannot tear down its sandbox: no CNI configuration is left in {} (\"cni plugin not initialized\")",
+                    c.conf_dir.display()
+                ),
+                _ => "the network plugin's DEL fails, so the runtime cannot stop its sandbox (\"failed to destroy network for sandbox\")".to_owned(),
+            });
+        }
         if causes.contains(&NodeCause::Unknown) {
             why.push("the node shows no cause yet".to_owned());
         }
@@ -615,6 +665,7 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         next_kubelet_retry,
         kubelet_running: facts.kubelet_running,
         kernel_stalls: stalls,
+        cni_restore,
     }
 }
 

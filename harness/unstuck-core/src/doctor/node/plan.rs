@@ -53,6 +53,10 @@ pub enum NodeRemedy {
     },
     /// Detach these mounts even while busy (`umount -l`).
     LazyUnmount { paths: Vec<PathBuf> },
+    /// Write the cluster's own CNI configuration back into the node's
+    /// empty configuration directory (the runtime reloads it); only
+    /// planned where that configuration is known.
+    RestoreCniConfig { path: PathBuf, content: String },
     /// Nothing on the node blocks any more: wait for the kubelet's next
     /// retry (when known) before anything stronger.
     AwaitKubelet { until: Option<Timestamp> },
@@ -74,6 +78,7 @@ impl NodeRemedy {
             NodeRemedy::ReleaseHolder { .. } => "ReleaseHolder",
             NodeRemedy::LazyUnmount { .. } => "LazyUnmount",
             NodeRemedy::AwaitKubelet { .. } => "AwaitKubelet",
+            NodeRemedy::RestoreCniConfig { .. } => "RestoreCniConfig",
             NodeRemedy::ForceDelete { .. } => "ForceDelete",
         }
     }
@@ -210,6 +215,26 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
                 "nothing on the node blocks the volume any more; the kubelet retries with a backoff of up to 2m2s".to_owned(),
             ));
         }
+    }
+
+    // A failing network DEL: only repairing the plugin helps. Where the
+    // node's configuration is simply gone and the cluster's own is known,
+    // that repair is writing it back; anywhere else the finding says what
+    // to repair and no rung is planned (a force delete would leak the
+    // sandbox, its network namespace and its IP).
+    if f.causes.contains(&NodeCause::CniTeardownFailed)
+        && let Some(own) = &f.cni_restore
+    {
+        steps.push(step(
+            NodeRemedy::RestoreCniConfig {
+                path: own.path.clone(),
+                content: own.content.clone(),
+            },
+            format!(
+                "the node's CNI configuration directory is empty, so containerd cannot tear down the pod's network; writing back this cluster's own configuration ({}) lets the kubelet's next KillPodSandbox succeed",
+                own.path.display()
+            ),
+        ));
     }
 
     if f.causes.contains(&NodeCause::Unknown) {

@@ -92,6 +92,9 @@ pub const TEST_IMAGE: &str = "unstuck.local/busybox:1.35";
 /// A bridge network with host-local addresses. No IP masquerade and no
 /// portmap: pods need no way out, so the CNI plugins install no iptables
 /// rules that could outlive the cluster.
+/// The file name of the cluster's CNI configuration in its conf dir.
+pub const CNI_CONFLIST_NAME: &str = "10-unstuck.conflist";
+
 pub fn cni_conflist(l: &Layout) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",

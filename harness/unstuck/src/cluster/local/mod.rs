@@ -541,7 +541,7 @@ fn write_configs(l: &Layout) -> Result<(), LocalError> {
     fs::create_dir_all(l.cni_conf_dir()).map_err(io("creating the CNI config dir"))?;
     w(l.dir.join("containerd.toml"), config::containerd_toml(l))?;
     w(
-        l.cni_conf_dir().join("10-unstuck.conflist"),
+        l.cni_conf_dir().join(config::CNI_CONFLIST_NAME),
         config::cni_conflist(l),
     )?;
     w(
