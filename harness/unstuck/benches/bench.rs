@@ -24,6 +24,7 @@ const NAMESPACES: usize = 50;
 const OBJECTS_PER_NAMESPACE: usize = 40;
 const SCAN_ROUNDS: usize = 5;
 
+mod incidents;
 mod scale;
 mod suite;
 mod versions;
@@ -50,7 +51,7 @@ fn owned(name: &str) -> UpOptions {
     o
 }
 
-/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,versions,scale` (default all).
+/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,incidents,versions,scale` (default all).
 fn wanted(section: &str) -> bool {
     std::env::var("UNSTUCK_BENCH_SECTIONS")
         .map(|v| v.split(',').any(|s| s.trim() == section))
@@ -64,6 +65,9 @@ async fn main() {
     }
     if wanted("suite") {
         suite::run().await;
+    }
+    if wanted("incidents") {
+        incidents::run().await;
     }
     if wanted("versions") {
         versions::run().await;

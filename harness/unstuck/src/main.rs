@@ -39,6 +39,11 @@ enum Command {
         #[arg(long, default_value = "fixtures")]
         fixtures: PathBuf,
     },
+    /// Start a scenario from what the doctor saw on a live cluster
+    /// (`unstuck doctor --save-snapshot FILE`): the stuck objects and the
+    /// blockers it proved become fixtures, the steps reproduce them and
+    /// expect the same findings. Never writes over a file.
+    NewScenario(cmd::new_scenario::NewScenarioArgs),
     /// Work with run reports.
     Report {
         #[command(subcommand)]
@@ -110,6 +115,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cluster { command } => cluster(command).await,
         Command::Run(args) => cmd::run::run(args).await,
         Command::Report { command } => cmd::report::run(command),
+        Command::NewScenario(args) => {
+            cmd::new_scenario::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Doctor(args) => cmd::doctor::run(args).await,
         Command::Scenarios { dir, fixtures } => {
             let scenarios = cmd::load_scenarios(&dir, &fixtures)?;

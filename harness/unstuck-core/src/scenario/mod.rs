@@ -39,6 +39,7 @@ mod kinds;
 mod load;
 mod located;
 mod model;
+pub mod scaffold;
 mod shard;
 mod validate;
 

@@ -20,7 +20,7 @@ use std::{
 use kube::Client;
 use serde::Serialize;
 use unstuck_core::doctor::{
-    DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, diagnose, plan,
+    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, diagnose, plan,
 };
 
 pub use self::{
@@ -276,6 +276,10 @@ pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, 
 /// Runs the doctor; its first round diagnoses `first` when given (a
 /// snapshot the caller has just collected and judged), later rounds
 /// collect afresh.
+/// How often a round blocked only by a failed discovery is collected
+/// again, two seconds apart.
+const DISCOVERY_RETRIES: usize = 5;
+
 pub async fn run_from(
     client: &Client,
     opts: &DoctorOptions,
@@ -284,7 +288,10 @@ pub async fn run_from(
     let start = Instant::now();
     let mut rounds = Vec::new();
     let mut waited_for_ageing = false;
-    for _ in 0..opts.max_rounds.max(1) {
+    let mut rounds_left = opts.max_rounds.max(1);
+    let mut discovery_retries = 0;
+    while rounds_left > 0 {
+        rounds_left -= 1;
         let (mut snapshot, stats) = match first.take() {
             Some(s) => s,
             None => collect_in(client, &opts.scope.collect_scope()).await?,
@@ -334,8 +341,26 @@ pub async fn run_from(
                     tokio::time::sleep(wait).await;
                     continue;
                 }
-                _ => break,
+                _ => {}
             }
+            // A step refused only because discovery failed at that moment
+            // (a CRD somewhere being created or removed) is asked again,
+            // briefly: a remedy that needs complete discovery, such as
+            // /finalize, is taken once discovery answers, never without.
+            let blocked_by_discovery = rounds.last().is_some_and(|r| {
+                !r.snapshot.discovery_failures.is_empty()
+                    && r.plan
+                        .steps
+                        .iter()
+                        .any(|s| matches!(&s.action, Action::Refuse { reason } if reason.contains("discovery failed")))
+            });
+            if remedied && blocked_by_discovery && discovery_retries < DISCOVERY_RETRIES {
+                discovery_retries += 1;
+                rounds_left += 1;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
+            break;
         }
         // Let controllers react (the namespace controller re-syncs, objects go) before looking again.
         tokio::time::sleep(Duration::from_secs(2)).await;
