@@ -189,3 +189,73 @@ fn an_empty_shard_writes_an_empty_report_and_succeeds() {
     assert_eq!(report["shard"], "99/99");
     assert_eq!(report["scenarios"].as_array().map(Vec::len), Some(0));
 }
+
+#[test]
+fn new_scenario_loads_as_written_and_never_writes_over_a_file() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let snapshot = format!(
+        "{root}/harness/unstuck-core/tests/recorded/real-v1.34.4/orphan-finalizer-configmap.json"
+    );
+    let dir = std::env::temp_dir().join(format!("unstuck-new-scenario-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (scenarios, fixtures) = (dir.join("scenarios"), dir.join("fixtures"));
+    let args = |name: &str| {
+        vec![
+            "new-scenario".to_string(),
+            name.to_string(),
+            "--from-snapshot".into(),
+            snapshot.clone(),
+            "--scenarios".into(),
+            scenarios.display().to_string(),
+            "--fixtures".into(),
+            fixtures.display().to_string(),
+        ]
+    };
+    let run = |name: &str| {
+        let a = args(name);
+        unstuck(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+    };
+    let o = run("my-orphan");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let written = std::fs::read_to_string(scenarios.join("my-orphan.yaml")).unwrap();
+    // What it wrote loads, fixtures included.
+    let listed = unstuck(
+        &[
+            "scenarios",
+            "--dir",
+            scenarios.to_str().unwrap(),
+            "--fixtures",
+            fixtures.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("my-orphan"));
+    // A second time: refused, naming the file, and nothing changed.
+    std::fs::write(scenarios.join("my-orphan.yaml"), "edited by hand\n").unwrap();
+    let again = run("my-orphan");
+    assert!(!again.status.success());
+    let err = stderr(&again);
+    assert!(
+        err.contains("my-orphan.yaml already exists") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scenarios.join("my-orphan.yaml")).unwrap(),
+        "edited by hand\n"
+    );
+    assert!(written.contains("OrphanFinalizer"), "{written}");
+    // Not a snapshot: said so, with the way to make one.
+    let bad = unstuck(
+        &[
+            "new-scenario",
+            "x",
+            "--from-snapshot",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
+        ],
+        &[],
+    );
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("--save-snapshot"), "{}", stderr(&bad));
+    let _ = std::fs::remove_dir_all(&dir);
+}
