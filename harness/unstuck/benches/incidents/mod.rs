@@ -10,9 +10,7 @@
 //! serves (`customresourcecleanup`, `job-tracking`, `foregroundDeletion`,
 //! the protection keys, `kubernetes`), whose controller is alive.
 
-use std::time::{Duration, Instant};
-
-use unstuck::{core::scenario::load_dir, exec::Cmd, report::merge};
+use unstuck::core::scenario::load_dir;
 
 /// Finalizers whose controller is Kubernetes' own.
 const BUILT_IN_KEYS: [&str; 6] = [
@@ -46,39 +44,10 @@ pub async fn run() {
         std::os::unix::fs::symlink(f, dir.join(f.file_name().expect("file name")))
             .expect("symlink");
     }
-    let out = std::env::temp_dir().join(format!(
-        "unstuck-bench-incidents-out-{}",
-        std::process::id()
-    ));
-    let t = Instant::now();
-    let run = Cmd::new(env!("CARGO_BIN_EXE_unstuck"))
-        .arg("run")
-        .arg("--scenarios")
-        .arg(dir.as_os_str())
-        .arg("--fixtures")
-        .arg(root.join("fixtures").as_os_str())
-        .arg("--out")
-        .arg(out.as_os_str())
-        .timeout(Duration::from_secs(1800))
-        .run_raw()
-        .await
-        .expect("unstuck run starts");
-    let wall = t.elapsed();
+    let (wall, report, exit) = super::suite::unstuck_run(&root, &dir, &[], "incidents").await;
     let _ = std::fs::remove_dir_all(&dir);
-    let report = std::fs::read_dir(&out)
-        .ok()
-        .and_then(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .find(|p| p.join("report.json").exists())
-        })
-        .and_then(|p| merge::load(&p).ok());
-    let _ = std::fs::remove_dir_all(&out);
     let Some(report) = report else {
-        println!(
-            "public incidents: the run wrote no report (exit {})",
-            run.status
-        );
+        println!("public incidents: the run wrote no report ({exit})");
         return;
     };
     println!(

@@ -9,7 +9,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use unstuck::{core::scenario::load_dir, exec::Cmd, report::merge};
+use unstuck::{
+    core::scenario::load_dir,
+    exec::Cmd,
+    report::{RunReport, merge},
+};
 
 pub async fn run() {
     let root = super::repo_root();
@@ -58,11 +62,20 @@ struct SuiteRun {
     failed: usize,
 }
 
-async fn suite(root: &Path, scenarios: &Path, label: &str) -> Option<SuiteRun> {
+/// `unstuck run` of the scenarios in `scenarios` (plus `extra` arguments),
+/// end to end: its wall time, the report it wrote (if any) and how it
+/// exited.
+pub async fn unstuck_run(
+    root: &Path,
+    scenarios: &Path,
+    extra: &[&str],
+    label: &str,
+) -> (Duration, Option<RunReport>, String) {
     let out = std::env::temp_dir().join(format!("unstuck-bench-{label}-{}", std::process::id()));
     let t = Instant::now();
     let run = Cmd::new(env!("CARGO_BIN_EXE_unstuck"))
         .arg("run")
+        .args(extra.iter().copied())
         .arg("--scenarios")
         .arg(scenarios.as_os_str())
         .arg("--fixtures")
@@ -71,18 +84,29 @@ async fn suite(root: &Path, scenarios: &Path, label: &str) -> Option<SuiteRun> {
         .arg(out.as_os_str())
         .timeout(Duration::from_secs(1800))
         .run_raw()
-        .await
-        .expect("unstuck run starts");
+        .await;
     let wall = t.elapsed();
-    let dir = std::fs::read_dir(&out)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.join("report.json").exists())?;
-    let report = merge::load(&dir).ok()?;
+    let report = std::fs::read_dir(&out)
+        .ok()
+        .and_then(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("report.json").exists())
+        })
+        .and_then(|p| merge::load(&p).ok());
     let _ = std::fs::remove_dir_all(&out);
-    if !run.status.success() {
-        println!("  ({label}: unstuck run exited {})", run.status);
+    let exit = match run {
+        Ok(o) => o.status.to_string(),
+        Err(e) => format!("did not run: {e}"),
+    };
+    (wall, report, exit)
+}
+
+async fn suite(root: &Path, scenarios: &Path, label: &str) -> Option<SuiteRun> {
+    let (wall, report, exit) = unstuck_run(root, scenarios, &[], label).await;
+    let report = report?;
+    if !exit.contains("exit status: 0") {
+        println!("  ({label}: unstuck run {exit})");
     }
     Some(SuiteRun {
         wall,

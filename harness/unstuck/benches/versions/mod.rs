@@ -3,13 +3,11 @@
 //! time (`unstuck run --k8s-version V`). Versions not built are named with
 //! the command that builds them. Figures only.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use unstuck::{
     cluster::local::LocalCluster,
     components::{self, SUPPORTED_K8S_VERSIONS},
-    exec::Cmd,
-    report::merge,
 };
 
 pub async fn run() {
@@ -55,34 +53,16 @@ pub async fn run() {
             }
             Err(e) => format!("failed: {e}"),
         };
-        let out =
-            std::env::temp_dir().join(format!("unstuck-bench-{version}-{}", std::process::id()));
-        let t = Instant::now();
-        let _ = Cmd::new(env!("CARGO_BIN_EXE_unstuck"))
-            .arg("run")
-            .args(["--k8s-version", version])
-            .arg("--scenarios")
-            .arg(root.join("scenarios").as_os_str())
-            .arg("--fixtures")
-            .arg(root.join("fixtures").as_os_str())
-            .arg("--out")
-            .arg(out.as_os_str())
-            .timeout(Duration::from_secs(1800))
-            .run_raw()
-            .await;
-        let wall = t.elapsed();
-        let result = std::fs::read_dir(&out)
-            .ok()
-            .and_then(|d| {
-                d.flatten()
-                    .map(|e| e.path())
-                    .find(|p| p.join("report.json").exists())
-            })
-            .and_then(|d| merge::load(&d).ok())
-            .map_or("no report".into(), |r| {
-                format!("{}/{}", r.passed(), r.scenarios.len())
-            });
-        let _ = std::fs::remove_dir_all(&out);
+        let (wall, report, _) = super::suite::unstuck_run(
+            &root,
+            &root.join("scenarios"),
+            &["--k8s-version", version],
+            version,
+        )
+        .await;
+        let result = report.map_or("no report".into(), |r| {
+            format!("{}/{}", r.passed(), r.scenarios.len())
+        });
         println!(
             "  {version:<9} {build:>11} {boot:>13} {:>9.1} s {result:>8}",
             wall.as_secs_f64()

@@ -12,7 +12,7 @@ use kube::{
     Api, Client,
     api::{DynamicObject, ListParams},
 };
-use unstuck_core::scenario::{Condition, ObjectRef};
+use unstuck_core::scenario::{Condition, ConditionStatus, Located, ObjectRef};
 
 use super::{
     names::Names,
@@ -153,15 +153,13 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             let obj = existing(&api, &ns, || format!("namespace {ns} does not exist")).await?;
             let conds = obj.status.and_then(|s| s.conditions).unwrap_or_default();
             let seen = find_condition(&format!("namespace {ns}"), &conds, &c.condition_type)?;
-            judge(
+            judge_check(
+                ctx,
                 format!("Namespace {ns}"),
                 seen,
-                c.status.as_str(),
-                c.reason.as_deref(),
-                c.message_contains
-                    .as_deref()
-                    .map(|m| ctx.names.text(m))
-                    .as_deref(),
+                c.status,
+                &c.reason,
+                &c.message_contains,
             )
         }
         Condition::ApiServiceCondition(c) => {
@@ -181,16 +179,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 "APIService {name} (service {})",
                 service.unwrap_or_else(|| "Local".into())
             );
-            judge(
-                subject,
-                seen,
-                c.status.as_str(),
-                c.reason.as_deref(),
-                c.message_contains
-                    .as_deref()
-                    .map(|m| ctx.names.text(m))
-                    .as_deref(),
-            )
+            judge_check(ctx, subject, seen, c.status, &c.reason, &c.message_contains)
         }
         Condition::Condition(c) => {
             let r = c.object();
@@ -202,16 +191,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                     .unwrap_or_default();
             let subject = describe(ctx, &r);
             let seen = find_condition(&subject, &conds, &c.condition_type)?;
-            judge(
-                subject,
-                seen,
-                c.status.as_str(),
-                c.reason.as_deref(),
-                c.message_contains
-                    .as_deref()
-                    .map(|m| ctx.names.text(m))
-                    .as_deref(),
-            )
+            judge_check(ctx, subject, seen, c.status, &c.reason, &c.message_contains)
         }
         Condition::NodeCondition(c) => {
             let ns = ctx.names.namespace(&c.namespace);
@@ -232,16 +212,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             let conds = node.status.and_then(|s| s.conditions).unwrap_or_default();
             let subject = format!("Node {node_name}");
             let seen = find_condition(&subject, &conds, &c.condition_type)?;
-            judge(
-                subject,
-                seen,
-                c.status.as_str(),
-                c.reason.as_deref(),
-                c.message_contains
-                    .as_deref()
-                    .map(|m| ctx.names.text(m))
-                    .as_deref(),
-            )
+            judge_check(ctx, subject, seen, c.status, &c.reason, &c.message_contains)
         }
         Condition::NoContentLeft(r) => {
             let ns = ctx.names.namespace(&r.namespace);
@@ -483,6 +454,26 @@ fn find_condition<'a, C: StatusCondition>(
         })
 }
 
+/// [`judge`] with a check's expected status, reason and message (the
+/// message in the run's names).
+fn judge_check(
+    ctx: &CheckContext<'_>,
+    subject: String,
+    seen: Seen<'_>,
+    status: ConditionStatus,
+    reason: &Option<String>,
+    message_contains: &Option<Located<String>>,
+) -> CheckResult {
+    let message = message_contains.as_deref().map(|m| ctx.names.text(m));
+    judge(
+        subject,
+        seen,
+        status.as_str(),
+        reason.as_deref(),
+        message.as_deref(),
+    )
+}
+
 /// Compares a condition with what the scenario expects; either way the
 /// result quotes it as `subject: Type=Status (Reason): "message"`.
 fn judge(
@@ -539,34 +530,40 @@ enum Served {
 /// that re-creates the CRD must also check it `Established`, or `gone`
 /// would hold before the type is served.)
 async fn get_if_served(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Served, String> {
+    match api_if_served(ctx, r).await? {
+        Err(api_version) => Ok(Served::No(api_version)),
+        Ok(api) => api
+            .get_opt(&real_name(ctx, r))
+            .await
+            .map(|o| Served::Yes(o.map(Box::new)))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// The dynamic API of `r`'s type in its real namespace, or, when the API
+/// does not serve that type now, `Err` with the run's apiVersion.
+async fn api_if_served(
+    ctx: &CheckContext<'_>,
+    r: &ObjectRef,
+) -> Result<Result<Api<DynamicObject>, String>, String> {
     let api_version = ctx.names.api_version(
         r.api_version()
             .ok_or_else(|| format!("{} has no apiVersion", *r.kind))?,
     );
     let Some((ar, caps)) = resolve_if_served(ctx.client, &api_version, &r.kind).await? else {
-        return Ok(Served::No(api_version));
+        return Ok(Err(api_version));
     };
     let ns = real_namespace(ctx, r);
-    let api = api_for(ctx.client, &ar, &caps, ns.as_deref());
-    api.get_opt(&real_name(ctx, r))
-        .await
-        .map(|o| Served::Yes(o.map(Box::new)))
-        .map_err(|e| e.to_string())
+    Ok(Ok(api_for(ctx.client, &ar, &caps, ns.as_deref())))
 }
 
 /// The objects of `r`'s kind in its namespace whose names start with its
 /// prefix (none when the type is not served).
 async fn with_prefix(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<Vec<DynamicObject>, String> {
     let prefix = r.name_prefix().unwrap_or_default();
-    let api_version = ctx.names.api_version(
-        r.api_version()
-            .ok_or_else(|| format!("{} has no apiVersion", *r.kind))?,
-    );
-    let Some((ar, caps)) = resolve_if_served(ctx.client, &api_version, &r.kind).await? else {
+    let Ok(api) = api_if_served(ctx, r).await? else {
         return Ok(Vec::new());
     };
-    let ns = real_namespace(ctx, r);
-    let api = api_for(ctx.client, &ar, &caps, ns.as_deref());
     let list = api
         .list(&ListParams::default())
         .await
