@@ -1,0 +1,262 @@
+//! The doctor step of a scenario: let the stuck state age and settle,
+//! run the API doctor on the run's objects, then the node doctor on pods
+//! stuck on a node the run can reach, and check what they found.
+
+use std::time::{Duration, Instant};
+
+use unstuck_core::doctor::FindingKind;
+use unstuck_core::scenario::DoctorCheck;
+
+use super::{MAX_SETTLE, STUCK_AFTER, ScenarioRun};
+use crate::doctor::{
+    self, DoctorOptions, Scope,
+    node::{HealOptions, heal_pod, stuck_pods},
+};
+use crate::node::Node;
+
+impl ScenarioRun<'_> {
+    pub(super) async fn doctor(&mut self, d: &DoctorCheck) -> Result<Vec<String>, String> {
+        // The doctor calls an object stuck only once it has been deleting
+        // for STUCK_AFTER; let the injected state age that long first, as
+        // a person meets a cluster that has been stuck for a while.
+        if let Some(t) = self.last_injection {
+            tokio::time::sleep(STUCK_AFTER.saturating_sub(t.elapsed())).await;
+        }
+        // Objects deleted by controllers after the gate (the garbage
+        // collector deleting dependents, the namespace controller deleting
+        // content) age from their own deletion: take the latest one in the
+        // scenario's namespaces into account too, within a bound.
+        if let Ok((snapshot, _)) = doctor::collect(&self.ctx.client).await {
+            let ours = self.names.namespaces().real_names();
+            let latest = snapshot
+                .terminating
+                .iter()
+                .filter(|r| r.namespace().is_some_and(|n| ours.iter().any(|o| o == n)))
+                .filter_map(|r| r.deletion_timestamp())
+                .max();
+            let bound = k8s_openapi::jiff::Timestamp::now() + MAX_SETTLE;
+            self.deleting_since = self.deleting_since.max(latest.map(|t| t.min(bound)));
+        }
+        if let Some(since) = self.deleting_since {
+            // deletionTimestamp has whole seconds; a small margin keeps the
+            // doctor's "more than STUCK_AFTER" strictly true.
+            let due = since + STUCK_AFTER + Duration::from_millis(250);
+            if let Ok(left) =
+                Duration::try_from(due.duration_since(k8s_openapi::jiff::Timestamp::now()))
+            {
+                tokio::time::sleep(left).await;
+            }
+        }
+        let opts = DoctorOptions {
+            diagnose: unstuck_core::doctor::DiagnoseOptions {
+                stuck_after: STUCK_AFTER,
+                assume_dead: d.assume_dead.iter().map(|k| self.names.text(k)).collect(),
+            },
+            scope: Scope::Run {
+                namespaces: self.names.namespaces().real_names(),
+                created_uids: self.created.iter().map(|c| c.uid.clone()).collect(),
+            },
+            apply: d.apply,
+            allow_webhook_changes: d.allow_webhook_changes,
+            backup_dir: self.ctx.out_dir.join("backups"),
+            local_cluster: self.ctx.node.as_ref().map(|n| n.layout().name.clone()),
+            ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
+        };
+        let (first, looks) = self.settled_snapshot(d, &opts).await;
+        self.doctor_started = Some(Instant::now());
+        let report = doctor::run_from(&self.ctx.client, &opts, first)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(first) = report.rounds.first()
+            && self.report.time_to_detect_ms.is_none()
+        {
+            self.report.time_to_detect_ms = Some(first.collect.duration.as_millis());
+        }
+        if let Ok(text) = serde_json::to_string_pretty(&report) {
+            let _ = std::fs::write(self.ctx.out_dir.join("doctor.json"), text);
+        }
+        // What the doctor saw before any remedy: evidence, and a recording
+        // the diagnosis unit tests replay.
+        if let Some(first) = report.rounds.first()
+            && let Ok(text) = serde_json::to_string_pretty(&first.snapshot)
+        {
+            let _ = std::fs::write(self.ctx.out_dir.join("snapshot.json"), text);
+        }
+        // A scenario may call the doctor more than once (a refusal, then
+        // the operator's --assume-dead): the report keeps every call's.
+        self.report.findings.extend(
+            report
+                .initial_findings()
+                .iter()
+                .map(|f| format!("{}: {}", f.kind.as_str(), f.summary)),
+        );
+        self.report.remedies.extend(report.done());
+        let mut evidence = report.summary_lines();
+        let found: Vec<&str> = report
+            .initial_findings()
+            .iter()
+            .map(|f| f.kind.as_str())
+            .collect();
+        let failed = report.failures();
+        self.report.doctor = Some(report);
+        let (node_found, node_failed) = self.node_doctor(d.apply, &mut evidence).await;
+        let found: Vec<&str> = found
+            .into_iter()
+            .chain(node_found.iter().map(String::as_str))
+            .collect();
+        let missing: Vec<&str> = d
+            .expect_findings
+            .iter()
+            .map(|k| k.as_str())
+            .filter(|k| !found.contains(k))
+            .collect();
+        let failed: Vec<String> = failed.into_iter().chain(node_failed).collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the doctor did not find {missing:?} (found {found:?})"
+            ));
+        }
+        if !failed.is_empty() {
+            return Err(format!("remedy steps failed: {}", failed.join("; ")));
+        }
+        evidence.insert(0, format!("found {found:?}"));
+        if looks > 1 {
+            evidence.insert(
+                1,
+                format!("the doctor diagnosed the snapshot of look {looks}: the cluster was still moving before it"),
+            );
+        }
+        Ok(evidence)
+    }
+
+    /// A snapshot in which the stuck state has settled: the first one,
+    /// within [`MAX_SETTLE`], whose diagnosis holds every API-level kind
+    /// the step expects (node-level kinds come from the node doctor).
+    /// The wait above cannot be exact, because the cluster keeps moving
+    /// while the doctor looks: a kubelet's final delete, seconds after
+    /// the grace period, moves a pod's deletionTimestamp to that moment,
+    /// so the pod is "terminating" afresh. The doctor then diagnoses this
+    /// very snapshot, so what was judged is what is reported. When it never
+    /// settles, the last snapshot is used and the step fails on what it
+    /// lacks.
+    async fn settled_snapshot(
+        &self,
+        d: &DoctorCheck,
+        opts: &DoctorOptions,
+    ) -> (
+        Option<(unstuck_core::doctor::Snapshot, doctor::CollectStats)>,
+        usize,
+    ) {
+        let expected: Vec<FindingKind> = d
+            .expect_findings
+            .iter()
+            .filter_map(|k| k.parse().ok())
+            .collect();
+        let deadline = Instant::now() + MAX_SETTLE;
+        let (mut last, mut looks) = (None, 0);
+        loop {
+            looks += 1;
+            if let Ok((snapshot, stats)) = doctor::collect(&self.ctx.client).await {
+                let found = doctor::findings_in(&snapshot, opts);
+                let settled = expected.iter().all(|k| found.iter().any(|f| f.kind == *k));
+                last = Some((snapshot, stats));
+                if settled {
+                    return (last, looks);
+                }
+            }
+            if Instant::now() >= deadline {
+                return (last, looks);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The node half of the doctor: pods on the node stuck past their
+    /// deletion in the scenario's namespaces, healed one rung at a time
+    /// without force. Returns the causes found (as finding kinds) and what
+    /// went wrong.
+    async fn node_doctor(
+        &mut self,
+        apply: bool,
+        evidence: &mut Vec<String>,
+    ) -> (Vec<String>, Vec<String>) {
+        let Some(node) = self.ctx.node.clone() else {
+            return (Vec::new(), Vec::new());
+        };
+        let (mut found, mut failed) = (Vec::new(), Vec::new());
+        let stuck = match stuck_pods(&self.ctx.client, node.name(), STUCK_AFTER).await {
+            Ok(s) => s,
+            Err(e) => return (found, vec![format!("listing stuck pods: {e}")]),
+        };
+        let ours = self.names.namespaces().real_names();
+        for pod in stuck.into_iter().filter(|p| ours.contains(&p.namespace)) {
+            let opts = HealOptions {
+                apply,
+                allow_force: false,
+                stuck_after: STUCK_AFTER,
+                ..HealOptions::default()
+            };
+            let report = match heal_pod(
+                &self.ctx.client,
+                node.as_ref(),
+                &pod.namespace,
+                &pod.name,
+                &opts,
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    failed.push(format!(
+                        "node doctor on {}/{}: {e}",
+                        pod.namespace, pod.name
+                    ));
+                    continue;
+                }
+            };
+            // Detection of a node case includes reading the node (kubelet
+            // log, mounts, runtime), which follows the API scan.
+            self.report.time_to_detect_ms =
+                Some(self.report.time_to_detect_ms.unwrap_or(0) + report.timings.diagnosed_ms);
+            if let Some(f) = &report.initial {
+                for cause in &f.causes {
+                    found.push(format!("{cause:?}"));
+                    self.report
+                        .findings
+                        .push(format!("{cause:?}: {}", f.summary));
+                }
+                evidence.extend(f.evidence.iter().cloned());
+            }
+            for step in &report.steps {
+                let line = format!("{}: {}", step.step.remedy.name(), step.actions.join("; "));
+                if step.ok {
+                    self.report.remedies.push(line.clone());
+                }
+                evidence.push(line);
+            }
+            evidence.extend(report.proof.iter().cloned());
+            if let Ok(text) = serde_json::to_string_pretty(&report) {
+                let _ = std::fs::write(
+                    self.ctx
+                        .out_dir
+                        .join(format!("node-doctor-{}.json", pod.name)),
+                    text,
+                );
+            }
+            if apply && !report.recovered_without_force() {
+                failed.push(format!(
+                    "node doctor on {}: {:?}{}; left on the node: {:?}",
+                    report.pod,
+                    report.outcome,
+                    if report.force_used {
+                        " (force delete used)"
+                    } else {
+                        ""
+                    },
+                    report.leftovers
+                ));
+            }
+        }
+        (found, failed)
+    }
+}
