@@ -34,6 +34,7 @@
 //! a scenario that silently means something else than it says would test
 //! nothing while passing.
 
+mod condition;
 mod error;
 mod kinds;
 mod load;
@@ -43,15 +44,18 @@ pub mod scaffold;
 mod shard;
 mod validate;
 
+pub use condition::{
+    API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, Condition, ConditionStatus, EventCheck,
+    KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck, NamespaceRef,
+    ObjectConditionCheck,
+};
 pub use error::{Diagnostic, LoadError, LoadErrors};
 pub use kinds::{default_api_version, is_namespaced};
 pub use load::{load_dir, load_file, load_str};
 pub use located::{Located, Position};
 pub use model::{
-    API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, ApplySpec, Condition, ConditionStatus,
-    ControllerCleanup, ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT,
-    DeleteSpec, DoctorCheck, EventCheck, Expect, Fault, KubeletLogCheck, NAMESPACE_CONDITION_TYPES,
-    NamespaceConditionCheck, NamespaceRef, ObjectConditionCheck, ObjectRef, Phase, PodRef,
+    ApplySpec, ControllerCleanup, ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT,
+    DeleteSpec, DoctorCheck, Expect, Fault, ObjectRef, Phase, PodRef, PodVolumeRef,
     PropagationPolicy, Scenario, Step, incident_url,
 };
 pub use shard::{Shard, ShardError};

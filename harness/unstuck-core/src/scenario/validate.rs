@@ -11,13 +11,13 @@
 use std::path::{Component, Path};
 
 use super::{
+    condition::{
+        API_SERVICE_CONDITION_TYPES, Condition, NAMESPACE_CONDITION_TYPES, NODE_CONDITION_TYPES,
+    },
     error::{Diagnostic, LoadError},
     kinds::{default_api_version, is_namespaced},
     located::{Located, Position},
-    model::{
-        API_SERVICE_CONDITION_TYPES, Condition, DoctorCheck, Expect, Fault,
-        NAMESPACE_CONDITION_TYPES, NODE_CONDITION_TYPES, ObjectRef, Phase, Scenario, Step,
-    },
+    model::{DoctorCheck, Expect, Fault, ObjectRef, Phase, Scenario, Step},
 };
 use crate::duration::Duration;
 
