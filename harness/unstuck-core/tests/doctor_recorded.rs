@@ -243,3 +243,72 @@ mod condition_messages {
         assert_eq!(gvs, vec!["metrics.k8s.io/v1beta1".to_string()]);
     }
 }
+
+/// The stuck pod's finding, its hint and the plan's step for it.
+fn pod_step(name: &str, pod: &str) -> (Finding, unstuck_core::doctor::PodStuckHint, Action, Plan) {
+    let (findings, p) = run(name);
+    let (i, f) = findings
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.kind == FindingKind::PodStuckTerminating && f.subject.name == pod)
+        .unwrap_or_else(|| panic!("{findings:#?}"));
+    let unstuck_core::doctor::FindingDetail::Pod { hint, .. } = &f.detail else {
+        panic!("{:?}", f.detail)
+    };
+    let step = p.steps.iter().find(|s| s.finding_index == i).unwrap();
+    (f.clone(), *hint, step.action.clone(), p)
+}
+
+#[test]
+fn a_pod_whose_final_delete_a_dead_webhook_rejects_is_explained_by_it() {
+    // kyverno/kyverno#2750: the containers are gone, the kubelet's final
+    // DELETE is rejected. Before, this read "most likely a volume".
+    let (f, hint, action, p) = pod_step("kyverno-webhook-blocks-final-pod-delete", "kyverno-app");
+    assert_eq!(hint, unstuck_core::doctor::PodStuckHint::DeleteRejected);
+    assert!(
+        f.summary.contains("final DELETE is rejected"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("validate.kyverno.svc-fail") && e.contains("matches pod DELETE")),
+        "{:#?}",
+        f.evidence
+    );
+    // The pod itself waits; the one change is the webhook's fail-open,
+    // planned before anything else that changes the cluster.
+    assert!(matches!(action, Action::Wait { .. }), "{action:?}");
+    let first_change = p
+        .steps
+        .iter()
+        .find(|s| s.action.is_mutating())
+        .expect("a change");
+    assert!(
+        matches!(first_change.action, Action::SetWebhookFailurePolicy(_)),
+        "{}",
+        p.render_dry_run()
+    );
+}
+
+#[test]
+fn a_pod_held_by_a_failing_network_teardown_is_not_called_a_runtime_or_node_fault() {
+    // projectcalico/calico#7958: FailedKillPod quotes the CNI DEL failing;
+    // the node is NotReady (network not ready) but its kubelet answers.
+    let (f, hint, action, _) = pod_step("calico-cni-teardown-fails", "calico-kube-controllers");
+    assert_eq!(hint, unstuck_core::doctor::PodStuckHint::NetworkTeardown);
+    assert!(
+        f.summary
+            .contains("the network plugin fails to tear down its sandbox"),
+        "{}",
+        f.summary
+    );
+    let Action::Refuse { reason } = action else {
+        panic!("{action:?}")
+    };
+    assert!(
+        reason.contains("repair the network plugin") && reason.contains("does not help"),
+        "{reason}"
+    );
+}
