@@ -23,7 +23,7 @@ use super::owner::{
     protection_in_use,
 };
 use super::snapshot::{ObjectRecord, Snapshot, container_statuses, display_name};
-use super::webhook::{failed_webhooks, webhooks};
+use super::webhook::{ServiceKey, WebhookView, failed_webhooks, webhooks};
 
 /// The namespace controller retries a failing namespace at most every 60 s
 /// (rate limiter cap, detection-notes 1.2). A `kubernetes` spec token that
@@ -217,30 +217,8 @@ impl<'a> Diagnosis<'a> {
     ) -> BTreeSet<String> {
         let mut dead = BTreeSet::new();
         for w in webhooks(self.snapshot) {
-            if w.failure_policy != "Fail" {
+            let Some((service, backend, backend_line)) = self.dead_backend(&w) else {
                 continue;
-            }
-            let Some(service) = w.service() else {
-                continue;
-            };
-            let Some(lookup) = self.snapshot.service_lookup(&service) else {
-                continue;
-            };
-            if lookup.error.is_some() {
-                continue;
-            }
-            let (backend, backend_line) = match (lookup.exists, lookup.ready_endpoints) {
-                (false, _) => (
-                    "ServiceNotFound",
-                    format!("Service {service} does not exist (GET returned 404)"),
-                ),
-                (true, Some(0)) => (
-                    "NoReadyEndpoints",
-                    format!(
-                        "Service {service} exists but its EndpointSlices list no ready endpoint"
-                    ),
-                ),
-                _ => continue,
             };
             let kind = w.config_kind.kind();
             let mut evidence = vec![
@@ -1297,32 +1275,52 @@ impl<'a> Diagnosis<'a> {
 }
 
 impl Diagnosis<'_> {
-    /// Webhooks that fail closed with their backend proven gone and match
-    /// DELETE of pods: each rejects the kubelet's final DELETE of a pod
-    /// whose containers are gone. One evidence line each.
+    /// The proof that a webhook rejects everything it matches: it fails
+    /// closed (`failurePolicy: Fail`), calls a Service, and the collector's
+    /// lookup found no such Service or no ready endpoint. The Service, the
+    /// reason (`ServiceNotFound` / `NoReadyEndpoints`) and the evidence
+    /// line; `None` without that proof (a URL webhook, a lookup that
+    /// failed or was not made).
+    fn dead_backend(&self, w: &WebhookView<'_>) -> Option<(ServiceKey, &'static str, String)> {
+        if w.failure_policy != "Fail" {
+            return None;
+        }
+        let service = w.service()?;
+        let lookup = self.snapshot.service_lookup(&service)?;
+        if lookup.error.is_some() {
+            return None;
+        }
+        let (reason, line) = match (lookup.exists, lookup.ready_endpoints) {
+            (false, _) => (
+                "ServiceNotFound",
+                format!("Service {service} does not exist (GET returned 404)"),
+            ),
+            (true, Some(0)) => (
+                "NoReadyEndpoints",
+                format!("Service {service} exists but its EndpointSlices list no ready endpoint"),
+            ),
+            _ => return None,
+        };
+        Some((service, reason, line))
+    }
+
+    /// Webhooks with a dead backend ([`Diagnosis::dead_backend`]) that
+    /// match DELETE of pods: each rejects the kubelet's final DELETE of a
+    /// pod whose containers are gone. One evidence line each.
     fn dead_webhooks_on_pod_delete(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        for w in webhooks(self.snapshot) {
-            if w.failure_policy != "Fail" || !w.matches_operation("DELETE") || !w.matches_pods() {
-                continue;
-            }
-            let Some(service) = w.service() else {
-                continue;
-            };
-            let gone = self
-                .snapshot
-                .service_lookup(&service)
-                .is_some_and(|l| l.error.is_none() && (!l.exists || l.ready_endpoints == Some(0)));
-            if gone {
-                lines.push(format!(
+        webhooks(self.snapshot)
+            .iter()
+            .filter(|w| w.matches_operation_on_pods("DELETE"))
+            .filter_map(|w| {
+                let (service, _, _) = self.dead_backend(w)?;
+                Some(format!(
                     "{} {} webhook {:?} (failurePolicy Fail) matches pod DELETE and its Service {service} has no backend: the kubelet's final DELETE (grace 0) is rejected, as a --force delete would be",
                     w.config_kind.kind(),
                     w.config_name,
                     w.name
-                ));
-            }
-        }
-        lines
+                ))
+            })
+            .collect()
     }
 }
 

@@ -124,10 +124,17 @@ impl WebhookView<'_> {
         })
     }
 
-    /// Whether a rule matches core-group `pods` (the resource itself, not
-    /// a subresource).
-    pub fn matches_pods(&self) -> bool {
+    /// Whether one of its rules matches `operation` on core-group `pods`
+    /// (the resource itself, not a subresource): operation and resource
+    /// in the same rule.
+    pub fn matches_operation_on_pods(&self, operation: &str) -> bool {
         self.rules.iter().any(|r| {
+            let operation = r
+                .operations
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o == operation || o == "*");
             let core = r
                 .api_groups
                 .as_deref()
@@ -140,7 +147,7 @@ impl WebhookView<'_> {
                 .unwrap_or_default()
                 .iter()
                 .any(|x| x == "pods" || x == "*" || x == "*/*");
-            core && pods
+            operation && core && pods
         })
     }
 
@@ -265,5 +272,47 @@ mod tests {
         assert_eq!(failed_webhooks(m), vec!["x.example.com", "y.example.com"]);
         assert!(failed_webhooks("All content successfully deleted").is_empty());
         assert!(failed_webhooks("failed calling webhook \"unterminated").is_empty());
+    }
+
+    #[test]
+    fn a_pod_operation_matches_only_within_one_rule() {
+        let rule = |ops: &[&str], groups: &[&str], resources: &[&str]| RuleWithOperations {
+            operations: Some(ops.iter().map(|s| s.to_string()).collect()),
+            api_groups: Some(groups.iter().map(|s| s.to_string()).collect()),
+            api_versions: Some(vec!["v1".into()]),
+            resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+            scope: None,
+        };
+        // DELETE of configmaps and UPDATE of pods: no rule matches pod DELETE.
+        let rules = vec![
+            rule(&["DELETE"], &[""], &["configmaps"]),
+            rule(&["UPDATE"], &[""], &["pods"]),
+        ];
+        let config = WebhookClientConfig::default();
+        let view = WebhookView {
+            config_kind: WebhookConfigKind::Validating,
+            config_name: "c",
+            config_uid: None,
+            config_resource_version: None,
+            index: 0,
+            name: "w.example.com",
+            failure_policy: "Fail",
+            client_config: &config,
+            rules: &rules,
+        };
+        assert!(!view.matches_operation_on_pods("DELETE"));
+        assert!(view.matches_operation_on_pods("UPDATE"));
+        let any = vec![rule(&["*"], &["*"], &["*"])];
+        let view = WebhookView {
+            rules: &any,
+            ..view
+        };
+        assert!(view.matches_operation_on_pods("DELETE"));
+        let other_group = vec![rule(&["DELETE"], &["apps"], &["pods"])];
+        let view = WebhookView {
+            rules: &other_group,
+            ..view
+        };
+        assert!(!view.matches_operation_on_pods("DELETE"));
     }
 }
