@@ -480,6 +480,10 @@ impl Plan {
 
 /// Plans the remedy for `findings` (as returned by
 /// [`super::diagnose()`]) against the snapshot they came from.
+/// The words of a refusal made only because discovery failed at that
+/// moment: the caller may collect again (`unstuck`'s doctor does, briefly).
+pub const REFUSED_ON_DISCOVERY: &str = "discovery failed for";
+
 pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
     let owners = OwnerCache::new(snapshot);
     let mut steps: Vec<PlannedStep> = findings
@@ -1181,7 +1185,7 @@ fn finalize_namespace(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep
         return refuse(
             i,
             format!(
-                "refusing /finalize on namespace {name}: discovery failed for {}, so its content cannot be proven gone",
+                "refusing /finalize on namespace {name}: {REFUSED_ON_DISCOVERY} {}, so its content cannot be proven gone",
                 failing_group_versions(snapshot)
             ),
         );

@@ -21,6 +21,7 @@ use kube::Client;
 use serde::Serialize;
 use unstuck_core::doctor::{
     Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, diagnose, plan,
+    plan::REFUSED_ON_DISCOVERY,
 };
 
 pub use self::{
@@ -273,13 +274,13 @@ pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, 
     run_from(client, opts, None).await
 }
 
-/// Runs the doctor; its first round diagnoses `first` when given (a
-/// snapshot the caller has just collected and judged), later rounds
-/// collect afresh.
 /// How often a round blocked only by a failed discovery is collected
 /// again, two seconds apart.
 const DISCOVERY_RETRIES: usize = 5;
 
+/// Runs the doctor; its first round diagnoses `first` when given (a
+/// snapshot the caller has just collected and judged), later rounds
+/// collect afresh.
 pub async fn run_from(
     client: &Client,
     opts: &DoctorOptions,
@@ -352,7 +353,7 @@ pub async fn run_from(
                     && r.plan
                         .steps
                         .iter()
-                        .any(|s| matches!(&s.action, Action::Refuse { reason } if reason.contains("discovery failed")))
+                        .any(|s| matches!(&s.action, Action::Refuse { reason } if reason.contains(REFUSED_ON_DISCOVERY)))
             });
             if remedied && blocked_by_discovery && discovery_retries < DISCOVERY_RETRIES {
                 discovery_retries += 1;
