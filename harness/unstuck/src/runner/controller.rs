@@ -22,6 +22,7 @@ use kube::{
     api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
 use tokio::task::JoinHandle;
+use unstuck_core::scenario::ControllerCleanup;
 
 use crate::doctor::collect;
 
@@ -65,15 +66,8 @@ pub struct ControllerConfig {
     pub finalizer: String,
     pub finish_after: Duration,
     pub lease: bool,
-    pub cleanup: Cleanup,
-}
-
-/// [`unstuck_core::scenario::ControllerCleanup`] with the run's text.
-#[derive(Clone, Debug)]
-pub enum Cleanup {
-    Finish,
-    Fail { reason: String, message: String },
-    CreateConfigMap,
+    /// What its cleanup does, its text in the run's names.
+    pub cleanup: ControllerCleanup,
 }
 
 /// Starts the controller.
@@ -93,11 +87,11 @@ pub fn start(client: Client, config: ControllerConfig) -> LiveController {
         format!(", serving {}", watches.join(", "))
     };
     let how = match &cleanup {
-        Cleanup::Finish => String::new(),
-        Cleanup::Fail { reason, .. } => {
+        ControllerCleanup::Finish => String::new(),
+        ControllerCleanup::Fail { reason, .. } => {
             format!("; its cleanup always fails (Warning {reason} at each retry)")
         }
-        Cleanup::CreateConfigMap => {
+        ControllerCleanup::CreateConfigMap => {
             "; its cleanup must first create a ConfigMap in the object's namespace".to_string()
         }
     };
@@ -183,7 +177,7 @@ struct Job<'a> {
     now: Timestamp,
     beat: bool,
     retry: bool,
-    cleanup: &'a Cleanup,
+    cleanup: &'a ControllerCleanup,
 }
 
 impl Job<'_> {
@@ -212,9 +206,11 @@ impl Job<'_> {
                 continue;
             }
             let done = match self.cleanup {
-                Cleanup::Finish => Ok(()),
-                Cleanup::Fail { reason, message } => Err((reason.clone(), message.clone())),
-                Cleanup::CreateConfigMap => self.create_config_map(ns, name).await,
+                ControllerCleanup::Finish => Ok(()),
+                ControllerCleanup::Fail { reason, message } => {
+                    Err((reason.to_string(), message.to_string()))
+                }
+                ControllerCleanup::CreateConfigMap => self.create_config_map(ns, name).await,
             };
             match done {
                 Ok(()) => remove_finalizer(&api, name, &finalizers, self.finalizer).await,

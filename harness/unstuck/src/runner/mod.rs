@@ -23,7 +23,7 @@ use std::sync::Arc;
 use kube::{Client, api::DeleteParams};
 use serde::{Deserialize, Serialize};
 use unstuck_core::scenario::{
-    Condition, ControllerCleanup, Expect, Fault, Phase, PropagationPolicy, Scenario, Step,
+    Condition, ControllerCleanup, Expect, Fault, Located, Phase, PropagationPolicy, Scenario, Step,
 };
 
 use self::{
@@ -487,13 +487,13 @@ impl ScenarioRun<'_> {
                 } else {
                     c.watches.iter().map(|w| self.names.namespace(w)).collect()
                 };
+                // The failure message may name the scenario's groups.
                 let cleanup = match &c.cleanup {
-                    ControllerCleanup::Finish => controller::Cleanup::Finish,
-                    ControllerCleanup::Fail { reason, message } => controller::Cleanup::Fail {
-                        reason: reason.to_string(),
-                        message: self.names.text(message),
+                    ControllerCleanup::Fail { reason, message } => ControllerCleanup::Fail {
+                        reason: reason.clone(),
+                        message: Located::unlocated(self.names.text(message)),
                     },
-                    ControllerCleanup::CreateConfigMap => controller::Cleanup::CreateConfigMap,
+                    other => other.clone(),
                 };
                 let started = controller::start(
                     self.ctx.client.clone(),
