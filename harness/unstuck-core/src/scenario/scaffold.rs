@@ -177,9 +177,12 @@ pub fn scaffold(name: &str, snapshot: &Snapshot) -> Result<Scaffold, ScaffoldErr
             continue;
         }
         let in_stuck_ns = r.namespace().is_some_and(|ns| ns_names.contains(ns));
-        let keep = r.metadata.deletion_timestamp.is_some()
-            && (r.namespace().is_none() || in_stuck_ns || !kept_finalizers(&r.metadata).is_empty());
-        let keep = keep || (in_stuck_ns && !kept_finalizers(&r.metadata).is_empty());
+        let held = !kept_finalizers(&r.metadata).is_empty();
+        let terminating = r.metadata.deletion_timestamp.is_some();
+        // Terminating and held, cluster-scoped, or in a stuck namespace;
+        // or, in a stuck namespace, held though not deleted yet.
+        let keep = (terminating && (held || in_stuck_ns || r.namespace().is_none()))
+            || (in_stuck_ns && held);
         if keep && !objects.iter().any(|o| o.metadata.uid == r.metadata.uid) {
             objects.push(r);
         }
