@@ -9,7 +9,11 @@ use std::{
     time::Duration,
 };
 
-use super::{layout::Layout, network, process, state::ClusterState};
+use super::{
+    layout::Layout,
+    network, process,
+    state::{self, ClusterState},
+};
 use crate::host;
 
 /// What a teardown did, for the log and for tests to check.
@@ -53,9 +57,14 @@ pub fn leftovers(l: &Layout) -> Vec<String> {
     for m in host::mounts_under(&l.dir) {
         out.push(format!("mount {}", m.mount_point.display()));
     }
-    for link in [l.host_link(), l.pod_bridge()] {
-        if network::link_exists(&link) {
-            out.push(format!("link {link}"));
+    // Links are named by slot, and a slot is handed out again as soon as
+    // it is free: once another cluster holds it, the links are that
+    // cluster's.
+    if !slot_held_by_another(l) {
+        for link in [l.host_link(), l.pod_bridge()] {
+            if network::link_exists(&link) {
+                out.push(format!("link {link}"));
+            }
         }
     }
     for h in host::cgroup_v1_hierarchies() {
@@ -68,6 +77,17 @@ pub fn leftovers(l: &Layout) -> Vec<String> {
         out.push(format!("directory {}", l.dir.display()));
     }
     out
+}
+
+/// Whether a cluster other than `l`'s has recorded `l`'s slot as its own
+/// (it records it, under the root lock, before it makes any link).
+fn slot_held_by_another(l: &Layout) -> bool {
+    let Some(root) = l.dir.parent() else {
+        return false;
+    };
+    state::list(root)
+        .into_iter()
+        .any(|(dir, s)| dir != l.dir && matches!(s, Ok(Some(other)) if other.layout.slot == l.slot))
 }
 
 /// Processes that belong to the cluster: anything whose command line names
