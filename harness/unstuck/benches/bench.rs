@@ -163,13 +163,15 @@ async fn basic() {
         client: client.clone(),
         fixtures_dir: root.join("fixtures"),
         out_dir: out.clone(),
-        kubelet_log: Some(cluster.layout().log_file("kubelet")),
-        node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
+        node: Some(std::sync::Arc::new(
+            unstuck::node::LocalNode::of(&cluster).into(),
+        )),
         parallelism: 1,
         // One at a time on one cluster: each case's own figures, undisturbed.
         own_clusters: None,
         cluster: "bench-main".into(),
         k8s_version: version.into(),
+        provider: Default::default(),
         shard: None,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);

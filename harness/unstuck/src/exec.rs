@@ -93,6 +93,28 @@ impl Cmd {
         self
     }
 
+    /// The program, its arguments and environment as given, for a node
+    /// that runs the command elsewhere (`docker exec` into a kind node).
+    pub fn program(&self) -> &std::path::Path {
+        &self.program
+    }
+
+    pub fn arguments(&self) -> &[OsString] {
+        &self.args
+    }
+
+    pub fn environment(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    pub fn deadline(&self) -> Duration {
+        self.timeout
+    }
+
+    pub fn input(&self) -> Option<&[u8]> {
+        self.stdin.as_deref()
+    }
+
     /// The command line, shell-quoted so it can be pasted into a terminal.
     pub fn pretty(&self) -> String {
         std::iter::once(self.program.as_os_str().to_string_lossy().into_owned())

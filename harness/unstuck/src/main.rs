@@ -4,7 +4,11 @@ use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use unstuck::cluster::local::{self, Lifetime, LocalCluster, UpOptions};
+use unstuck::cluster::{
+    kind::{self, KindCluster, KindOptions},
+    local::{self, Lifetime, LocalCluster, UpOptions},
+    provider::ProviderKind,
+};
 
 mod cmd;
 
@@ -21,7 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Manage local clusters of real Kubernetes components.
+    /// Manage throwaway clusters: local (real components as processes) or
+    /// kind (from the offline node image).
     Cluster {
         #[command(subcommand)]
         command: ClusterCommand,
@@ -51,15 +56,23 @@ enum Command {
     },
     /// Internal: the reaper that tears a cluster down when its harness dies.
     #[command(name = "__reap", hide = true)]
-    Reap { dir: PathBuf },
+    Reap {
+        /// The cluster is a kind cluster (DIR is its record).
+        #[arg(long)]
+        kind: bool,
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
 enum ClusterCommand {
-    /// Bring a local cluster up and leave it running.
+    /// Bring a cluster up and leave it running.
     Up {
         #[arg(default_value = "unstuck")]
         name: String,
+        /// Which provider makes it.
+        #[arg(long, value_enum, env = "UNSTUCK_PROVIDER", default_value_t = ProviderKind::Local)]
+        provider: ProviderKind,
         /// Kubernetes version to run (built by ci/setup.sh --k8s-version).
         #[arg(long, env = "UNSTUCK_K8S_VERSION", default_value = unstuck::components::DEFAULT_K8S_VERSION)]
         k8s_version: String,
@@ -73,14 +86,17 @@ enum ClusterCommand {
     },
     /// Show one local cluster (or all).
     Status { name: Option<String> },
-    /// List local clusters.
+    /// List the clusters unstuck made (local and kind).
     List,
-    /// Stop a local cluster and remove everything it made.
+    /// Stop a cluster and remove everything it made.
     Down {
         #[arg(default_value = "unstuck")]
         name: String,
+        /// Which provider made it.
+        #[arg(long, value_enum, env = "UNSTUCK_PROVIDER", default_value_t = ProviderKind::Local)]
+        provider: ProviderKind,
     },
-    /// Remove clusters whose harness died.
+    /// Remove clusters (local and kind) whose harness died.
     Gc,
 }
 
@@ -108,8 +124,12 @@ pub async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Reap { dir } => {
+        Command::Reap { kind: false, dir } => {
             local::reap(&dir).await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reap { kind: true, dir } => {
+            kind::reap(&dir).await;
             Ok(ExitCode::SUCCESS)
         }
         Command::Cluster { command } => cluster(command).await,
@@ -144,6 +164,14 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
     match command {
         ClusterCommand::Up {
             name,
+            provider: ProviderKind::Kind,
+            k8s_version,
+            timeout,
+            hold,
+        } => kind_up(name, k8s_version, timeout, hold).await,
+        ClusterCommand::Up {
+            name,
+            provider: ProviderKind::Local,
             k8s_version,
             timeout,
             hold,
@@ -208,16 +236,43 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
         ClusterCommand::List => {
             for c in local::list() {
                 println!(
-                    "{}\t{}\tslot {}\t{}",
+                    "{}\tlocal\t{}\tslot {}\t{}",
                     c.name,
                     c.k8s_version.as_deref().unwrap_or("?"),
                     c.slot.map_or("?".into(), |s| s.to_string()),
                     if c.stale { "stale" } else { "up" }
                 );
             }
+            for c in kind::list() {
+                println!(
+                    "{}\tkind\t{}\t{}\t{}",
+                    c.name,
+                    c.k8s_version,
+                    c.image,
+                    if c.stale { "stale" } else { "up" }
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
-        ClusterCommand::Down { name } => {
+        ClusterCommand::Down {
+            name,
+            provider: ProviderKind::Kind,
+        } => {
+            let problems = kind::down(&name).await?;
+            if problems.is_empty() {
+                println!(
+                    "kind cluster '{name}' is down: containers, volumes, network and record removed"
+                );
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("kind cluster '{name}': {}", problems.join("; "));
+                Ok(ExitCode::FAILURE)
+            }
+        }
+        ClusterCommand::Down {
+            name,
+            provider: ProviderKind::Local,
+        } => {
             let report = local::down(&name).await?;
             println!("cluster '{name}' is down: {report}");
             Ok(if report.errors.is_empty() {
@@ -230,7 +285,52 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             for (name, report) in local::sweep_stale().await? {
                 println!("removed stale cluster '{name}': {report}");
             }
+            for (name, problems) in kind::sweep_stale().await {
+                println!(
+                    "removed stale kind cluster '{name}'{}",
+                    if problems.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", problems.join("; "))
+                    }
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `unstuck cluster up --provider kind`.
+async fn kind_up(name: String, k8s_version: String, timeout: u64, hold: bool) -> Result<ExitCode> {
+    let mut opts = KindOptions::new(&name, k8s_version);
+    opts.timeout = std::time::Duration::from_secs(timeout.max(120));
+    if hold {
+        opts.reaper =
+            Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
+    }
+    let cluster = KindCluster::up(opts)
+        .await
+        .with_context(|| format!("bringing up kind cluster '{name}'"))?;
+    println!(
+        "kind cluster '{name}' is up (Kubernetes {}, node image {}, node Ready in {:.1}s)\n  export KUBECONFIG={}\n  node: docker exec -it {} bash",
+        cluster.k8s_version(),
+        cluster.image(),
+        cluster.timings.node_ready.as_secs_f64(),
+        cluster.kubeconfig().display(),
+        kind::node_container(&name),
+    );
+    if hold {
+        eprintln!("holding the cluster; Ctrl-C deletes it");
+        cmd::wait_for_shutdown_signal().await;
+        let problems = cluster.down().await;
+        println!(
+            "kind cluster '{name}' is down{}",
+            if problems.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", problems.join("; "))
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

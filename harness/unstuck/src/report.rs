@@ -26,6 +26,9 @@ pub struct RunReport {
     pub started_at: String,
     pub cluster: String,
     pub k8s_version: String,
+    /// The provider that made the cluster, and its node image (kind).
+    #[serde(default)]
+    pub provider: crate::cluster::provider::ProviderInfo,
     /// `i/n` when the run was one CI job's part of the suite (`--shard`);
     /// a merged report lists every part, e.g. `1/3+2/3+3/3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,9 +72,10 @@ impl RunReport {
         // The shard is in the suite's name so that the JUnit files of
         // several CI jobs can be read side by side without a clash.
         let mut suite = TestSuite::new(format!(
-            "unstuck scenarios on {} ({}){}",
+            "unstuck scenarios on {} ({}, provider {}){}",
             self.cluster,
             self.k8s_version,
+            self.provider,
             self.shard
                 .as_ref()
                 .map_or(String::new(), |s| format!(", shard {s}"))
@@ -101,11 +105,12 @@ impl RunReport {
     /// A Markdown table for `$GITHUB_STEP_SUMMARY` and the like.
     pub fn markdown(&self) -> String {
         let mut out = format!(
-            "## unstuck: {} passed, {} failed ({} on {})\n\n| scenario | result | symptom observed | finding | remedy | recovered in |\n|---|---|---|---|---|---|\n",
+            "## unstuck: {} passed, {} failed ({} on {}, provider {})\n\n| scenario | result | symptom observed | finding | remedy | recovered in |\n|---|---|---|---|---|---|\n",
             self.passed(),
             self.failed(),
             self.k8s_version,
-            self.cluster
+            self.cluster,
+            self.provider
         );
         for s in &self.scenarios {
             out.push_str(&format!(
@@ -191,7 +196,11 @@ impl RunReport {
             }
         }
         out.push_str(&format!(
-            "\n{:<32} {:<6} {:>10} {:>12} {:>9}\n",
+            "\nKubernetes {} on {} (provider {})\n",
+            self.k8s_version, self.cluster, self.provider
+        ));
+        out.push_str(&format!(
+            "{:<32} {:<6} {:>10} {:>12} {:>9}\n",
             "scenario", "result", "detect", "recover", "total"
         ));
         for s in &self.scenarios {

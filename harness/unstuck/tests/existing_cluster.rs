@@ -394,7 +394,6 @@ steps:
         client: client.clone(),
         fixtures_dir: fixtures,
         out_dir: out.join("reapply-own"),
-        kubelet_log: None,
         node: None,
     };
     let report = run_scenario(&ctx, &scenario).await;

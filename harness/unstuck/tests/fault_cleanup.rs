@@ -79,8 +79,7 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
         client: cluster.client(),
         fixtures_dir: fixtures.clone(),
         out_dir: out.join(name),
-        kubelet_log: Some(cluster.layout().log_file("kubelet")),
-        node: Some(Arc::new(LocalNode::of(&cluster))),
+        node: Some(Arc::new(LocalNode::of(&cluster).into())),
     };
     // The busy mount keeps the pod, so this gate fails.
     let cannot_pass = "  - expect: {phase: symptom, timeout: 5s, that: [{gone: {kind: Pod, name: web, namespace: app}}]}";

@@ -13,8 +13,11 @@ use std::{
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use unstuck::{
-    cluster::local::{self, LocalCluster, UpOptions},
-    node::LocalNode,
+    cluster::{
+        local::{self, LocalCluster, UpOptions},
+        provider::{AnyProvider, LocalProvider},
+    },
+    node::{AnyNode, LocalNode},
     report::RunReport,
     runner::{RunContext, ScenarioReport, run_scenario, suite::OwnClusters},
 };
@@ -84,8 +87,12 @@ fn main() -> ExitCode {
     // of its own, so it neither waits for nor disturbs the others.
     let mut own = UpOptions::new(cluster_name.clone());
     own.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let own = OwnClusters::new(own, 4);
-    let node = Arc::new(LocalNode::of(&cluster));
+    let own = OwnClusters::new(
+        AnyProvider::Local(LocalProvider(own)),
+        cluster_name.clone(),
+        4,
+    );
+    let node: Arc<AnyNode> = Arc::new(LocalNode::of(&cluster).into());
     let reports: Arc<Mutex<Vec<ScenarioReport>>> = Arc::default();
 
     let trials = scenarios
@@ -97,7 +104,6 @@ fn main() -> ExitCode {
                 client: cluster.client(),
                 fixtures_dir: fixtures.clone(),
                 out_dir: out_dir.join(scenario.name.as_str()),
-                kubelet_log: Some(cluster.layout().log_file("kubelet")),
                 node: Some(node.clone()),
             };
             let (handle, reports) = (rt.handle().clone(), reports.clone());
@@ -131,6 +137,7 @@ fn main() -> ExitCode {
                         started_at: String::new(),
                         cluster: String::new(),
                         k8s_version: String::new(),
+                        provider: Default::default(),
                         shard: None,
                         duration_ms: report.duration_ms,
                         scenarios: vec![report.clone()],
@@ -155,6 +162,7 @@ fn main() -> ExitCode {
         started_at: String::new(),
         cluster: cluster_name,
         k8s_version: cluster.k8s_version().to_string(),
+        provider: Default::default(),
         shard: None,
         duration_ms: 0,
         scenarios: std::mem::take(&mut *reports.lock().expect("reports lock")),

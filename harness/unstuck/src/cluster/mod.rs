@@ -2,4 +2,6 @@
 //! machine; others plug in beside it.
 
 pub mod identity;
+pub mod kind;
 pub mod local;
+pub mod provider;

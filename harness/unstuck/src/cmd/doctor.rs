@@ -45,7 +45,7 @@ pub const EXIT_CODES_HELP: &str = "Exit codes:
 #[command(after_help = EXIT_CODES_HELP)]
 pub struct DoctorArgs {
     /// Cluster to examine (default: $KUBECONFIG or ~/.kube/config).
-    #[arg(long, conflicts_with = "local_cluster")]
+    #[arg(long, conflicts_with_all = ["local_cluster", "kind_cluster"])]
     pub kubeconfig: Option<PathBuf>,
     /// Limit to these namespaces (repeatable); default the whole cluster.
     /// A cluster-scoped blocker (APIService, webhook) is then acted on only
@@ -91,8 +91,13 @@ pub struct DoctorArgs {
     /// kubeconfig is used for the API too, and its node is examined for
     /// pods stuck on a busy volume or a wedged runtime, healed (with
     /// --apply) without force.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kind_cluster")]
     pub local_cluster: Option<String>,
+    /// Examine this kind cluster that unstuck made (`unstuck cluster
+    /// list`): as --local-cluster, with its node reached through
+    /// `docker exec` into the node container.
+    #[arg(long)]
+    pub kind_cluster: Option<String>,
     /// Save what the doctor saw (the first snapshot) to this JSON file:
     /// evidence, and a fixture for the diagnosis tests.
     #[arg(long)]
@@ -108,9 +113,10 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         }
     };
     let format = if args.json { Format::Json } else { args.output };
-    let kubeconfig = match &args.local_cluster {
-        Some(name) => Some(local_kubeconfig(name)?),
-        None => args.kubeconfig.clone(),
+    let kubeconfig = match (&args.local_cluster, &args.kind_cluster) {
+        (Some(name), _) => Some(local_kubeconfig(name)?),
+        (None, Some(name)) => Some(kind_kubeconfig(name)?),
+        (None, None) => args.kubeconfig.clone(),
     };
     let (client, target) = target::connect(kubeconfig.as_deref()).await?;
 
@@ -245,6 +251,19 @@ fn confirm(target: &Target, report: &DoctorReport, nodes: &[NodeDoctorReport]) -
     }
 }
 
+/// The kubeconfig of the kind cluster `name` unstuck made.
+fn kind_kubeconfig(name: &str) -> Result<PathBuf> {
+    let c = unstuck::cluster::kind::list()
+        .into_iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no kind cluster named '{name}' made by unstuck; `unstuck cluster list` shows them"
+            )
+        })?;
+    Ok(c.kubeconfig)
+}
+
 /// The kubeconfig of the local cluster `name`.
 fn local_kubeconfig(name: &str) -> Result<PathBuf> {
     let c = unstuck::cluster::local::list()
@@ -265,10 +284,16 @@ async fn node_doctor(
 ) -> Result<Vec<NodeDoctorReport>> {
     use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
     use unstuck::node::Node as _;
-    let Some(cluster) = &args.local_cluster else {
-        return Ok(Vec::new());
+    let node: unstuck::node::AnyNode = match (&args.local_cluster, &args.kind_cluster) {
+        (Some(cluster), _) => unstuck::node::LocalNode::open(cluster)?.into(),
+        (None, Some(cluster)) => unstuck::node::KindNode::open(
+            unstuck::cluster::kind::docker::Docker::default(),
+            &unstuck::cluster::kind::node_container(cluster),
+        )
+        .await?
+        .into(),
+        (None, None) => return Ok(Vec::new()),
     };
-    let node = unstuck::node::LocalNode::open(cluster)?;
     let opts = HealOptions {
         apply,
         allow_force: false,

@@ -1,11 +1,14 @@
-//! `unstuck run`: a throwaway local cluster (or, explicitly allowed, an
-//! existing one), every scenario injected, doctored and proven recovered,
-//! and the reports.
+//! `unstuck run`: a throwaway cluster of the chosen provider (local or
+//! kind; or, explicitly allowed, an existing one), every scenario
+//! injected, doctored and proven recovered, and the reports.
 
 use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::{Context, Result};
-use unstuck::cluster::local::{self, LocalCluster, UpOptions};
+use unstuck::cluster::{
+    local,
+    provider::{AnyProvider, ProvidedCluster, Provider, ProviderKind},
+};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -21,7 +24,12 @@ pub struct RunArgs {
     /// Where the run's folder (reports, evidence, backups) is created.
     #[arg(long, default_value = "unstuck-runs")]
     out: PathBuf,
-    /// Run against an existing cluster instead of a throwaway local one.
+    /// Which provider makes the throwaway clusters: `local` (real
+    /// components as processes here) or `kind` (the offline node image
+    /// that ci/kind/setup.sh builds; never pulled).
+    #[arg(long, value_enum, env = "UNSTUCK_PROVIDER", default_value_t = ProviderKind::Local)]
+    provider: ProviderKind,
+    /// Run against an existing cluster instead of a throwaway one.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// Lets scenarios create, break and repair objects on a --kubeconfig
@@ -30,8 +38,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "")]
     allow_existing_cluster: Option<String>,
     /// Leave out the scenarios that inject node faults (they need the
-    /// local provider's node access; on a --kubeconfig cluster they are
-    /// refused otherwise).
+    /// node access the local and kind providers give; on a --kubeconfig
+    /// cluster they are refused otherwise).
     #[arg(long)]
     without_node_scenarios: bool,
     /// Kubernetes version of the local cluster; a comma list (or
@@ -43,8 +51,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 8)]
     parallel: usize,
     /// Scenarios that must run alone (node faults, cluster-wide blockers)
-    /// each get a local cluster of their own, at most this many at once;
-    /// 0 runs them one at a time on the shared cluster instead.
+    /// each get a cluster of their own, at most this many at once; 0 runs
+    /// them one at a time on the shared cluster instead.
     #[arg(long, value_name = "N", default_value_t = 4)]
     clusters: usize,
     /// Run only part i of n of the suite (counting from 1), for n CI jobs
@@ -56,6 +64,12 @@ pub struct RunArgs {
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     use unstuck::runner::suite::{SuiteOptions, run_suite};
+    if args.kubeconfig.is_some() && args.provider != ProviderKind::Local {
+        anyhow::bail!(
+            "--provider {} makes throwaway clusters; --kubeconfig runs on an existing one: give one of them",
+            args.provider
+        );
+    }
     // Before anything else: which cluster, and may it be changed.
     let existing = match &args.kubeconfig {
         Some(path) => Some(guard_existing(path, args.allow_existing_cluster.as_deref()).await?),
@@ -104,7 +118,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             .collect();
         if !node.is_empty() {
             anyhow::bail!(
-                "these scenarios inject node faults and need the local provider's node access, which a --kubeconfig cluster does not give: {}\n  \
+                "these scenarios inject node faults and need the node access of the local or kind provider, which a --kubeconfig cluster does not give: {}\n  \
                  Leave them out with --without-node-scenarios (or pick others with --filter)",
                 node.join(", ")
             );
@@ -121,6 +135,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             started_at: k8s_openapi::jiff::Timestamp::now().to_string(),
             cluster: "none (no scenario to run)".into(),
             k8s_version: versions.join(","),
+            provider: Default::default(),
             shard: args.shard.map(|s| s.to_string()),
             duration_ms: 0,
             scenarios: Vec::new(),
@@ -156,7 +171,6 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             client,
             fixtures_dir: fixtures,
             out_dir: out_dir.clone(),
-            kubelet_log: None,
             node: None,
             parallelism: args.parallel,
             // A cluster unstuck did not make: no clusters of its own
@@ -164,6 +178,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             own_clusters: None,
             cluster: format!("context '{}' ({})", target.context, target.server),
             k8s_version: version,
+            provider: Default::default(),
             shard: args.shard.map(|s| s.to_string()),
         };
         run_suite(&opts, scenarios, cancel_rx).await
@@ -173,7 +188,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             eprintln!("[unstuck] === Kubernetes {version} ===");
             let dir = out_dir.join(version);
             runs.push(
-                local_suite(
+                provider_suite(
                     &args,
                     version,
                     scenarios.clone(),
@@ -200,7 +215,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             ExitCode::FAILURE
         });
     } else {
-        local_suite(
+        provider_suite(
             &args,
             &versions[0],
             scenarios,
@@ -222,11 +237,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// The suite on throwaway local clusters of `version`: the scenarios that
-/// must run alone each on a cluster of its own, started at once, while the
-/// shared cluster boots beside them for the rest; component logs kept,
-/// every cluster down. Reports come back in the suite's order.
-async fn local_suite(
+/// The suite on throwaway clusters of `version` made by the chosen
+/// provider: the scenarios that must run alone each on a cluster of its
+/// own, started at once, while the shared cluster boots beside them for
+/// the rest; cluster logs kept, every cluster deleted and checked for
+/// leftovers. Reports come back in the suite's order.
+async fn provider_suite(
     args: &RunArgs,
     version: &str,
     scenarios: Vec<unstuck::core::scenario::Scenario>,
@@ -234,17 +250,15 @@ async fn local_suite(
     fixtures: PathBuf,
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<unstuck::report::RunReport> {
-    use unstuck::runner::suite::{OwnClusters, SuiteOptions, keep_logs, run_isolated, run_suite};
+    use unstuck::runner::suite::{OwnClusters, SuiteOptions, run_isolated, run_suite};
     let started = std::time::Instant::now();
     let started_at = k8s_openapi::jiff::Timestamp::now().to_string();
     let name = format!("run-{}", unstuck::runner::run_id());
-    let mut up = UpOptions::new(&name);
-    up.k8s_version = version.to_string();
-    up.reaper =
-        Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
+    let reaper = std::env::current_exe().context("locating the unstuck binary for the reaper")?;
+    let provider = AnyProvider::new(args.provider, version, Some(reaper));
     // A lone scenario has the shared cluster to itself anyway.
     let own = (args.clusters > 0 && scenarios.len() > 1)
-        .then(|| OwnClusters::new(up.clone(), args.clusters));
+        .then(|| OwnClusters::new(provider.clone(), name.clone(), args.clusters));
     let (alone, shared): (Vec<_>, Vec<_>) = scenarios
         .into_iter()
         .enumerate()
@@ -260,41 +274,48 @@ async fn local_suite(
     });
     let mut reports: Vec<(usize, unstuck::runner::ScenarioReport)> = Vec::new();
     let mut k8s_version = version.to_string();
+    let mut info = unstuck::cluster::provider::ProviderInfo {
+        name: args.provider,
+        node_image: (args.provider == ProviderKind::Kind)
+            .then(|| unstuck::cluster::kind::node_image(version)),
+    };
     if !shared.is_empty() {
-        eprintln!("[unstuck] bringing up local cluster '{name}' (Kubernetes {version})");
-        let cluster = LocalCluster::up(up)
+        eprintln!(
+            "[unstuck] bringing up {} cluster '{name}' (Kubernetes {version})",
+            args.provider
+        );
+        let cluster = provider
+            .create(&name)
             .await
-            .context("bringing up the local cluster")?;
+            .with_context(|| format!("bringing up the {} cluster", args.provider))?;
         eprintln!(
             "[unstuck] node Ready in {:.1} s; running {} scenario(s) on it",
-            cluster.timings.node_ready.as_secs_f64(),
+            cluster.node_ready().as_secs_f64(),
             shared.len()
         );
         k8s_version = cluster.k8s_version().to_string();
+        info = cluster.info();
         let opts = SuiteOptions {
             client: cluster.client(),
             fixtures_dir: fixtures,
             out_dir: out_dir.to_path_buf(),
-            kubelet_log: Some(cluster.layout().log_file("kubelet")),
-            node: Some(std::sync::Arc::new(unstuck::node::LocalNode::of(&cluster))),
+            node: Some(std::sync::Arc::new(cluster.node())),
             parallelism: args.parallel,
             own_clusters: None,
             cluster: String::new(),
             k8s_version: k8s_version.clone(),
+            provider: info.clone(),
             shard: None,
         };
         let positions: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
         let run = run_suite(&opts, shared.into_iter().map(|(_, s)| s).collect(), cancel).await;
         reports.extend(positions.into_iter().zip(run.scenarios));
-        // Keep the component logs with the run's evidence before they go.
-        keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
-        let layout = cluster.layout().clone();
-        let td = cluster.down().await;
-        let left = local::leftovers(&layout);
-        eprintln!("[unstuck] local cluster down: {td}");
-        if !left.is_empty() {
-            eprintln!("[unstuck] LEFT BEHIND: {}", left.join(", "));
+        // Keep the cluster's logs with the run's evidence before they go.
+        if let Err(e) = cluster.export_logs(&out_dir.join("cluster-logs")).await {
+            eprintln!("[unstuck] could not keep the cluster's logs: {e}");
         }
+        let td = cluster.delete().await;
+        eprintln!("[unstuck] {} cluster down: {td}", args.provider);
     }
     if let Some(task) = isolated {
         reports.extend(task.await.context("the isolated scenarios' task failed")?);
@@ -302,8 +323,12 @@ async fn local_suite(
     reports.sort_by_key(|(i, _)| *i);
     Ok(unstuck::report::RunReport {
         started_at,
-        cluster: format!("local cluster '{name}' (and '{name}-N' for scenarios that run alone)"),
+        cluster: format!(
+            "{} cluster '{name}' (and '{name}-N' for scenarios that run alone)",
+            args.provider
+        ),
         k8s_version,
+        provider: info,
         shard: args.shard.map(|s| s.to_string()),
         duration_ms: started.elapsed().as_millis(),
         scenarios: reports.into_iter().map(|(_, r)| r).collect(),

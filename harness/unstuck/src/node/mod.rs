@@ -3,12 +3,14 @@
 //! and the node doctor take there.
 //!
 //! [`Node`] is the one interface both use. [`LocalNode`] implements it for
-//! the `local` provider, whose node is this machine. The methods are the
-//! primitives a `docker exec` into a kind node or a privileged pod with
-//! `hostPID` and the host's root mounted could also provide (each maps to
-//! one shell command there), so those can implement the trait later
-//! without touching the injectors or the doctor.
+//! the `local` provider, whose node is this machine; [`KindNode`] for the
+//! `kind` provider, through `docker exec` into the node container. The
+//! methods are primitives that each map to one command on a remote node,
+//! so a privileged pod with `hostPID` could implement them too.
+//! [`AnyNode`] is the one a run holds, whichever provider made it.
 
+mod any;
+pub mod kind;
 pub mod local;
 
 use std::{
@@ -16,7 +18,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-pub use self::local::LocalNode;
+pub use self::{any::AnyNode, kind::KindNode, local::LocalNode};
 use crate::{
     exec::{Cmd, RunError},
     host,

@@ -336,6 +336,7 @@ mod tests {
             started_at: String::new(),
             cluster: "local cluster 'run-x'".into(),
             k8s_version: version.into(),
+            provider: Default::default(),
             shard: None,
             duration_ms: 1,
             scenarios,

@@ -115,6 +115,11 @@ impl RunReport {
                 .unwrap_or_default(),
             cluster: unique(parts.iter().map(|p| p.cluster.as_str())),
             k8s_version: unique(parts.iter().map(|p| p.k8s_version.as_str())),
+            // Jobs of one suite run on one provider; the first part says which.
+            provider: parts
+                .first()
+                .map(|p| p.provider.clone())
+                .unwrap_or_default(),
             shard: (!shard_labels.is_empty()).then(|| shard_labels.join("+")),
             duration_ms: parts.iter().map(|p| p.duration_ms).max().unwrap_or(0),
             scenarios,
@@ -143,6 +148,7 @@ mod tests {
             started_at: "2026-11-23T20:00:00Z".into(),
             cluster: "local cluster 'run-x'".into(),
             k8s_version: "v1.34.4".into(),
+            provider: Default::default(),
             shard: shard.map(String::from),
             duration_ms: 1000 * names.len() as u128,
             scenarios: names

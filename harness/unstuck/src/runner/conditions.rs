@@ -2,8 +2,6 @@
 //! holds returns the evidence, quoted from the cluster as a person would
 //! see it; one that does not says what it saw instead.
 
-use std::path::Path;
-
 use k8s_openapi::{
     api::core::v1::{Event, Namespace, NamespaceCondition, Node, NodeCondition, Pod},
     kube_aggregator::pkg::apis::apiregistration::v1::{APIService, APIServiceCondition},
@@ -18,15 +16,22 @@ use super::{
     names::Names,
     objects::{api_for, resolve, resolve_if_served},
 };
-use crate::doctor::collect;
+use crate::{
+    doctor::collect,
+    node::{AnyNode, Node as _},
+};
+
+/// How much of the kubelet's log a condition searches, from its end: far
+/// more than a scenario's run writes, far less than a long-lived node's.
+const KUBELET_LOG_WINDOW: u64 = 64 << 20;
 
 /// What a condition check needs besides the client.
 pub struct CheckContext<'a> {
     pub client: &'a Client,
     /// The run's names for the scenario's logical ones.
     pub names: &'a Names,
-    /// The node's kubelet log, when the provider can read it.
-    pub kubelet_log: Option<&'a Path>,
+    /// The node, whose kubelet log a condition may quote.
+    pub node: Option<&'a AnyNode>,
 }
 
 /// Holds (with evidence) or not (with what was seen).
@@ -285,11 +290,14 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
             }
         }
         Condition::KubeletLog(k) => {
-            let path = ctx
-                .kubelet_log
+            let node = ctx
+                .node
                 .ok_or("this cluster provider gives no access to the kubelet log")?;
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let text = node
+                .kubelet_log_tail(KUBELET_LOG_WINDOW)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("node {} has no kubelet log yet", node.name()))?;
             // A pod is named in kubelet lines as ns/name or, in volume
             // operations, only by its UID: accept either.
             let mut pod_keys = Vec::new();

@@ -59,7 +59,10 @@ impl ScenarioRun<'_> {
             apply: d.apply,
             allow_webhook_changes: d.allow_webhook_changes,
             backup_dir: self.ctx.out_dir.join("backups"),
-            local_cluster: self.ctx.node.as_ref().map(|n| n.layout().name.clone()),
+            local_cluster: match self.ctx.node.as_deref() {
+                Some(crate::node::AnyNode::Local(n)) => Some(n.layout().name.clone()),
+                _ => None,
+            },
             ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
         };
         let (first, looks) = self.settled_snapshot(d, &opts).await;

@@ -34,7 +34,7 @@ use self::{
 use crate::{
     doctor::DoctorReport,
     faults::{Injected, busy_mount, remove_cni_config, stop_kubelet, wedge_shim},
-    node::LocalNode,
+    node::AnyNode,
     wait::{self, Poll},
 };
 
@@ -53,9 +53,9 @@ pub struct RunContext {
     pub fixtures_dir: PathBuf,
     /// This scenario's output folder (evidence, backups, doctor report).
     pub out_dir: PathBuf,
-    pub kubelet_log: Option<PathBuf>,
-    /// The node, for node-level faults and the node doctor (local provider).
-    pub node: Option<Arc<LocalNode>>,
+    /// The node, for node-level faults, kubelet log conditions and the
+    /// node doctor (any provider that gives node access).
+    pub node: Option<Arc<AnyNode>>,
 }
 
 /// The verdict of one scenario.
@@ -431,7 +431,7 @@ impl ScenarioRun<'_> {
             }
             Step::Fault(f) => {
                 let node = self.ctx.node.clone().ok_or_else(|| {
-                    format!("fault '{}' needs node access; this cluster provider gives none (use the local provider)", f.kind())
+                    format!("fault '{}' needs node access; this cluster provider gives none (use the local or kind provider)", f.kind())
                 })?;
                 let pod = f.pod();
                 let ns = self.names.namespace(&pod.namespace);
@@ -593,7 +593,7 @@ impl ScenarioRun<'_> {
         let ctx = CheckContext {
             client: &self.ctx.client,
             names: &self.names,
-            kubelet_log: self.ctx.kubelet_log.as_deref(),
+            node: self.ctx.node.as_deref(),
         };
         let conds: &Vec<Condition> = &e.that;
         let what = format!(

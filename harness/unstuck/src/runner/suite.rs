@@ -1,8 +1,8 @@
 //! Running many scenarios: independent ones side by side on one shared
 //! cluster, and the ones that must not share (a dead APIService blocks
 //! every namespace deletion; a node fault stalls every pod on the node)
-//! isolated — on a cluster of their own when the local provider can make
-//! one, or else with the shared cluster to themselves.
+//! isolated — on a cluster of their own when the provider can make one
+//! (local or kind), or else with the shared cluster to themselves.
 
 use std::{
     path::{Path, PathBuf},
@@ -17,8 +17,8 @@ use unstuck_core::scenario::Scenario;
 
 use super::{RunContext, ScenarioReport, run_scenario_until};
 use crate::{
-    cluster::local::{self, LocalCluster, UpOptions},
-    node::LocalNode,
+    cluster::provider::{AnyProvider, ProvidedCluster, Provider, ProviderInfo},
+    node::AnyNode,
     report::RunReport,
 };
 
@@ -28,8 +28,7 @@ pub struct SuiteOptions {
     pub client: Client,
     pub fixtures_dir: PathBuf,
     pub out_dir: PathBuf,
-    pub kubelet_log: Option<PathBuf>,
-    pub node: Option<Arc<crate::node::LocalNode>>,
+    pub node: Option<Arc<AnyNode>>,
     /// Scenarios side by side on the shared cluster, at most.
     pub parallelism: usize,
     /// Where scenarios that must run alone go; `None` serialises them on
@@ -37,6 +36,7 @@ pub struct SuiteOptions {
     pub own_clusters: Option<OwnClusters>,
     pub cluster: String,
     pub k8s_version: String,
+    pub provider: ProviderInfo,
     /// `i/n` when this run is one CI job's part of the suite.
     pub shard: Option<String>,
 }
@@ -68,25 +68,28 @@ pub struct IsolatedCluster {
     pub teardown: String,
 }
 
-/// Throwaway local clusters for the scenarios that must run alone: each
-/// gets a fresh one (ten-odd seconds to boot, beside the others), so a
-/// node fault or a cluster-wide blocker can only ever touch its own
-/// scenario, and no scenario waits for another to finish.
+/// Throwaway clusters for the scenarios that must run alone: each gets a
+/// fresh one (ten-odd seconds to boot on the local provider, beside the
+/// others), so a node fault or a cluster-wide blocker can only ever touch
+/// its own scenario, and no scenario waits for another to finish.
 #[derive(Clone)]
 pub struct OwnClusters {
-    /// Up options every such cluster starts from; the name is a prefix.
-    template: UpOptions,
+    /// The provider that makes them.
+    provider: AnyProvider,
+    /// Cluster `i` of the suite is `<prefix>-<i>`.
+    prefix: String,
     /// Own clusters alive at once, at most (each is a full control plane
     /// and node: memory and CPU bound the number, not ports).
     slots: Arc<Semaphore>,
 }
 
 impl OwnClusters {
-    /// `template.name` is the prefix: cluster `i` of the suite is
-    /// `<prefix>-<i>`, which must stay a valid cluster name.
-    pub fn new(template: UpOptions, at_once: usize) -> Self {
+    /// Cluster `i` of the suite is `<prefix>-<i>`, which must stay a
+    /// valid cluster name.
+    pub fn new(provider: AnyProvider, prefix: impl Into<String>, at_once: usize) -> Self {
         Self {
-            template,
+            provider,
+            prefix: prefix.into(),
             slots: Arc::new(Semaphore::new(at_once.max(1))),
         }
     }
@@ -108,17 +111,18 @@ impl OwnClusters {
         cancel: watch::Receiver<bool>,
     ) -> ScenarioReport {
         let _slot = self.slots.acquire().await.expect("semaphore never closed");
-        let mut up = self.template.clone();
-        up.name = format!("{}-{index}", self.template.name);
-        let name = up.name.clone();
+        let name = format!("{}-{index}", self.prefix);
         let started = Instant::now();
-        let cluster = match LocalCluster::up(up).await {
+        let cluster = match self.provider.create(&name).await {
             Ok(c) => c,
             Err(e) => {
                 return ScenarioReport::lost(
                     scenario,
                     out_dir,
-                    format!("its own local cluster '{name}' did not come up: {e}"),
+                    format!(
+                        "its own {} cluster '{name}' did not come up: {e}",
+                        self.provider.kind()
+                    ),
                 );
             }
         };
@@ -127,25 +131,18 @@ impl OwnClusters {
             client: cluster.client(),
             fixtures_dir: fixtures_dir.to_path_buf(),
             out_dir: out_dir.clone(),
-            kubelet_log: Some(cluster.layout().log_file("kubelet")),
-            node: Some(Arc::new(LocalNode::of(&cluster))),
+            node: Some(Arc::new(cluster.node())),
         };
         let mut report = run_scenario_until(&ctx, scenario, cancel).await;
-        keep_logs(cluster.layout(), &out_dir.join("cluster-logs"));
-        let layout = cluster.layout().clone();
-        let teardown = cluster.down().await;
-        let left = local::leftovers(&layout);
-        for e in &teardown.errors {
-            report
-                .cleanup
-                .leaked
-                .push(format!("teardown of cluster {name}: {e}"));
+        if let Err(e) = cluster.export_logs(&out_dir.join("cluster-logs")).await {
+            tracing::warn!("keeping the logs of cluster {name}: {e}");
         }
-        for l in left {
+        let teardown = cluster.delete().await;
+        for p in &teardown.problems {
             report
                 .cleanup
                 .leaked
-                .push(format!("cluster {name} left {l}"));
+                .push(format!("teardown of cluster {name}: {p}"));
         }
         report.isolated = Some(IsolatedCluster {
             name,
@@ -210,19 +207,6 @@ fn announce(r: &ScenarioReport) {
     );
 }
 
-/// Copies a cluster's component logs (kubelet, apiserver, ...) into
-/// `to`, so they outlive the cluster as evidence.
-pub fn keep_logs(layout: &local::layout::Layout, to: &Path) {
-    let _ = std::fs::create_dir_all(to);
-    for entry in std::fs::read_dir(layout.logs_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let _ = std::fs::copy(entry.path(), to.join(entry.file_name()));
-    }
-}
-
 /// Runs every scenario; `cancel` turning true stops them (each still cleans up).
 pub async fn run_suite(
     opts: &SuiteOptions,
@@ -242,7 +226,6 @@ pub async fn run_suite(
             client: opts.client.clone(),
             fixtures_dir: opts.fixtures_dir.clone(),
             out_dir: out_dir.clone(),
-            kubelet_log: opts.kubelet_log.clone(),
             node: opts.node.clone(),
         };
         let (gate, slots, cancel) = (gate.clone(), slots.clone(), cancel.clone());
@@ -294,6 +277,7 @@ pub async fn run_suite(
         started_at,
         cluster: opts.cluster.clone(),
         k8s_version: opts.k8s_version.clone(),
+        provider: opts.provider.clone(),
         shard: opts.shard.clone(),
         duration_ms: started.elapsed().as_millis(),
         scenarios: reports,

@@ -596,7 +596,7 @@ async fn bind_apiserver_to_kubelet_api(client: &Client) -> Result<(), LocalError
     }
 }
 
-fn node_ready(node: &Node) -> Result<(), String> {
+pub(crate) fn node_ready(node: &Node) -> Result<(), String> {
     let conds = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     match conds.and_then(|c| c.iter().find(|c| c.type_ == "Ready")) {
         Some(c) if c.status == "True" => Ok(()),

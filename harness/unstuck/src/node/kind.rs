@@ -1,0 +1,633 @@
+//! [`Node`] for the `kind` provider: the node is a Docker container, so
+//! every read and action is one `docker exec` into it (privileged, as kind
+//! runs its own node commands). /proc is read by short bash scripts that
+//! print one record per process in a fixed format, parsed here with the
+//! same parsers as the local node's; components are systemd services.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use super::{
+    CniPlace, ComponentRestart, ComponentStop, Holder, HolderUse, HolderUseKind, KernelTask, Node,
+    NodeError, ProcRef,
+};
+use crate::{
+    cluster::kind::docker::Docker,
+    exec::{Cmd, RunError},
+    host,
+    wait::{self, Poll},
+};
+
+/// Where a kind node keeps what the doctor reads.
+const KUBELET_DIR: &str = "/var/lib/kubelet";
+const CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
+const CNI_CONF_DIR: &str = "/etc/cni/net.d";
+/// The CNI configuration the offline node image carries (ci/kind/setup.sh
+/// writes it into /etc/cni/net.d under [`CNI_CONFLIST_NAME`] and keeps a
+/// copy here, so it can be written back after a fault removed it).
+const CNI_CONFLIST_COPY: &str = "/kind/unstuck-cni.conflist";
+pub const CNI_CONFLIST_NAME: &str = "10-unstuck-bridge.conflist";
+
+/// Field and list separators of the scripts' records (ASCII unit and
+/// record separators never occur in /proc's text).
+const FIELD: char = '\x1f';
+const ITEM: char = '\x1e';
+
+/// One line per process: `pid FIELD stat FIELD argv joined by ITEM`.
+/// Builtins only, so listing ~200 processes forks nothing.
+const PROCESSES_SCRIPT: &str = r#"
+for d in /proc/[0-9]*; do
+  IFS= read -r s < "$d/stat" 2>/dev/null || continue
+  a=(); mapfile -d '' -t a < "$d/cmdline" 2>/dev/null
+  IFS=$'\x1e'; printf '%s\x1f%s\x1f%s\n' "${d#/proc/}" "$s" "${a[*]}"; unset IFS
+done
+"#;
+
+/// The processes whose cgroup names pod `$1`, with what the kernel shows
+/// of each: `pid F stat F argv F wchan F syscall F stack lines F fd=target...`.
+const POD_PROCESSES_SCRIPT: &str = r#"
+u="$1"; us="${u//-/_}"
+for d in /proc/[0-9]*; do
+  m=; while IFS= read -r l; do case "$l" in *"pod$u"*|*"pod$us"*) m=1;; esac; done < "$d/cgroup" 2>/dev/null
+  [ -n "$m" ] || continue
+  IFS= read -r s < "$d/stat" 2>/dev/null || continue
+  a=(); mapfile -d '' -t a < "$d/cmdline" 2>/dev/null
+  w=; IFS= read -r w < "$d/wchan" 2>/dev/null
+  c=; IFS= read -r c < "$d/syscall" 2>/dev/null
+  k=(); mapfile -t k < "$d/stack" 2>/dev/null
+  f=$(find "$d/fd" -mindepth 1 -maxdepth 1 -printf '%f=%l\x1e' 2>/dev/null)
+  IFS=$'\x1e'; printf '%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\n' "${d#/proc/}" "$s" "${a[*]}" "$w" "$c" "${k[*]}" "$f"; unset IFS
+done
+"#;
+
+/// Every process's cwd, root and open files as `path TAB target` (one
+/// `find`, no fork per process).
+const LINKS_SCRIPT: &str = r#"find /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd/ -maxdepth 1 -type l -printf '%p\t%l\n' 2>/dev/null; true"#;
+
+/// The node of a kind cluster: a container on this machine's Docker.
+#[derive(Clone, Debug)]
+pub struct KindNode {
+    container: String,
+    docker: Docker,
+    kubelet_dir: PathBuf,
+    cni_own: Option<unstuck_core::doctor::node::CniConfigFile>,
+}
+
+impl KindNode {
+    /// The node in container `container` (its name is also the API node's
+    /// name). Reads the node image's own CNI configuration once, so it
+    /// can be restored after a fault removed it.
+    pub async fn open(docker: Docker, container: &str) -> Result<Self, NodeError> {
+        let mut node = Self {
+            container: container.to_string(),
+            docker,
+            kubelet_dir: PathBuf::from(KUBELET_DIR),
+            cni_own: None,
+        };
+        let copy = node.read_file(Path::new(CNI_CONFLIST_COPY)).await.ok();
+        node.cni_own = copy.map(|content| unstuck_core::doctor::node::CniConfigFile {
+            path: Path::new(CNI_CONF_DIR).join(CNI_CONFLIST_NAME),
+            content,
+        });
+        Ok(node)
+    }
+
+    pub fn container(&self) -> &str {
+        &self.container
+    }
+
+    fn failed(&self, what: impl Into<String>) -> NodeError {
+        NodeError::Failed {
+            node: self.container.clone(),
+            what: what.into(),
+        }
+    }
+
+    fn run_error(&self) -> impl FnOnce(RunError) -> NodeError {
+        let node = self.container.clone();
+        move |source| NodeError::Run { node, source }
+    }
+
+    /// `sh -c SCRIPT sh ARGS...` in the node.
+    async fn sh(&self, script: &str, args: &[&str]) -> Result<String, NodeError> {
+        self.shell("sh", script, args, None).await
+    }
+
+    async fn shell(
+        &self,
+        shell: &str,
+        script: &str,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> Result<String, NodeError> {
+        let mut cmd = Cmd::new(shell)
+            .arg("-c")
+            .arg(script)
+            .arg(shell)
+            .args(args.iter().copied())
+            .timeout(Duration::from_secs(60));
+        if let Some(input) = input {
+            cmd = cmd.stdin(input.as_bytes().to_vec());
+        }
+        self.run(cmd).await.map_err(self.run_error())
+    }
+
+    /// One process, or `None` when it is gone.
+    async fn process(&self, pid: i32) -> Result<Option<host::Process>, NodeError> {
+        Ok(self
+            .processes()
+            .await?
+            .into_iter()
+            .find(|p| p.pid == pid && p.state != 'Z'))
+    }
+
+    /// The running process whose program is `program` (by its path's last
+    /// part: `/usr/bin/kubelet`, `/usr/bin/containerd`).
+    async fn component(&self, program: &str) -> Result<Option<host::Process>, NodeError> {
+        Ok(self.processes().await?.into_iter().find(|p| {
+            p.state != 'Z'
+                && p.cmdline.first().is_some_and(|a| {
+                    Path::new(a).file_name().and_then(|n| n.to_str()) == Some(program)
+                })
+        }))
+    }
+
+    async fn systemctl(&self, verb: &str, unit: &str) -> Result<(), NodeError> {
+        self.run(
+            Cmd::new("systemctl")
+                .args([verb, unit])
+                .timeout(Duration::from_secs(120)),
+        )
+        .await
+        .map(drop)
+        .map_err(self.run_error())
+    }
+
+    /// `systemctl restart UNIT`, then waits until `answers` says the new
+    /// process does.
+    async fn restart_unit(
+        &self,
+        unit: &str,
+        program: &str,
+        probe: Cmd,
+        timeout: Duration,
+    ) -> Result<ComponentRestart, NodeError> {
+        let started = Instant::now();
+        let old = self.component(program).await?;
+        self.systemctl("restart", unit).await?;
+        let new = wait::until(
+            format!("the restarted {unit} to answer"),
+            timeout,
+            Duration::from_millis(300),
+            || {
+                let probe = probe.clone();
+                async move {
+                    match self.run(probe).await {
+                        Ok(_) => match self.component(program).await {
+                            Ok(Some(p)) => Poll::Ready(p),
+                            Ok(None) => Poll::Pending(format!("no {program} process")),
+                            Err(e) => Poll::Pending(e.to_string()),
+                        },
+                        Err(e) => Poll::Pending(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await
+        .map_err(|e| self.failed(e.to_string()))?;
+        Ok(ComponentRestart {
+            component: unit.into(),
+            old_pid: old.map(|p| p.pid),
+            new_pid: new.pid,
+            killed: false,
+            took_ms: started.elapsed().as_millis(),
+        })
+    }
+}
+
+/// Parses [`PROCESSES_SCRIPT`] output.
+fn parse_processes(text: &str) -> Vec<host::Process> {
+    let mut out: Vec<host::Process> = text
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.splitn(3, FIELD);
+            let pid = f.next()?.parse().ok()?;
+            let (state, start_time) = host::parse_stat(f.next()?)?;
+            Some(host::Process {
+                pid,
+                start_time,
+                state,
+                cmdline: items(f.next().unwrap_or_default()),
+            })
+        })
+        .collect();
+    out.sort_by_key(|p| p.pid);
+    out
+}
+
+fn items(field: &str) -> Vec<String> {
+    field
+        .split(ITEM)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Parses [`POD_PROCESSES_SCRIPT`] output. The path a blocked call names
+/// is known only for fd arguments (a path argument lives in the process's
+/// memory, which the local node reads and a shell cannot).
+fn parse_pod_processes(text: &str) -> Vec<(KernelTask, Vec<(u32, PathBuf)>)> {
+    use unstuck_core::doctor::node::kernel::{FileArg, parse_stack, parse_syscall, syscall_info};
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(FIELD).collect();
+            if f.len() < 7 {
+                return None;
+            }
+            let pid = f[0].parse().ok()?;
+            let (state, start_time) = host::parse_stat(f[1])?;
+            let fds: Vec<(u32, PathBuf)> = items(f[6])
+                .into_iter()
+                .filter_map(|kv| {
+                    let (n, target) = kv.split_once('=')?;
+                    Some((n.parse().ok()?, PathBuf::from(target)))
+                })
+                .collect();
+            let syscall = (!f[4].is_empty()).then(|| f[4].trim().to_owned());
+            let path = syscall.as_deref().and_then(parse_syscall).and_then(|call| {
+                match syscall_info(call.number)?.1? {
+                    FileArg::Fd(n) => fds
+                        .iter()
+                        .find(|(fd, _)| u64::from(*fd) == call.args[n])
+                        .map(|(_, p)| p.clone()),
+                    FileArg::Path(_) => None,
+                }
+            });
+            let task = KernelTask {
+                pid,
+                start_time,
+                state,
+                command: items(f[2]).join(" "),
+                wchan: (!f[3].is_empty()).then(|| f[3].trim().to_owned()),
+                stack: parse_stack(&items(f[5]).join("\n")),
+                syscall,
+                path,
+                mount: None,
+            };
+            Some((task, fds))
+        })
+        .collect()
+}
+
+/// Parses [`LINKS_SCRIPT`] output into each process's uses at or below `dir`.
+fn parse_links(text: &str, dir: &Path) -> Vec<(i32, HolderUse)> {
+    let mut uses: Vec<(i32, HolderUse)> = text
+        .lines()
+        .filter_map(|line| {
+            let (link, target) = line.split_once('\t')?;
+            // An unlinked file or directory reads as "<path> (deleted)".
+            let target = PathBuf::from(target.strip_suffix(" (deleted)").unwrap_or(target));
+            if !target.starts_with(dir) {
+                return None;
+            }
+            let rest = link.strip_prefix("/proc/")?;
+            let (pid, what) = rest.split_once('/')?;
+            let kind = match what {
+                "cwd" => HolderUseKind::Cwd,
+                "root" => HolderUseKind::Root,
+                fd => HolderUseKind::Fd(fd.strip_prefix("fd/")?.parse().ok()?),
+            };
+            Some((pid.parse().ok()?, HolderUse { kind, path: target }))
+        })
+        .collect();
+    uses.sort_by_key(|(pid, u)| {
+        (
+            *pid,
+            match u.kind {
+                HolderUseKind::Cwd => 0,
+                HolderUseKind::Root => 1,
+                HolderUseKind::Fd(n) => 2 + u64::from(n),
+            },
+        )
+    });
+    uses
+}
+
+impl Node for KindNode {
+    fn name(&self) -> &str {
+        &self.container
+    }
+
+    fn kubelet_dir(&self) -> &Path {
+        &self.kubelet_dir
+    }
+
+    /// The kubelet logs to journald (`journalctl -u kubelet`).
+    fn kubelet_log_path(&self) -> Option<PathBuf> {
+        None
+    }
+
+    fn cni_config(&self) -> Option<CniPlace> {
+        Some(CniPlace {
+            conf_dir: PathBuf::from(CNI_CONF_DIR),
+            own: self.cni_own.clone(),
+        })
+    }
+
+    async fn write_file(&self, path: &Path, content: &str) -> Result<(), NodeError> {
+        let p = path.display().to_string();
+        self.shell("sh", r#"cat > "$1""#, &[&p], Some(content))
+            .await
+            .map(drop)
+    }
+
+    async fn remove_file(&self, path: &Path) -> Result<(), NodeError> {
+        let p = path.display().to_string();
+        self.sh(r#"rm -f -- "$1""#, &[&p]).await.map(drop)
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> Result<(), NodeError> {
+        let (f, t) = (from.display().to_string(), to.display().to_string());
+        self.sh(r#"mv -f -- "$1" "$2""#, &[&f, &t]).await.map(drop)
+    }
+
+    fn containerd_address(&self) -> PathBuf {
+        PathBuf::from(CONTAINERD_SOCKET)
+    }
+
+    fn ctr(&self) -> Cmd {
+        Cmd::new("ctr")
+            .args(["--address", CONTAINERD_SOCKET, "-n", "k8s.io"])
+            .timeout(Duration::from_secs(30))
+    }
+
+    async fn run(&self, cmd: Cmd) -> Result<String, RunError> {
+        self.docker.exec(&self.container, &cmd).output().await
+    }
+
+    async fn read_file(&self, path: &Path) -> Result<String, NodeError> {
+        let p = path.display().to_string();
+        self.sh(r#"cat -- "$1""#, &[&p]).await
+    }
+
+    async fn kubelet_log_tail(&self, max_bytes: u64) -> Result<Option<String>, NodeError> {
+        let max = max_bytes.to_string();
+        let text = self
+            .sh(
+                r#"journalctl -u kubelet --no-pager -o cat 2>/dev/null | tail -c "$1""#,
+                &[&max],
+            )
+            .await?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        if text.len() as u64 >= max_bytes {
+            // Drop the partial first line.
+            return Ok(Some(
+                text.split_once('\n')
+                    .map(|(_, r)| r.to_owned())
+                    .unwrap_or_default(),
+            ));
+        }
+        Ok(Some(text))
+    }
+
+    async fn list_dir(&self, path: &Path) -> Result<Vec<String>, NodeError> {
+        let p = path.display().to_string();
+        let out = self
+            .sh(r#"[ -d "$1" ] || exit 0; ls -1A -- "$1""#, &[&p])
+            .await?;
+        let mut names: Vec<String> = out.lines().map(str::to_owned).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn mounts(&self) -> Result<Vec<host::Mount>, NodeError> {
+        let text = self.read_file(Path::new("/proc/self/mountinfo")).await?;
+        Ok(host::parse_mountinfo(&text))
+    }
+
+    async fn processes(&self) -> Result<Vec<host::Process>, NodeError> {
+        Ok(parse_processes(
+            &self.shell("bash", PROCESSES_SCRIPT, &[], None).await?,
+        ))
+    }
+
+    async fn pod_processes(&self, pod_uid: &str) -> Result<Vec<KernelTask>, NodeError> {
+        use unstuck_core::doctor::node::kernel::mount_of;
+        if pod_uid.is_empty() {
+            return Ok(Vec::new());
+        }
+        let text = self
+            .shell("bash", POD_PROCESSES_SCRIPT, &[pod_uid], None)
+            .await?;
+        let mut tasks = Vec::new();
+        for (mut task, _) in parse_pod_processes(&text) {
+            if let Some(path) = task.path.clone() {
+                let pid = task.pid.to_string();
+                if let Ok(info) = self.sh(r#"cat "/proc/$1/mountinfo""#, &[&pid]).await {
+                    task.mount = mount_of(&host::parse_mountinfo(&info), &path).cloned();
+                }
+            }
+            tasks.push(task);
+        }
+        Ok(tasks)
+    }
+
+    async fn holders_of(&self, path: &Path) -> Result<Vec<Holder>, NodeError> {
+        let links = self.sh(LINKS_SCRIPT, &[]).await?;
+        let uses = parse_links(&links, path);
+        if uses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let procs = self.processes().await?;
+        let mut holders: Vec<Holder> = Vec::new();
+        for (pid, u) in uses {
+            let Some(p) = procs.iter().find(|p| p.pid == pid && p.state != 'Z') else {
+                continue;
+            };
+            match holders.iter_mut().find(|h| h.pid == pid) {
+                Some(h) => h.uses.push(u),
+                None => holders.push(Holder {
+                    pid,
+                    start_time: p.start_time,
+                    state: p.state,
+                    command: p.command_line(),
+                    uses: vec![u],
+                }),
+            }
+        }
+        Ok(holders)
+    }
+
+    async fn signal(&self, pid: i32, signal: i32) -> Result<(), NodeError> {
+        let (sig, pid) = (signal.to_string(), pid.to_string());
+        match self.sh(r#"kill -"$1" -- "$2""#, &[&sig, &pid]).await {
+            Err(NodeError::Run {
+                source: RunError::Failed { output, .. },
+                ..
+            }) if output.contains("No such process") => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    async fn make_dir(&self, path: &Path) -> Result<(), NodeError> {
+        let p = path.display().to_string();
+        self.sh(r#"mkdir -p -- "$1""#, &[&p]).await.map(drop)
+    }
+
+    async fn remove_dir(&self, path: &Path) -> Result<(), NodeError> {
+        let p = path.display().to_string();
+        self.sh(r#"[ ! -e "$1" ] || rmdir -- "$1""#, &[&p])
+            .await
+            .map(drop)
+    }
+
+    async fn mount_tmpfs(&self, target: &Path, label: &str) -> Result<(), NodeError> {
+        let t = target.display().to_string();
+        self.sh(r#"mount -t tmpfs -- "$1" "$2""#, &[label, &t])
+            .await
+            .map(drop)
+    }
+
+    async fn unmount(&self, path: &Path, lazy: bool) -> Result<(), NodeError> {
+        let p = path.display().to_string();
+        let script = if lazy {
+            r#"umount -l -- "$1""#
+        } else {
+            r#"umount -- "$1""#
+        };
+        self.sh(script, &[&p]).await.map(drop)
+    }
+
+    /// The process outlives the `docker exec` (it is re-parented to the
+    /// node's init), in a session of its own.
+    async fn start_background(&self, argv: &[String]) -> Result<ProcRef, NodeError> {
+        let args: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = self
+            .sh(r#"setsid "$@" </dev/null >/dev/null 2>&1 & echo $!"#, &args)
+            .await?;
+        let pid: i32 = out
+            .trim()
+            .parse()
+            .map_err(|_| self.failed(format!("starting {argv:?}: no pid in {out:?}")))?;
+        let want = argv.first().cloned().unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.process(pid).await? {
+                Some(p) if p.cmdline.first() == Some(&want) => return Ok(ProcRef::of(&p)),
+                Some(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => {
+                    return Err(self.failed(format!(
+                        "starting {argv:?}: process {pid} is {}",
+                        other.map_or("gone".to_owned(), |p| format!(
+                            "running {}",
+                            p.command_line()
+                        ))
+                    )));
+                }
+            }
+        }
+    }
+
+    /// `systemctl restart containerd`, until `ctr version` answers.
+    async fn restart_runtime(&self) -> Result<ComponentRestart, NodeError> {
+        let probe = self.ctr().arg("version").timeout(Duration::from_secs(5));
+        self.restart_unit("containerd", "containerd", probe, Duration::from_secs(60))
+            .await
+    }
+
+    async fn kubelet_running(&self) -> Result<bool, NodeError> {
+        Ok(self.component("kubelet").await?.is_some())
+    }
+
+    /// `systemctl stop kubelet`: systemd stops only the kubelet's own
+    /// cgroup; the pods' containers belong to containerd's shims and run on.
+    async fn stop_kubelet(&self) -> Result<ComponentStop, NodeError> {
+        let old = self.component("kubelet").await?;
+        if old.is_some() {
+            self.systemctl("stop", "kubelet").await?;
+        }
+        if let Some(p) = &old
+            && self
+                .process(p.pid)
+                .await?
+                .is_some_and(|q| q.start_time == p.start_time)
+        {
+            return Err(self.failed(format!(
+                "kubelet {} survives `systemctl stop kubelet`",
+                p.pid
+            )));
+        }
+        Ok(ComponentStop {
+            component: "kubelet".into(),
+            stopped: old.as_ref().map(ProcRef::of),
+            killed: false,
+        })
+    }
+
+    /// `systemctl restart kubelet`, until its healthz says `ok`.
+    async fn restart_kubelet(&self) -> Result<ComponentRestart, NodeError> {
+        let probe = Cmd::new("curl")
+            .args(["-sf", "--max-time", "2", "http://127.0.0.1:10248/healthz"])
+            .timeout(Duration::from_secs(5));
+        self.restart_unit("kubelet", "kubelet", probe, Duration::from_secs(90))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_records_parse_with_spaces_and_parentheses_in_names() {
+        let text = "1\x1f1 (systemd) S 0 1 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 42 0 0\x1f/sbin/init\n\
+                    77\x1f77 (containerd-shim (x)) T 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 10 0 987654 0 0\x1f/usr/bin/containerd-shim-runc-v2\x1e-namespace\x1ek8s.io\x1e-id\x1eabc\x1e-address\x1e/run/containerd/containerd.sock\n\
+                    2\x1f2 (kthreadd) S 0 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 0 0\x1f\n\
+                    garbage line\n";
+        let p = parse_processes(text);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[0].pid, 1);
+        assert_eq!(p[1].pid, 2);
+        assert!(p[1].cmdline.is_empty());
+        assert_eq!(p[2].state, 'T');
+        assert_eq!(p[2].start_time, 987654);
+        assert_eq!(p[2].cmdline[1..3], ["-namespace", "k8s.io"]);
+    }
+
+    #[test]
+    fn links_under_a_directory_become_holder_uses_and_deleted_suffixes_go() {
+        let dir = Path::new("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/data");
+        let text = "/proc/10/cwd\t/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/data/unstuck-busy\n\
+                    /proc/10/root\t/\n\
+                    /proc/10/fd/3\t/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/data/f (deleted)\n\
+                    /proc/11/fd/0\t/dev/null\n\
+                    /proc/12/cwd\t/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/data-other\n";
+        let uses = parse_links(text, dir);
+        assert_eq!(uses.len(), 2, "{uses:?}");
+        assert_eq!(uses[0].0, 10);
+        assert_eq!(uses[0].1.kind, HolderUseKind::Cwd);
+        assert_eq!(uses[1].1.kind, HolderUseKind::Fd(3));
+        assert_eq!(uses[1].1.path, dir.join("f"));
+    }
+
+    #[test]
+    fn a_pod_process_blocked_on_an_fd_names_its_file() {
+        // read(2) on fd 3: number 0, first argument 0x3.
+        let text = "4242\x1f4242 (sh) D 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0\x1fsh\x1e-c\x1ecat f\x1fpipe_read\x1f0 0x3 0x7ffd 0x1000 0x0 0x0 0x0 0x7ffd 0x7f00\x1f[<0>] pipe_read+0x1/0x2\x1e[<0>] vfs_read+0x1/0x2\x1f0=/dev/null\x1e3=/data/f\x1e\n";
+        let tasks = parse_pod_processes(text);
+        assert_eq!(tasks.len(), 1);
+        let (t, fds) = &tasks[0];
+        assert_eq!((t.pid, t.state, t.start_time), (4242, 'D', 555));
+        assert_eq!(t.command, "sh -c cat f");
+        assert_eq!(t.wchan.as_deref(), Some("pipe_read"));
+        assert_eq!(t.stack, ["pipe_read", "vfs_read"]);
+        assert_eq!(t.path.as_deref(), Some(Path::new("/data/f")));
+        assert_eq!(fds.len(), 2);
+    }
+}
