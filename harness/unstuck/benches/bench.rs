@@ -25,6 +25,7 @@ const OBJECTS_PER_NAMESPACE: usize = 40;
 const SCAN_ROUNDS: usize = 5;
 
 mod incidents;
+mod kind;
 mod scale;
 mod suite;
 mod versions;
@@ -51,7 +52,7 @@ fn owned(name: &str) -> UpOptions {
     o
 }
 
-/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,incidents,versions,scale` (default all).
+/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,incidents,versions,scale,kind` (default all).
 fn wanted(section: &str) -> bool {
     std::env::var("UNSTUCK_BENCH_SECTIONS")
         .map(|v| v.split(',').any(|s| s.trim() == section))
@@ -74,6 +75,9 @@ async fn main() {
     }
     if wanted("scale") {
         scale::run().await;
+    }
+    if wanted("kind") {
+        kind::run().await;
     }
 }
 

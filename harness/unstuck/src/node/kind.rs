@@ -28,7 +28,7 @@ const CNI_CONF_DIR: &str = "/etc/cni/net.d";
 /// writes it into /etc/cni/net.d under [`CNI_CONFLIST_NAME`] and keeps a
 /// copy here, so it can be written back after a fault removed it).
 const CNI_CONFLIST_COPY: &str = "/kind/unstuck-cni.conflist";
-pub const CNI_CONFLIST_NAME: &str = "10-unstuck-bridge.conflist";
+pub const CNI_CONFLIST_NAME: &str = "10-unstuck.conflist";
 
 /// Field and list separators of the scripts' records (ASCII unit and
 /// record separators never occur in /proc's text).

@@ -13,19 +13,25 @@
 //! know exactly what is theirs.
 
 pub mod docker;
+mod state;
+mod teardown;
+
+use self::teardown::{delete, leftovers, spawn_reaper};
+pub use self::{
+    state::{KindState, KindStatus, list},
+    teardown::{down, reap, sweep_stale},
+};
 
 use std::{
     fs,
-    io::{Read as _, Write as _},
-    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
-    process::{Child, ChildStdin, Stdio},
+    process::{Child, ChildStdin},
     time::{Duration, Instant},
 };
 
 use k8s_openapi::api::core::v1::Node as ApiNode;
 use kube::{Api, Client};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use self::docker::Docker;
 use crate::{
@@ -191,89 +197,15 @@ impl KindOptions {
     }
 }
 
-/// What `state.json` of a kind cluster holds.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct KindState {
-    pub name: String,
-    pub k8s_version: String,
-    pub image: String,
-    pub network: String,
-    pub created_at: String,
-    /// The harness that owns a throwaway cluster; `None` for a kept one.
-    pub owner: Option<ProcessRef>,
-    /// The node container's volumes (kind's anonymous `/var`), once known.
-    #[serde(default)]
-    pub volumes: Vec<String>,
-}
-
-impl KindState {
-    fn path(dir: &Path) -> PathBuf {
-        dir.join("state.json")
-    }
-
-    pub fn load(dir: &Path) -> Result<Option<Self>, KindError> {
-        let path = Self::path(dir);
-        match fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|e| KindError::State {
-                    path,
-                    message: e.to_string(),
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io(format!("reading {}", path.display()))(e)),
-        }
-    }
-
-    fn save(&self, dir: &Path) -> Result<(), KindError> {
-        let path = Self::path(dir);
-        let tmp = path.with_extension("json.tmp");
-        let text = serde_json::to_string_pretty(self).expect("state serialises");
-        fs::write(&tmp, text).map_err(io(format!("writing {}", tmp.display())))?;
-        fs::rename(&tmp, &path).map_err(io(format!("writing {}", path.display())))
-    }
-
-    /// A throwaway cluster whose harness is gone.
-    pub fn is_stale(&self) -> bool {
-        self.owner.as_ref().is_some_and(|o| !o.is_alive())
-    }
-}
-
-/// The kind configuration unstuck creates clusters with: one node, no
-/// default CNI (the image carries a static bridge configuration, so no
-/// CNI image has to be pulled and a removed configuration stays removed
-/// until someone restores it, as on a real node), the API on loopback
-/// only, and the kubeadm/containerd settings a cgroup v1 host in a
+/// The kind configuration unstuck creates clusters with, the one set-up
+/// ships beside the node image (`ci/kind/kind-config.yaml`, compiled in so
+/// the binary needs no repository at run time): one node, no default CNI
+/// (the image carries a static bridge configuration, so no CNI image is
+/// pulled and a removed configuration stays removed until someone restores
+/// it, as on a real node), the API on loopback only, etcd tagged with the
+/// version really built, and the kubelet settings a cgroup v1 host in a
 /// container needs (docs/kind.md says why each is there).
-pub fn cluster_config(k8s_version: &str) -> String {
-    let _ = k8s_version;
-    format!(
-        r#"# Written by unstuck for `kind create cluster --config`.
-kind: Cluster
-apiVersion: kind.x-k8s.io/v1alpha4
-networking:
-  apiServerAddress: "127.0.0.1"
-  disableDefaultCNI: true
-nodes:
-- role: control-plane
-kubeadmConfigPatches:
-- |
-  kind: ClusterConfiguration
-  etcd:
-    local:
-      imageTag: "{etcd_tag}"
-"#,
-        etcd_tag = etcd_image_tag(),
-    )
-}
-
-/// The etcd image tag the node image carries: the etcd unstuck builds.
-pub fn etcd_image_tag() -> String {
-    format!(
-        "{}-0",
-        components::DEFAULT_ETCD_VERSION.trim_start_matches('v')
-    )
-}
+pub const CLUSTER_CONFIG: &str = include_str!("../../../../../ci/kind/kind-config.yaml");
 
 /// How long each phase of a create took.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -403,7 +335,7 @@ impl KindCluster {
 
     /// What is left of the cluster on this machine; empty means clean.
     pub async fn leftovers(&self) -> Vec<String> {
-        leftovers(&self.tools.docker, &self.state, &self.dir).await
+        leftovers(&self.tools.docker, &self.state, Some(&self.dir)).await
     }
 }
 
@@ -417,8 +349,7 @@ async fn create(
     started: Instant,
 ) -> Result<(Client, KindNode, KindTimings), String> {
     let config = dir.join("kind-config.yaml");
-    fs::write(&config, cluster_config(&state.k8s_version))
-        .map_err(|e| format!("writing {}: {e}", config.display()))?;
+    fs::write(&config, CLUSTER_CONFIG).map_err(|e| format!("writing {}: {e}", config.display()))?;
     let kubeconfig = dir.join("kubeconfig");
     tools
         .kind(&state.network)
@@ -504,181 +435,24 @@ async fn export_logs(tools: &KindTools, state: &KindState, to: &Path) -> Result<
     Ok(())
 }
 
-/// Deletes what the record names; each part is attempted even when an
-/// earlier one failed, and the record goes last (only when all went).
-async fn delete(tools: &KindTools, state: &KindState, dir: &Path) -> Vec<String> {
-    let mut errors = Vec::new();
-    if let Err(e) = tools
-        .kind(&state.network)
-        .args(["delete", "cluster", "--name", &state.name, "--kubeconfig"])
-        .arg(dir.join("kubeconfig"))
-        .timeout(Duration::from_secs(120))
-        .output()
-        .await
-    {
-        errors.push(e.to_string());
-    }
-    if let Err(e) = tools.docker.remove_network(&state.network).await {
-        errors.push(e.to_string());
-    }
-    let left = leftovers(&tools.docker, state, Path::new("/nonexistent")).await;
-    errors.extend(left.into_iter().map(|l| format!("still there: {l}")));
-    if errors.is_empty()
-        && let Err(e) = fs::remove_dir_all(dir)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        errors.push(format!("removing {}: {e}", dir.display()));
-    }
-    errors
-}
-
-async fn leftovers(docker: &Docker, state: &KindState, dir: &Path) -> Vec<String> {
-    let mut left = Vec::new();
-    match docker.cluster_containers(&state.name).await {
-        Ok(names) => left.extend(names.into_iter().map(|n| format!("container {n}"))),
-        Err(e) => left.push(format!("containers unknown: {e}")),
-    }
-    match docker.network_exists(&state.network).await {
-        Ok(true) => left.push(format!("network {}", state.network)),
-        Ok(false) => {}
-        Err(e) => left.push(format!("network unknown: {e}")),
-    }
-    for v in &state.volumes {
-        if docker.volume_exists(v).await {
-            left.push(format!("volume {v}"));
-        }
-    }
-    if dir.exists() {
-        left.push(format!("record {}", dir.display()));
-    }
-    left
-}
-
-/// A kind cluster unstuck made, as `unstuck cluster list` shows it.
-#[derive(Debug, Serialize)]
-pub struct KindStatus {
-    pub name: String,
-    pub dir: PathBuf,
-    pub k8s_version: String,
-    pub image: String,
-    pub stale: bool,
-    pub kubeconfig: PathBuf,
-}
-
-/// Every kind cluster record under [`kind_root`].
-pub fn list() -> Vec<KindStatus> {
-    let Ok(entries) = fs::read_dir(kind_root()) else {
-        return Vec::new();
-    };
-    let mut out: Vec<KindStatus> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("state.json").is_file())
-        .filter_map(|dir| {
-            let st = KindState::load(&dir).ok().flatten()?;
-            Some(KindStatus {
-                name: st.name.clone(),
-                kubeconfig: dir.join("kubeconfig"),
-                k8s_version: st.k8s_version.clone(),
-                image: st.image.clone(),
-                stale: st.is_stale(),
-                dir,
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
-}
-
-/// Deletes the named kind cluster unstuck made (also by another process).
-pub async fn down(name: &str) -> Result<Vec<String>, KindError> {
-    local::layout::validate_name(name).map_err(KindError::Name)?;
-    let dir = kind_root().join(name);
-    let state =
-        KindState::load(&dir)?.ok_or_else(|| KindError::NotFound(name.into(), dir.clone()))?;
-    let tools = KindTools::locate(&state.k8s_version)
-        .await
-        .or_else(|e| match e {
-            // Deleting needs kind and Docker, not the image.
-            KindError::ImageMissing { .. } => Ok(KindTools {
-                kind: components::cache_dir()
-                    .join("kind")
-                    .join(KIND_VERSION)
-                    .join("bin/kind"),
-                docker: Docker::default(),
-                image: state.image.clone(),
-            }),
-            e => Err(e),
-        })?;
-    Ok(delete(&tools, &state, &dir).await)
-}
-
-/// Deletes the kind clusters whose harness died; their names and problems.
-pub async fn sweep_stale() -> Vec<(String, Vec<String>)> {
-    let mut swept = Vec::new();
-    for c in list().into_iter().filter(|c| c.stale) {
-        let errors = down(&c.name).await.unwrap_or_else(|e| vec![e.to_string()]);
-        swept.push((c.name, errors));
-    }
-    swept
-}
-
-fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildStdin), KindError> {
-    let log = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("reaper.log"))
-        .map_err(io("opening the reaper log"))?;
-    let mut child = std::process::Command::new(program)
-        .arg("__reap")
-        .arg("--kind")
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(log)
-        // Its own group: a Ctrl-C to the harness's group must not reach it.
-        .process_group(0)
-        .spawn()
-        .map_err(io(format!("starting the reaper {}", program.display())))?;
-    let stdin = child.stdin.take().expect("piped stdin");
-    Ok((child, stdin))
-}
-
-/// The reaper's body (`unstuck __reap --kind DIR`): wait until the harness
-/// lets go of our stdin, then delete the cluster if its record is still
-/// there (the harness did not get to it).
-pub async fn reap(dir: &Path) -> Option<Vec<String>> {
-    let mut sink = [0u8; 64];
-    let mut stdin = std::io::stdin();
-    while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-    let state = KindState::load(dir).ok().flatten()?;
-    let errors = down(&state.name)
-        .await
-        .unwrap_or_else(|e| vec![e.to_string()]);
-    let _ = writeln!(
-        std::io::stderr(),
-        "reaper: harness gone; deleted kind cluster '{}'{}",
-        state.name,
-        if errors.is_empty() {
-            String::new()
-        } else {
-            format!(" with problems: {}", errors.join("; "))
-        }
-    );
-    Some(errors)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_config_is_one_node_on_loopback_without_a_default_cni() {
-        let c = cluster_config("v1.34.4");
-        assert!(c.contains("apiServerAddress: \"127.0.0.1\""), "{c}");
+        let c = CLUSTER_CONFIG;
+        assert!(c.contains("apiServerAddress: 127.0.0.1"), "{c}");
         assert!(c.contains("disableDefaultCNI: true"), "{c}");
         assert_eq!(c.matches("- role:").count(), 1, "{c}");
-        assert!(c.contains("imageTag: \"3.5.21-0\""), "{c}");
+        // etcd carries the version unstuck builds, never a borrowed tag.
+        assert!(
+            c.contains(&format!(
+                "imageTag: \"{}-0\"",
+                components::DEFAULT_ETCD_VERSION.trim_start_matches('v')
+            )),
+            "{c}"
+        );
     }
 
     #[test]

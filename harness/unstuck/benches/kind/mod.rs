@@ -1,0 +1,135 @@
+//! The kind provider beside the local one, measured in one run: create to
+//! node Ready of each (median of a few rounds) and their ratio, delete
+//! times, the offline node image's build time cold (as ci/kind/setup.sh
+//! recorded it) and warm (set-up run again now, the image cached), and the
+//! five core cases end to end on each provider. Figures only.
+
+use std::time::{Duration, Instant};
+
+use unstuck::{
+    cluster::{
+        kind::{self, KindCluster, KindOptions},
+        local::LocalCluster,
+    },
+    components::{self, DEFAULT_K8S_VERSION},
+    exec::Cmd,
+};
+
+const ROUNDS: usize = 3;
+const CORE_CASES: &str = "orphan-finalizer-configmap,uninstalled-crd-controller,dead-metrics-apiservice,busy-volume-mount,broken-runtime-container";
+
+pub async fn run() {
+    let root = super::repo_root();
+    let version = DEFAULT_K8S_VERSION;
+    println!("kind provider beside the local one (Kubernetes {version}):");
+
+    let cache = components::cache_dir().join("kind");
+    let cold = std::fs::read_to_string(cache.join(format!("node-{version}/build-seconds")))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    let t = Instant::now();
+    let setup = Cmd::new("bash")
+        .arg(root.join("ci/kind/setup.sh"))
+        .args(["--k8s-version", version])
+        .timeout(Duration::from_secs(3600))
+        .output()
+        .await;
+    let warm = t.elapsed();
+    println!(
+        "  node image build: cold {} (recorded by ci/kind/setup.sh), warm {} (set-up again, cached){}",
+        cold.map_or("-".into(), |s| format!("{s} s")),
+        super::secs(warm),
+        match &setup {
+            Ok(_) => String::new(),
+            Err(e) => format!(" FAILED: {e}"),
+        }
+    );
+
+    let (mut local_up, mut kind_up, mut local_down, mut kind_down) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let t = Instant::now();
+        let c = LocalCluster::up(super::owned(&format!("bench-local-{round}")))
+            .await
+            .expect("local cluster up");
+        local_up.push(t.elapsed());
+        let t = Instant::now();
+        c.down().await;
+        local_down.push(t.elapsed());
+
+        let mut opts = KindOptions::new(format!("bench-kind-{round}"), version);
+        opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+        let t = Instant::now();
+        let c = KindCluster::up(opts).await.expect("kind cluster up");
+        kind_up.push(t.elapsed());
+        let t = Instant::now();
+        let problems = c.down().await;
+        kind_down.push(t.elapsed());
+        assert!(problems.is_empty(), "kind delete: {problems:?}");
+    }
+    let (l, k) = (
+        super::median(local_up.clone()),
+        super::median(kind_up.clone()),
+    );
+    println!(
+        "  create to node Ready: local {} , kind {} (median of {ROUNDS}; kind/local = {:.1}x)",
+        super::secs(l),
+        super::secs(k),
+        k.as_secs_f64() / l.as_secs_f64()
+    );
+    println!(
+        "    rounds: local {:?}, kind {:?}",
+        local_up.iter().map(|d| super::secs(*d)).collect::<Vec<_>>(),
+        kind_up.iter().map(|d| super::secs(*d)).collect::<Vec<_>>()
+    );
+    println!(
+        "  delete: local {}, kind {} (median of {ROUNDS})",
+        super::secs(super::median(local_down)),
+        super::secs(super::median(kind_down))
+    );
+
+    // The five core cases end to end (boot, run, teardown) on each.
+    let mut walls = Vec::new();
+    for provider in ["local", "kind"] {
+        let dir = tempdir_with_core_cases(&root);
+        let (wall, report, exit) = super::suite::unstuck_run(
+            &root,
+            &dir,
+            &["--provider", provider],
+            &format!("kind-bench-{provider}"),
+        )
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        let (passed, failed) = report.map_or((0, 0), |r| (r.passed(), r.failed()));
+        println!(
+            "  five core cases on {provider}: {} wall, {passed} passed, {failed} failed ({exit})",
+            super::secs(wall)
+        );
+        walls.push(wall);
+    }
+    println!(
+        "  five core cases kind/local = {:.1}x",
+        walls[1].as_secs_f64() / walls[0].as_secs_f64()
+    );
+    println!("  node image: {}", kind::node_image(version));
+}
+
+/// A scenarios directory holding only the five core cases' files.
+fn tempdir_with_core_cases(root: &std::path::Path) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("unstuck-bench-core-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scenario dir");
+    for entry in std::fs::read_dir(root.join("scenarios"))
+        .expect("scenarios")
+        .flatten()
+    {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let is_core = CORE_CASES
+            .split(',')
+            .any(|c| text.lines().any(|l| l.trim() == format!("name: {c}")));
+        if is_core {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).expect("copy scenario");
+        }
+    }
+    dir
+}
