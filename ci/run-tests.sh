@@ -32,7 +32,7 @@ mapfile -t BINS < <(cut -d' ' -f1 "$LOGS/binaries")
 # Figures are from a measured run on 2 cores (README: test times).
 weight() {
   case "$(basename "$1" | sed 's/-[0-9a-f]\{16\}$//')" in
-    scenarios) echo 900 ;; newest_version) echo 850 ;; node_faults) echo 800 ;; existing_cluster) echo 700 ;;
+    scenarios) echo 900 ;; newest_version) echo 850 ;; kind_provider) echo 820 ;; node_faults) echo 800 ;; existing_cluster) echo 700 ;;
     fault_cleanup) echo 300 ;; suite_isolation) echo 250 ;; namespace_stall) echo 200 ;; kernel_stall) echo 150 ;;
     local_cluster) echo 120 ;; doctor_cli) echo 100 ;; pods_not_starting|rbac_blind_spots) echo 90 ;;
     *) echo 0 ;;

@@ -12,6 +12,9 @@ bash ci/setup.sh
 # The newest supported Kubernetes version too: tests/newest_version.rs runs
 # the whole suite on it (a cold build of it adds about 6-11 minutes once).
 bash ci/setup.sh --k8s-version "$(sed -n 's/^pub const NEWEST_K8S_VERSION: &str = "\(v[0-9.]*\)";/\1/p' harness/unstuck/src/components.rs)"
+# Docker, the kind CLI and the offline kind node image: tests/kind_provider.rs
+# runs scenarios on kind clusters (a cold image build adds about 5 minutes once).
+bash ci/kind/setup.sh
 echo "[test] cargo fmt --check" >&2
 cargo fmt --all -- --check
 echo "[test] cargo clippy" >&2

@@ -66,6 +66,12 @@ done
 /// `find`, no fork per process).
 const LINKS_SCRIPT: &str = r#"find /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd/ -maxdepth 1 -type l -printf '%p\t%l\n' 2>/dev/null; true"#;
 
+/// `GET /healthz` on the kubelet's healthz port: exit 0 on `200` `ok`.
+const KUBELET_HEALTHZ_SCRIPT: &str = r#"exec 3<>/dev/tcp/127.0.0.1/10248 || exit 1
+printf 'GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+r=$(timeout 2 cat <&3) || exit 1
+case "$r" in "HTTP/1."*" 200 "*ok) exit 0 ;; *) echo "$r"; exit 1 ;; esac"#;
+
 /// The node of a kind cluster: a container on this machine's Docker.
 #[derive(Clone, Debug)]
 pub struct KindNode {
@@ -464,7 +470,10 @@ impl Node for KindNode {
 
     async fn signal(&self, pid: i32, signal: i32) -> Result<(), NodeError> {
         let (sig, pid) = (signal.to_string(), pid.to_string());
-        match self.sh(r#"kill -"$1" -- "$2""#, &[&sig, &pid]).await {
+        match self
+            .shell("bash", r#"kill -"$1" -- "$2""#, &[&sig, &pid], None)
+            .await
+        {
             Err(NodeError::Run {
                 source: RunError::Failed { output, .. },
                 ..
@@ -572,8 +581,10 @@ impl Node for KindNode {
 
     /// `systemctl restart kubelet`, until its healthz says `ok`.
     async fn restart_kubelet(&self) -> Result<ComponentRestart, NodeError> {
-        let probe = Cmd::new("curl")
-            .args(["-sf", "--max-time", "2", "http://127.0.0.1:10248/healthz"])
+        // bash's /dev/tcp: the node image has no HTTP client.
+        let probe = Cmd::new("bash")
+            .arg("-c")
+            .arg(KUBELET_HEALTHZ_SCRIPT)
             .timeout(Duration::from_secs(5));
         self.restart_unit("kubelet", "kubelet", probe, Duration::from_secs(90))
             .await

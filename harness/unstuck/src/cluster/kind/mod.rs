@@ -29,7 +29,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Node as ApiNode;
+use k8s_openapi::api::core::v1::{Node as ApiNode, ServiceAccount};
 use kube::{Api, Client};
 use serde::Serialize;
 
@@ -400,6 +400,28 @@ async fn create(
     .await
     .map_err(|e| e.to_string())?;
     let node_ready = started.elapsed();
+    // kind is done at node Ready; pods are refused until the service
+    // account controller has made `default` (as the local provider waits).
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    wait::until(
+        "the default ServiceAccount (pods are refused without it)",
+        timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(60)),
+        Duration::from_millis(500),
+        || {
+            let sas = sas.clone();
+            async move {
+                match sas.get_opt("default").await {
+                    Ok(Some(_)) => Poll::Ready(()),
+                    Ok(None) => Poll::Pending("not created yet".into()),
+                    Err(e) => Poll::Pending(e.to_string()),
+                }
+            }
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     wait::until(
         "marking the cluster as unstuck's",
         Duration::from_secs(30),
