@@ -6,8 +6,10 @@
 #   sudo UNSTUCK_BENCH_SECTIONS=incidents ci/bench.sh   # the public incidents: recovery rate, unsafe remedies
 #   sudo UNSTUCK_BENCH_SECTIONS=versions ci/bench.sh   # per Kubernetes version: cold build, boot, suite
 #     (UNSTUCK_BENCH_VERSIONS=v1.37.2,v1.34.4 limits it to those)
+#   sudo UNSTUCK_BENCH_SECTIONS=kind ci/bench.sh   # kind beside local: create to Ready (ratio), image build cold/warm
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"
 bash ci/setup.sh
+case ",${UNSTUCK_BENCH_SECTIONS:-kind}," in *,kind,*) bash ci/kind/setup.sh ;; esac
 exec cargo bench -p unstuck --bench bench

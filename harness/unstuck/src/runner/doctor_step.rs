@@ -10,7 +10,7 @@ use unstuck_core::scenario::DoctorCheck;
 use super::{MAX_SETTLE, STUCK_AFTER, ScenarioRun};
 use crate::doctor::{
     self, DoctorOptions, Scope,
-    node::{HealOptions, heal_pod, stuck_pods},
+    node::{HealOptions, HealOutcome, heal_pod, stuck_pods},
 };
 use crate::node::Node;
 
@@ -246,7 +246,14 @@ impl ScenarioRun<'_> {
                     text,
                 );
             }
-            if apply && !report.recovered_without_force() {
+            // A pod that went (or stopped being stuck) between the listing
+            // and the heal — the API doctor's remedy freed it — is no failure
+            // of the node doctor: the recovered gate proves it gone.
+            let moot = matches!(
+                report.outcome,
+                HealOutcome::PodNotFound | HealOutcome::NotStuck
+            );
+            if apply && !moot && !report.recovered_without_force() {
                 failed.push(format!(
                     "node doctor on {}: {:?}{}; left on the node: {:?}",
                     report.pod,

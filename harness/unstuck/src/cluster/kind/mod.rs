@@ -234,6 +234,11 @@ impl KindCluster {
     pub async fn up(opts: KindOptions) -> Result<Self, KindError> {
         local::layout::validate_name(&opts.name).map_err(KindError::Name)?;
         let tools = KindTools::locate(&opts.k8s_version).await?;
+        // Clusters of harnesses that died (their reaper killed too, say by
+        // the end of a CI session) would hold Docker networks and memory.
+        for (name, problems) in sweep_stale().await {
+            tracing::info!("deleted stale kind cluster '{name}' {problems:?}");
+        }
         let started = Instant::now();
         let root = kind_root();
         fs::create_dir_all(&root).map_err(io(format!("creating {}", root.display())))?;

@@ -1,0 +1,315 @@
+//! The kind provider end to end, on kind clusters made from the offline
+//! node image (`ci/kind/setup.sh` builds it; nothing is pulled):
+//! an API-level and a node-level scenario of scenarios/ pass on one, a run
+//! that fails with a node fault in place leaves no fault behind, and after
+//! passed, failed, interrupted (Ctrl-C) and killed runs no kind cluster,
+//! container, volume, network or record is left.
+//! Needs root, Docker and the node image; never skipped.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use unstuck::{
+    cluster::{
+        kind::{self, KindCluster, KindOptions, docker::Docker},
+        provider::{ProvidedCluster, ProviderKind},
+    },
+    components::DEFAULT_K8S_VERSION,
+    node::{AnyNode, Node},
+    runner::{Outcome, RunContext, run_scenario},
+};
+use unstuck_core::scenario::{Scenario, load_str};
+
+mod common;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+fn suite_scenario(name: &str) -> Scenario {
+    unstuck::core::scenario::load_dir(&repo_root().join("scenarios"))
+        .expect("scenarios load")
+        .into_iter()
+        .find(|s| s.name.as_str() == name)
+        .unwrap_or_else(|| panic!("no scenario {name}"))
+}
+
+/// What Docker and the record directory still hold of kind cluster `name`.
+async fn leftovers(name: &str, state_root: &Path) -> Vec<String> {
+    let docker = Docker::default();
+    let mut left: Vec<String> = docker
+        .cluster_containers(name)
+        .await
+        .expect("docker ps answers")
+        .into_iter()
+        .map(|c| format!("container {c}"))
+        .collect();
+    if docker
+        .network_exists(&kind::network_name(name))
+        .await
+        .expect("docker network ls answers")
+    {
+        left.push(format!("network {}", kind::network_name(name)));
+    }
+    if state_root.join(name).exists() {
+        left.push(format!("record {}", state_root.join(name).display()));
+    }
+    left
+}
+
+/// Waits (polling) until `name` has nothing left, or panics with what is.
+async fn assert_gone_within(name: &str, state_root: &Path, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let left = leftovers(name, state_root).await;
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "kind cluster {name} left after {limit:?}: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing() {
+    let name = common::cluster_name("it-kind");
+    let mut opts = KindOptions::new(&name, DEFAULT_K8S_VERSION);
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let cluster = KindCluster::up(opts).await.expect("kind cluster up");
+    assert_eq!(cluster.info().name, ProviderKind::Kind);
+    assert_eq!(
+        cluster.info().node_image.as_deref(),
+        Some(kind::node_image(DEFAULT_K8S_VERSION).as_str())
+    );
+    let version = cluster.client().apiserver_version().await.expect("version");
+    assert_eq!(version.git_version, DEFAULT_K8S_VERSION);
+
+    let node: Arc<AnyNode> = Arc::new(ProvidedCluster::node(&cluster));
+    let out = std::env::temp_dir().join(format!("unstuck-kind-test-{}", std::process::id()));
+    let ctx = |scenario: &str| RunContext {
+        client: cluster.client(),
+        fixtures_dir: repo_root().join("fixtures"),
+        out_dir: out.join(scenario),
+        node: Some(node.clone()),
+    };
+
+    // One API-level case and one node-level case, side by side as a run
+    // lays them out (the node one would have a cluster of its own there).
+    let api = suite_scenario("orphan-finalizer-configmap");
+    let on_node = suite_scenario("busy-volume-mount");
+    let (api_ctx, node_ctx) = (ctx("api"), ctx("node"));
+    let (api_report, node_report) = tokio::join!(
+        run_scenario(&api_ctx, &api),
+        run_scenario(&node_ctx, &on_node)
+    );
+    for r in [&api_report, &node_report] {
+        assert_eq!(
+            r.outcome,
+            Outcome::Passed,
+            "{} on kind:\n{:#?}",
+            r.name,
+            r.steps
+        );
+        assert!(r.cleanup.leaked.is_empty(), "{:?}", r.cleanup);
+        assert!(!r.remedies.is_empty(), "{} recovered by a remedy", r.name);
+    }
+    // The kubelet's own words, read from the node's journal.
+    assert!(
+        node_report
+            .symptoms
+            .iter()
+            .any(|s| s.contains("UnmountVolume.TearDown failed")),
+        "{:?}",
+        node_report.symptoms
+    );
+
+    // A run that fails with the busy mount in place still removes it.
+    let failing = load_str(
+        "name: kind-busy-then-fail
+description: a busy mount, then a gate that cannot pass
+namespaces: [app]
+timeout: 4m
+steps:
+  - apply: {file: node/web-pod.yaml, namespace: app}
+  - expect: {phase: symptom, timeout: 120s, that: [{running: {kind: Pod, name: web, namespace: app}}]}
+  - fault: {busyMount: {pod: web, namespace: app}}
+  - delete: {kind: Pod, name: web, namespace: app}
+  - expect: {phase: symptom, timeout: 5s, that: [{gone: {kind: Pod, name: web, namespace: app}}]}
+",
+        Path::new("kind-busy-then-fail.yaml"),
+    )
+    .expect("test scenario loads");
+    let failed = run_scenario(&ctx("failing"), &failing).await;
+    assert!(
+        matches!(failed.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        failed.outcome
+    );
+    assert!(
+        !failed.cleanup.reverted.is_empty(),
+        "the fault was reverted: {:?}",
+        failed.cleanup
+    );
+    let busy: Vec<_> = node
+        .mounts()
+        .await
+        .expect("node mounts")
+        .into_iter()
+        .filter(|m| m.source.contains("unstuck-busy"))
+        .collect();
+    assert!(busy.is_empty(), "busy mounts left: {busy:?}");
+
+    let logs = out.join("cluster-logs");
+    ProvidedCluster::export_logs(&cluster, &logs)
+        .await
+        .expect("kind export logs");
+    assert!(
+        std::fs::read_dir(&logs).expect("logs dir").count() > 0,
+        "kind export logs wrote nothing to {}",
+        logs.display()
+    );
+
+    let teardown = ProvidedCluster::delete(cluster).await;
+    assert!(teardown.problems.is_empty(), "{teardown}");
+    assert_gone_within(&name, &kind::kind_root(), Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Starts `unstuck ARGS` with its own kind record directory; returns the
+/// child and a channel of its stderr lines.
+fn unstuck(
+    args: &[&str],
+    state_root: &Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .args(args)
+        .env("UNSTUCK_KIND_STATE_DIR", state_root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unstuck starts");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for pipe in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                eprintln!("  | {line}");
+                let _ = tx.send(line);
+            }
+        });
+    }
+    (child, rx)
+}
+
+/// Waits for a line containing `needle`, or panics naming what was seen.
+fn wait_for_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, limit: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1))
+            && line.contains(needle)
+        {
+            return;
+        }
+    }
+    panic!("no line with {needle:?} within {limit:?}");
+}
+
+fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("unstuck did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The one kind cluster record a child made under `state_root`.
+fn recorded_cluster(state_root: &Path) -> String {
+    let names: Vec<String> = std::fs::read_dir(state_root)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        names.len(),
+        1,
+        "records under {}: {names:?}",
+        state_root.display()
+    );
+    names[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_and_killed_kind_runs_leave_nothing() {
+    let state_root =
+        std::env::temp_dir().join(format!("unstuck-kind-records-{}", std::process::id()));
+    let out = state_root.with_extension("runs");
+    let root = repo_root();
+
+    // Ctrl-C while a scenario runs: it cleans up, the cluster is deleted.
+    let interrupted = state_root.join("interrupted");
+    let (mut run, lines) = unstuck(
+        &[
+            "run",
+            "--provider",
+            "kind",
+            "--filter",
+            "orphan-finalizer-configmap",
+            "--clusters",
+            "0",
+            "--scenarios",
+            root.join("scenarios").to_str().unwrap(),
+            "--fixtures",
+            root.join("fixtures").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &interrupted,
+    );
+    wait_for_line(&lines, "[unstuck] start  ", Duration::from_secs(400));
+    let name = recorded_cluster(&interrupted);
+    let _ = Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status();
+    let status = wait_exit(&mut run, Duration::from_secs(240));
+    assert!(!status.success(), "an interrupted run does not pass");
+    assert_gone_within(&name, &interrupted, Duration::from_secs(5)).await;
+
+    // A harness killed outright: its reaper deletes the cluster.
+    let killed = state_root.join("killed");
+    let held = common::cluster_name("it-kind-held");
+    let (mut up, lines) = unstuck(
+        &["cluster", "up", "--provider", "kind", "--hold", &held],
+        &killed,
+    );
+    wait_for_line(&lines, "is up", Duration::from_secs(400));
+    assert!(!leftovers(&held, &killed).await.is_empty(), "it is up");
+    up.kill().expect("SIGKILL the harness");
+    let _ = up.wait();
+    assert_gone_within(&held, &killed, Duration::from_secs(240)).await;
+
+    let _ = std::fs::remove_dir_all(&state_root);
+    let _ = std::fs::remove_dir_all(&out);
+}
