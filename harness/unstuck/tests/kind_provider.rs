@@ -313,3 +313,82 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
     let _ = std::fs::remove_dir_all(&state_root);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Every scenario of scenarios/ on kind, as `unstuck run --provider kind`
+/// lays them out (the ones that must run alone each on a kind cluster of
+/// its own), in the same report format as the local provider; afterwards
+/// no kind cluster of the run is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_suite_passes_on_kind() {
+    let state_root =
+        std::env::temp_dir().join(format!("unstuck-kind-suite-{}", std::process::id()));
+    let out = state_root.with_extension("runs");
+    let root = repo_root();
+    let (mut run, _lines) = unstuck(
+        &[
+            "run",
+            "--provider",
+            "kind",
+            // Three kind clusters at once at most beside the shared one:
+            // each is a whole control plane on this 2-core machine.
+            "--clusters",
+            "3",
+            "--scenarios",
+            root.join("scenarios").to_str().unwrap(),
+            "--fixtures",
+            root.join("fixtures").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &state_root,
+    );
+    let status = wait_exit(&mut run, Duration::from_secs(1500));
+    let folder = std::fs::read_dir(&out)
+        .expect("run folder")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("report.json").exists())
+        .expect("a report");
+    let report: unstuck::report::RunReport =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("report.json")).unwrap())
+            .expect("report.json parses");
+    let failed: Vec<String> = report
+        .scenarios
+        .iter()
+        .filter(|s| !s.passed())
+        .map(|s| format!("{}: {:?}", s.name, s.outcome))
+        .collect();
+    assert!(failed.is_empty(), "failed on kind: {failed:#?}");
+    assert!(status.success(), "unstuck run exited {status}");
+    let all = unstuck::core::scenario::load_dir(&root.join("scenarios")).unwrap();
+    assert_eq!(report.scenarios.len(), all.len());
+    assert_eq!(report.provider.name, ProviderKind::Kind);
+    assert!(
+        std::fs::read_to_string(folder.join("junit.xml"))
+            .unwrap()
+            .contains("provider kind (node image unstuck.local/kind-node:"),
+        "the JUnit suite names the provider and image"
+    );
+    let leaked: Vec<String> = report
+        .scenarios
+        .iter()
+        .flat_map(|s| s.cleanup.leaked.clone())
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:?}");
+    let records: Vec<_> = std::fs::read_dir(&state_root)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(records.is_empty(), "kind records left: {records:?}");
+    let docker = Docker::default();
+    for s in &report.scenarios {
+        if let Some(c) = &s.isolated {
+            assert!(
+                docker.cluster_containers(&c.name).await.unwrap().is_empty(),
+                "{} left",
+                c.name
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&state_root);
+    let _ = std::fs::remove_dir_all(&out);
+}
