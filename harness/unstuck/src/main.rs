@@ -84,7 +84,7 @@ enum ClusterCommand {
         #[arg(long)]
         hold: bool,
     },
-    /// Show one local cluster (or all).
+    /// Show one cluster (or all) that unstuck made.
     Status { name: Option<String> },
     /// List the clusters unstuck made (local and kind).
     List,
@@ -211,10 +211,29 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
                 .iter()
                 .filter(|c| name.as_ref().is_none_or(|n| &c.name == n))
                 .collect();
+            let kinds: Vec<_> = kind::list()
+                .into_iter()
+                .filter(|c| name.as_ref().is_none_or(|n| &c.name == n))
+                .collect();
             if let Some(n) = &name
                 && shown.is_empty()
+                && kinds.is_empty()
             {
-                anyhow::bail!("no local cluster named '{n}'; `unstuck cluster list` shows them");
+                anyhow::bail!("no cluster named '{n}'; `unstuck cluster list` shows them");
+            }
+            for c in &kinds {
+                println!(
+                    "{} (kind, {}, node image {}){}",
+                    c.name,
+                    c.k8s_version,
+                    c.image,
+                    if c.stale { " STALE" } else { "" }
+                );
+                println!(
+                    "  node: docker exec -it {} bash",
+                    kind::node_container(&c.name)
+                );
+                println!("  kubeconfig: {}", c.kubeconfig.display());
             }
             for c in shown {
                 println!(

@@ -259,3 +259,68 @@ fn new_scenario_loads_as_written_and_never_writes_over_a_file() {
     assert!(stderr(&bad).contains("--save-snapshot"), "{}", stderr(&bad));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_kind_node_image_not_built_names_the_kind_setup_command() {
+    // Docker and kind are set up (ci/test.sh); no image of this version is.
+    let o = unstuck(
+        &[
+            "cluster",
+            "up",
+            "it-kind-noimage",
+            "--provider",
+            "kind",
+            "--k8s-version",
+            "v1.99.0",
+        ],
+        &[],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("node image unstuck.local/kind-node:v1.99.0 is not in Docker")
+            && err.contains("never pulls"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sudo ci/kind/setup.sh --k8s-version v1.99.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_kind_cli_not_built_names_the_kind_setup_command() {
+    let o = unstuck(
+        &["cluster", "up", "it-kind-nocli", "--provider", "kind"],
+        &[("UNSTUCK_KIND", "/nonexistent/kind")],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("the kind CLI is not built (/nonexistent/kind)")
+            && err.contains("sudo ci/kind/setup.sh"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_provider_and_a_kubeconfig_together_are_refused() {
+    let o = unstuck(
+        &[
+            "run",
+            "--provider",
+            "kind",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        &[],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "--provider kind makes throwaway clusters; --kubeconfig runs on an existing one"
+        ),
+        "{err}"
+    );
+}
