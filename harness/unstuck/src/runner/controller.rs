@@ -109,8 +109,15 @@ pub fn start(client: Client, config: ControllerConfig) -> LiveController {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let holder = format!("unstuck-live-controller-{namespace}");
-        let mut tick = 0u64;
         let mut types: Vec<collect::ListableType> = Vec::new();
+        // Paced by the clock, not by passes: one pass lists every namespaced
+        // type and takes far longer than 2 s on a loaded machine, and a
+        // cadence counted in passes then stretched a 10 s retry to minutes.
+        let mut last_discovery: Option<std::time::Instant> = None;
+        let mut last_retry: Option<std::time::Instant> = None;
+        let due = |last: Option<std::time::Instant>| {
+            last.is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        };
         loop {
             // Its pod dies with its namespace (pixie-io/pixie#1917: the
             // owner deleted together with what it must finalize).
@@ -138,16 +145,20 @@ pub fn start(client: Client, config: ControllerConfig) -> LiveController {
             {
                 tracing::debug!("live controller: lease renewal failed: {e}");
             }
-            if tick.is_multiple_of(5)
+            if (due(last_discovery) || types.is_empty())
                 && let Ok(d) = collect::discover(&client).await
             {
                 types = d.types.into_iter().filter(|t| t.namespaced).collect();
+                last_discovery = Some(std::time::Instant::now());
             }
-            // Every 10 s, as a controller requeueing its work would. Only
-            // without a Lease: the Lease case stays the plain one.
-            let beat = !lease && tick.is_multiple_of(5);
-            // A failing cleanup is retried at the same pace.
-            let retry = tick.is_multiple_of(5);
+            // Every 10 s, as a controller requeueing its work would; a
+            // failing cleanup is retried at the same pace. The heartbeat
+            // only without a Lease: the Lease case stays the plain one.
+            let retry = due(last_retry);
+            if retry {
+                last_retry = Some(std::time::Instant::now());
+            }
+            let beat = !lease && retry;
             let job = Job {
                 client: &client,
                 finalizer: &finalizer,
@@ -162,7 +173,6 @@ pub fn start(client: Client, config: ControllerConfig) -> LiveController {
                     job.finish_due(ns, t).await;
                 }
             }
-            tick += 1;
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
     });
