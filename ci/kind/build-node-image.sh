@@ -183,10 +183,13 @@ fi
 step "node rootfs"
 W="$NODE_DIR/work"
 cleanup() {
-  mountpoint -q "$W/rootfs/proc" 2>/dev/null && umount -l "$W/rootfs/proc"
-  [ -n "${PRELOAD_PID:-}" ] && kill "$PRELOAD_PID" 2>/dev/null
+  # Each line ends in `|| true`: under `set -e` the last command of an &&
+  # list that fails ends the trap, and the script, with its status (a
+  # finished build exited 1 because its component images were already gone).
+  if mountpoint -q "$W/rootfs/proc" 2>/dev/null; then umount -l "$W/rootfs/proc" || true; fi
+  if [ -n "${PRELOAD_PID:-}" ]; then kill "$PRELOAD_PID" 2>/dev/null || true; fi
   # Component images are only a step towards the node image.
-  [ -n "${COMPONENT_IMAGES[*]:-}" ] && docker rmi "${COMPONENT_IMAGES[@]}" >/dev/null 2>&1
+  if [ -n "${COMPONENT_IMAGES[*]:-}" ]; then docker rmi "${COMPONENT_IMAGES[@]}" >/dev/null 2>&1 || true; fi
   return 0
 }
 trap cleanup EXIT

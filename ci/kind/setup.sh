@@ -62,6 +62,10 @@ mkdir -p "$KIND_CACHE"
 # --- 1. Debian packages -------------------------------------------------------
 install_packages() {
   local pkgs=(docker.io debootstrap jq iptables procps util-linux busybox-static containerd runc) missing=() p
+  # A Docker engine that already answers (a CI runner's own) is used as it
+  # is: installing Debian's docker.io beside another engine's packages
+  # would conflict with them.
+  if docker info >/dev/null 2>&1; then pkgs=(debootstrap jq iptables procps util-linux busybox-static); fi
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
