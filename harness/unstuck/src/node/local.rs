@@ -496,26 +496,11 @@ impl Node for LocalNode {
             .trim()
             .parse()
             .map_err(|_| self.failed(format!("starting {argv:?}: no pid in {out:?}")))?;
-        // Until exec, the child still shows sh's command line.
-        let want = argv.first().cloned().unwrap_or_default();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            match host::process(pid) {
-                Some(p) if p.cmdline.first() == Some(&want) => return Ok(ProcRef::of(&p)),
-                Some(_) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                other => {
-                    return Err(self.failed(format!(
-                        "starting {argv:?}: process {pid} is {}",
-                        other.map_or("gone".to_owned(), |p| format!(
-                            "running {}",
-                            p.command_line()
-                        ))
-                    )));
-                }
-            }
-        }
+        super::await_exec(argv, pid, Duration::from_secs(5), || async move {
+            Ok(host::process(pid))
+        })
+        .await
+        .map_err(|e| self.failed(e))
     }
 
     /// Restarts containerd (see [`LocalNode::restart_component`]) and

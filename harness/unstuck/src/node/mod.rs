@@ -256,6 +256,40 @@ pub trait Node: Send + Sync {
     fn restart_kubelet(&self) -> impl Future<Output = Result<ComponentRestart, NodeError>> + Send;
 }
 
+/// Waits until process `pid`, started in the background for `argv`, runs
+/// `argv[0]`: until its exec it still shows the starting shell's command
+/// line. `look` reads the process (`None` when it is gone).
+pub(crate) async fn await_exec<F, Fut>(
+    argv: &[String],
+    pid: i32,
+    within: std::time::Duration,
+    mut look: F,
+) -> Result<ProcRef, String>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<host::Process>, NodeError>>,
+{
+    let want = argv.first().cloned().unwrap_or_default();
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match look().await.map_err(|e| e.to_string())? {
+            Some(p) if p.cmdline.first() == Some(&want) => return Ok(ProcRef::of(&p)),
+            Some(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            other => {
+                return Err(format!(
+                    "starting {argv:?}: process {pid} is {}",
+                    other.map_or("gone".to_owned(), |p| format!(
+                        "running {}",
+                        p.command_line()
+                    ))
+                ));
+            }
+        }
+    }
+}
+
 /// The runtime's view of the pod with UID `pod_uid`: its containerd
 /// containers (by the CRI's `io.kubernetes.pod.uid` label), their tasks,
 /// and the shim processes serving them (matched by `-id` and this node's
