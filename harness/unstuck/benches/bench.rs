@@ -177,6 +177,7 @@ async fn basic() {
         k8s_version: version.into(),
         provider: Default::default(),
         shard: None,
+        cluster_exits: cluster.component_exits(),
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let report = run_suite(&opts, scenarios, never).await;

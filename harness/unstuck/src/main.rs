@@ -331,12 +331,13 @@ async fn kind_up(name: String, k8s_version: String, timeout: u64, hold: bool) ->
         .await
         .with_context(|| format!("bringing up kind cluster '{name}'"))?;
     println!(
-        "kind cluster '{name}' is up (Kubernetes {}, node image {}, node Ready in {:.1}s)\n  export KUBECONFIG={}\n  node: docker exec -it {} bash",
+        "kind cluster '{name}' is up (Kubernetes {}, node image {}, `kind create` {:.1}s, node Ready in {:.1}s)\n  export KUBECONFIG={}\n  node: docker exec -it {} bash",
         cluster.k8s_version(),
         cluster.image(),
+        cluster.timings.create.as_secs_f64(),
         cluster.timings.node_ready.as_secs_f64(),
         cluster.kubeconfig().display(),
-        kind::node_container(&name),
+        cluster.node().container(),
     );
     if hold {
         eprintln!("holding the cluster; Ctrl-C deletes it");

@@ -141,6 +141,9 @@ impl RunReport {
             if let Outcome::Failed { reason, .. } = &s.outcome {
                 out.push_str(&format!("\n**{}** failed: {}\n", s.name, md_cell(reason)));
             }
+            for exit in &s.cluster_exits {
+                out.push_str(&format!("\n- meanwhile {}\n", md_cell(&exit.to_string())));
+            }
         }
         out
     }
@@ -184,6 +187,9 @@ impl RunReport {
             }
             if let Outcome::Failed { reason, .. } = &s.outcome {
                 out.push_str(&format!("      failure:   {reason}\n"));
+            }
+            for exit in &s.cluster_exits {
+                out.push_str(&format!("      cluster:   {exit}\n"));
             }
             if !s.cleanup.forced.is_empty() {
                 out.push_str(&format!(
@@ -241,6 +247,9 @@ fn evidence_text(s: &ScenarioReport) -> String {
         for e in &step.evidence {
             out.push_str(&format!("      {e}\n"));
         }
+    }
+    for exit in &s.cluster_exits {
+        out.push_str(&format!("cluster: {exit}\n{}\n", exit.log_tail));
     }
     out
 }

@@ -395,6 +395,7 @@ steps:
         fixtures_dir: fixtures,
         out_dir: out.join("reapply-own"),
         node: None,
+        cluster_exits: Default::default(),
     };
     let report = run_scenario(&ctx, &scenario).await;
     assert_eq!(report.outcome, Outcome::Passed, "{:#?}", report.steps);

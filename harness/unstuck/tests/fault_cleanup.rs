@@ -80,6 +80,7 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
         fixtures_dir: fixtures.clone(),
         out_dir: out.join(name),
         node: Some(Arc::new(LocalNode::of(&cluster).into())),
+        cluster_exits: cluster.component_exits(),
     };
     // The busy mount keeps the pod, so this gate fails.
     let cannot_pass = "  - expect: {phase: symptom, timeout: 5s, that: [{gone: {kind: Pod, name: web, namespace: app}}]}";

@@ -210,3 +210,131 @@ async fn a_killed_harness_takes_its_cluster_with_it() {
     .await
     .unwrap();
 }
+
+/// The pid state.json records for component `name` of the cluster in `dir`.
+fn recorded_pid(dir: &std::path::Path, name: &str) -> i32 {
+    let state = local::ClusterState::load(dir).unwrap().expect("state.json");
+    state
+        .components
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("{name} recorded"))
+        .process
+        .pid
+}
+
+fn kill(pid: i32, sig: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{sig} {pid}: {status}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_control_plane_component_that_exits_is_restarted_and_its_exit_recorded() {
+    let mut opts = UpOptions::new(common::cluster_name("it-supervised"));
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let layout = cluster.layout().clone();
+    let client = cluster.client();
+    let exits = cluster.component_exits();
+    assert!(exits.is_empty(), "{:?}", exits.all());
+
+    // kube-controller-manager dies, as it does when its lease is lost.
+    let old = recorded_pid(&layout.dir, "kube-controller-manager");
+    kill(old, "KILL");
+    let exit = wait::until(
+        "the supervisor to restart kube-controller-manager",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || {
+            let all = exits.all();
+            async move {
+                match all.first() {
+                    Some(e) if e.restarted_as.is_some() || e.restart_error.is_some() => {
+                        Poll::Ready(e.clone())
+                    }
+                    other => Poll::Pending(format!("{other:?}")),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(exit.component, "kube-controller-manager");
+    assert!(exit.status.contains("signal: 9"), "{exit}");
+    assert_eq!(exit.restart_error, None, "{exit}");
+    let new = exit.restarted_as.expect("restarted");
+    assert_ne!(new, old);
+    assert_eq!(
+        recorded_pid(&layout.dir, "kube-controller-manager"),
+        new,
+        "state.json names the new process, so down and the reaper stop it"
+    );
+    assert!(
+        std::path::Path::new(&format!("/proc/{new}")).exists(),
+        "the restarted kube-controller-manager runs"
+    );
+
+    // Its controllers work again: a namespace with content is deleted
+    // (the namespace controller runs only in a leading controller-manager).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({"metadata": {"name": "it-after-restart"}})),
+        )
+        .await
+        .unwrap();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "it-after-restart");
+    cms.create(
+        &PostParams::default(),
+        &from_json(serde_json::json!({"metadata": {"name": "content"}})),
+    )
+    .await
+    .unwrap();
+    namespaces
+        .delete("it-after-restart", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until(
+        "namespace it-after-restart to be gone",
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || {
+            let namespaces = namespaces.clone();
+            async move {
+                match namespaces.get_opt("it-after-restart").await {
+                    Ok(None) => Poll::Ready(()),
+                    other => {
+                        Poll::Pending(format!("{:?}", other.map(|n| n.and_then(|n| n.status))))
+                    }
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+
+    // Once a teardown has begun (here: marked as `unstuck cluster down`
+    // from another process marks it), nothing is restarted.
+    local::state::mark_tearing_down(&layout.dir);
+    let scheduler = recorded_pid(&layout.dir, "kube-scheduler");
+    kill(scheduler, "KILL");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        recorded_pid(&layout.dir, "kube-scheduler"),
+        scheduler,
+        "a cluster being torn down gets no restarts: {:?}",
+        exits.all()
+    );
+    assert_eq!(exits.len(), 1, "{:?}", exits.all());
+
+    let report = cluster.down().await;
+    assert!(report.errors.is_empty(), "teardown problems: {report}");
+    let left = local::leftovers(&layout);
+    assert!(left.is_empty(), "left behind: {left:#?}");
+}

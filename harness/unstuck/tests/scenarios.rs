@@ -105,6 +105,7 @@ fn main() -> ExitCode {
                 fixtures_dir: fixtures.clone(),
                 out_dir: out_dir.join(scenario.name.as_str()),
                 node: Some(node.clone()),
+                cluster_exits: cluster.component_exits(),
             };
             let (handle, reports) = (rt.handle().clone(), reports.clone());
             let own = own.clone();

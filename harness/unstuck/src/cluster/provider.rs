@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     kind::{KindCluster, KindError, KindOptions},
-    local::{self, LocalCluster, LocalError, UpOptions},
+    local::{self, LocalCluster, LocalError, UpOptions, supervisor::ExitLog},
 };
 use crate::node::{AnyNode, LocalNode};
 
@@ -101,6 +101,8 @@ pub trait ProvidedCluster: Send + Sync {
     fn info(&self) -> ProviderInfo;
     /// From the start of the create to the node's Ready condition.
     fn node_ready(&self) -> Duration;
+    /// The control-plane components that exited while the cluster ran.
+    fn component_exits(&self) -> ExitLog;
     /// Copies the cluster's logs (components, kubelet, runtime) into `to`.
     fn export_logs(&self, to: &Path) -> impl Future<Output = Result<(), String>> + Send;
     /// Deletes the cluster and checks that nothing of it is left.
@@ -147,6 +149,9 @@ impl ProvidedCluster for LocalCluster {
     }
     fn node_ready(&self) -> Duration {
         self.timings.node_ready
+    }
+    fn component_exits(&self) -> ExitLog {
+        LocalCluster::component_exits(self)
     }
     async fn export_logs(&self, to: &Path) -> Result<(), String> {
         std::fs::create_dir_all(to).map_err(|e| format!("creating {}: {e}", to.display()))?;
@@ -214,6 +219,10 @@ impl ProvidedCluster for KindCluster {
     }
     fn node_ready(&self) -> Duration {
         self.timings.node_ready
+    }
+    /// None are watched: kind's own kubelet restarts its static pods.
+    fn component_exits(&self) -> ExitLog {
+        ExitLog::default()
     }
     async fn export_logs(&self, to: &Path) -> Result<(), String> {
         KindCluster::export_logs(self, to)
@@ -321,6 +330,9 @@ impl ProvidedCluster for AnyCluster {
     }
     fn node_ready(&self) -> Duration {
         forward!(self, c => ProvidedCluster::node_ready(c))
+    }
+    fn component_exits(&self) -> ExitLog {
+        forward!(self, c => ProvidedCluster::component_exits(c))
     }
     async fn export_logs(&self, to: &Path) -> Result<(), String> {
         forward!(self, c => ProvidedCluster::export_logs(c, to).await)

@@ -180,6 +180,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             k8s_version: version,
             provider: Default::default(),
             shard: args.shard.map(|s| s.to_string()),
+            // Not ours to watch: its components are whoever runs them.
+            cluster_exits: Default::default(),
         };
         run_suite(&opts, scenarios, cancel_rx).await
     } else if versions.len() > 1 {
@@ -306,6 +308,7 @@ async fn provider_suite(
             k8s_version: k8s_version.clone(),
             provider: info.clone(),
             shard: None,
+            cluster_exits: cluster.component_exits(),
         };
         let positions: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
         let run = run_suite(&opts, shared.into_iter().map(|(_, s)| s).collect(), cancel).await;

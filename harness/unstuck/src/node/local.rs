@@ -175,7 +175,7 @@ impl LocalNode {
     {
         let started = Instant::now();
         let cmd = self.command(name)?;
-        let mut st = self.state()?;
+        let st = self.state()?;
         let old = self.find_component(&st, name);
         let killed = match &old {
             Some(p) => process::stop(p, Duration::from_secs(10)).await,
@@ -189,14 +189,8 @@ impl LocalNode {
         std::thread::spawn(move || child.wait());
         let new_ref = ProcessRef::of(new_pid)
             .ok_or_else(|| self.failed(format!("{name} {new_pid} exited right after start")))?;
-        match st.components.iter_mut().find(|c| c.name == name) {
-            Some(c) => c.process = new_ref.clone(),
-            None => st.components.push(state::ComponentProcess {
-                name: name.into(),
-                process: new_ref.clone(),
-            }),
-        }
-        st.save().map_err(|e| self.failed(e.to_string()))?;
+        state::record_component(&self.layout.dir, name, new_ref.clone())
+            .map_err(|e| self.failed(e.to_string()))?;
         wait::until(
             format!("the restarted {name} to answer"),
             timeout,

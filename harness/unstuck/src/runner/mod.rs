@@ -32,6 +32,7 @@ use self::{
     objects::{NamespaceMap, api_for, read_manifests, resolve},
 };
 use crate::{
+    cluster::local::supervisor::{ComponentExit, ExitLog},
     doctor::DoctorReport,
     faults::{Injected, busy_mount, remove_cni_config, stop_kubelet, wedge_shim},
     node::AnyNode,
@@ -56,6 +57,10 @@ pub struct RunContext {
     /// The node, for node-level faults, kubelet log conditions and the
     /// node doctor (any provider that gives node access).
     pub node: Option<Arc<AnyNode>>,
+    /// The cluster's control-plane components that exit while it runs
+    /// (restarted by the local provider's supervisor): a scenario's report
+    /// names the ones that exited during it.
+    pub cluster_exits: ExitLog,
 }
 
 /// The verdict of one scenario.
@@ -107,6 +112,11 @@ pub struct ScenarioReport {
     /// The cluster of its own the scenario ran on, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolated: Option<suite::IsolatedCluster>,
+    /// Control-plane components of its cluster that exited (and were
+    /// restarted) while it ran: a failure then may be the cluster's, not
+    /// the scenario's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_exits: Vec<ComponentExit>,
     #[serde(skip)]
     pub doctor: Option<DoctorReport>,
 }
@@ -152,6 +162,7 @@ impl ScenarioReport {
             cleanup: Default::default(),
             out_dir,
             isolated: None,
+            cluster_exits: Vec::new(),
             doctor: None,
         }
     }
@@ -185,6 +196,7 @@ pub async fn run_scenario_until(
     mut cancel: tokio::sync::watch::Receiver<bool>,
 ) -> ScenarioReport {
     let started = Instant::now();
+    let exits_before = ctx.cluster_exits.len();
     let names = Names::for_scenario(scenario, &ctx.fixtures_dir, &run_id());
     let ns = names.namespaces().clone();
     let _ = std::fs::create_dir_all(&ctx.out_dir);
@@ -242,6 +254,7 @@ pub async fn run_scenario_until(
     progress::clear(scenario.name.as_str());
     run.controllers.clear();
     run.report.duration_ms = started.elapsed().as_millis();
+    run.report.cluster_exits = ctx.cluster_exits.since(exits_before);
     if let Ok(text) = serde_json::to_string_pretty(&run.report) {
         let _ = std::fs::write(ctx.out_dir.join("scenario.json"), text);
     }

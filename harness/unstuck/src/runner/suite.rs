@@ -17,7 +17,10 @@ use unstuck_core::scenario::Scenario;
 
 use super::{RunContext, ScenarioReport, run_scenario_until};
 use crate::{
-    cluster::provider::{AnyProvider, ProvidedCluster, Provider, ProviderInfo},
+    cluster::{
+        local::supervisor::ExitLog,
+        provider::{AnyProvider, ProvidedCluster, Provider, ProviderInfo},
+    },
     node::AnyNode,
     report::RunReport,
 };
@@ -39,6 +42,8 @@ pub struct SuiteOptions {
     pub provider: ProviderInfo,
     /// `i/n` when this run is one CI job's part of the suite.
     pub shard: Option<String>,
+    /// The shared cluster's control-plane exits (see [`RunContext`]).
+    pub cluster_exits: ExitLog,
 }
 
 /// Gives parallel scenarios shared access and serial ones exclusive access.
@@ -132,6 +137,7 @@ impl OwnClusters {
             fixtures_dir: fixtures_dir.to_path_buf(),
             out_dir: out_dir.clone(),
             node: Some(Arc::new(cluster.node())),
+            cluster_exits: cluster.component_exits(),
         };
         let mut report = run_scenario_until(&ctx, scenario, cancel).await;
         if let Err(e) = cluster.export_logs(&out_dir.join("cluster-logs")).await {
@@ -227,6 +233,7 @@ pub async fn run_suite(
             fixtures_dir: opts.fixtures_dir.clone(),
             out_dir: out_dir.clone(),
             node: opts.node.clone(),
+            cluster_exits: opts.cluster_exits.clone(),
         };
         let (gate, slots, cancel) = (gate.clone(), slots.clone(), cancel.clone());
         let own = opts.own_clusters.clone().filter(|_| scenario.runs_alone());

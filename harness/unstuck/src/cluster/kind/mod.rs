@@ -120,6 +120,19 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> KindError {
     move |source| KindError::Io { what, source }
 }
 
+/// The kind CLI: `UNSTUCK_KIND`, or the one ci/kind/setup.sh builds
+/// into the cache.
+pub fn kind_cli() -> PathBuf {
+    std::env::var_os("UNSTUCK_KIND")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            components::cache_dir()
+                .join("kind")
+                .join(KIND_VERSION)
+                .join("bin/kind")
+        })
+}
+
 /// The tools a kind cluster needs, found where set-up puts them.
 #[derive(Clone, Debug)]
 pub struct KindTools {
@@ -132,14 +145,7 @@ impl KindTools {
     /// Finds the kind CLI, checks that Docker answers and that the node
     /// image of `k8s_version` is there; each miss names the fix.
     pub async fn locate(k8s_version: &str) -> Result<Self, KindError> {
-        let kind = std::env::var_os("UNSTUCK_KIND")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                components::cache_dir()
-                    .join("kind")
-                    .join(KIND_VERSION)
-                    .join("bin/kind")
-            });
+        let kind = kind_cli();
         if !kind.is_file() {
             return Err(KindError::KindMissing {
                 path: kind,

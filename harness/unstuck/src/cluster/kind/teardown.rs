@@ -11,8 +11,8 @@ use std::{
     time::Duration,
 };
 
-use super::{KIND_VERSION, KindError, KindState, KindTools, docker::Docker, io, kind_root, list};
-use crate::{cluster::local, components};
+use super::{KindError, KindState, KindTools, docker::Docker, io, kind_root, list};
+use crate::cluster::local;
 
 /// Deletes what the record names; each part is attempted even when an
 /// earlier one failed, and the record goes last (only when all went).
@@ -82,10 +82,7 @@ pub async fn down(name: &str) -> Result<Vec<String>, KindError> {
         .or_else(|e| match e {
             // Deleting needs kind and Docker, not the image.
             KindError::ImageMissing { .. } => Ok(KindTools {
-                kind: components::cache_dir()
-                    .join("kind")
-                    .join(KIND_VERSION)
-                    .join("bin/kind"),
+                kind: super::kind_cli(),
                 docker: Docker::default(),
                 image: state.image.clone(),
             }),

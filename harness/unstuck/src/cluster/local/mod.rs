@@ -10,6 +10,7 @@ pub mod pki;
 pub mod preflight;
 pub mod process;
 pub mod state;
+pub mod supervisor;
 pub mod teardown;
 
 use std::{
@@ -30,6 +31,7 @@ use self::{
     config::ComponentCommand,
     preflight::PreflightError,
     state::{ComponentProcess, ProcessRef, StateError},
+    supervisor::{ExitLog, Supervisor},
 };
 pub use self::{
     layout::Layout,
@@ -142,7 +144,10 @@ pub struct LocalCluster {
     state: ClusterState,
     client: Client,
     bins: Binaries,
+    /// The node's components (containerd, kubelet), reaped at `down`.
     children: Vec<Child>,
+    /// Restarts the control plane's components when they exit.
+    supervisor: Option<Supervisor>,
     reaper: Option<(Child, ChildStdin)>,
     pub timings: UpTimings,
 }
@@ -211,14 +216,27 @@ impl LocalCluster {
             starting.reaper = Some(spawn_reaper(program, &layout.dir)?);
         }
         match starting.run(opts.lifetime, opts.timeout, started).await {
-            Ok((client, timings)) => Ok(LocalCluster {
-                state: starting.state,
-                client,
-                bins,
-                children: std::mem::take(&mut starting.children),
-                reaper: starting.reaper.take(),
-                timings,
-            }),
+            Ok((client, timings)) => {
+                let (supervised, children): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut starting.children)
+                        .into_iter()
+                        .partition(|(name, _)| supervisor::SUPERVISED.contains(&name.as_str()));
+                let supervisor = Supervisor::start(
+                    layout.clone(),
+                    config::component_commands(&layout, &bins),
+                    supervised,
+                    opts.lifetime,
+                );
+                Ok(LocalCluster {
+                    state: starting.state,
+                    client,
+                    bins,
+                    children: children.into_iter().map(|(_, c)| c).collect(),
+                    supervisor: Some(supervisor),
+                    reaper: starting.reaper.take(),
+                    timings,
+                })
+            }
             Err(e) => {
                 let report = teardown::teardown(&layout.dir).await;
                 tracing::warn!("start-up of '{}' failed; cleaned up: {report}", layout.name);
@@ -243,10 +261,22 @@ impl LocalCluster {
     pub fn k8s_version(&self) -> &str {
         &self.state.k8s_version
     }
+    /// The control-plane components that exited while the cluster ran
+    /// (each restarted by its supervisor), as they happen.
+    pub fn component_exits(&self) -> ExitLog {
+        self.supervisor
+            .as_ref()
+            .map(Supervisor::exits)
+            .unwrap_or_default()
+    }
 
     /// Stops everything and removes every process, mount, link, cgroup and
     /// directory the cluster made.
     pub async fn down(mut self) -> TeardownReport {
+        // Supervision ends first, so nothing the teardown stops comes back.
+        if let Some(supervisor) = self.supervisor.take() {
+            self.children.extend(supervisor.stop());
+        }
         let report = teardown::teardown(&self.state.layout.dir).await;
         for c in &mut self.children {
             let _ = c.wait();
@@ -264,7 +294,7 @@ impl LocalCluster {
 struct Starting {
     state: ClusterState,
     bins: Binaries,
-    children: Vec<Child>,
+    children: Vec<(String, Child)>,
     reaper: Option<(Child, ChildStdin)>,
 }
 
@@ -441,7 +471,7 @@ impl Starting {
         let l = &self.state.layout;
         let child = process::spawn(cmd, &l.log_file(cmd.name), lifetime)?;
         let pid = child.id() as i32;
-        self.children.push(child);
+        self.children.push((cmd.name.to_string(), child));
         let process = ProcessRef::of(pid).ok_or_else(|| self.exited(cmd.name))?;
         self.state.components.push(ComponentProcess {
             name: cmd.name.to_string(),
@@ -498,7 +528,8 @@ impl Starting {
         let status = self
             .children
             .iter_mut()
-            .filter_map(|c| c.try_wait().ok().flatten())
+            .filter(|(name, _)| name == component)
+            .filter_map(|(_, c)| c.try_wait().ok().flatten())
             .map(|s| s.to_string())
             .next()
             .unwrap_or_else(|| "exited".into());
@@ -511,7 +542,7 @@ impl Starting {
     }
 
     fn reap_children(&mut self) {
-        for c in &mut self.children {
+        for (_, c) in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
         }

@@ -126,6 +126,57 @@ impl ClusterState {
     }
 }
 
+/// The file a teardown creates in a cluster's directory before it stops
+/// anything: the cluster's supervisor restarts nothing from then on.
+const TEARING_DOWN: &str = "tearing-down";
+
+/// Marks `dir` as being torn down (see [`is_tearing_down`]).
+pub fn mark_tearing_down(dir: &Path) {
+    let _ = fs::write(dir.join(TEARING_DOWN), b"");
+}
+
+pub fn is_tearing_down(dir: &Path) -> bool {
+    dir.join(TEARING_DOWN).exists()
+}
+
+/// Records `process` as the live process of component `name` in the
+/// state of the cluster in `dir`. Read, changed and written under a lock
+/// of the cluster's own, as the supervisor and a node fault may both
+/// restart a component of one cluster at once.
+pub fn record_component(dir: &Path, name: &str, process: ProcessRef) -> Result<(), StateError> {
+    let lock_path = dir.join(".state.lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|source| StateError::Io {
+            action: "open",
+            path: lock_path.clone(),
+            source,
+        })?;
+    lock.lock().map_err(|source| StateError::Io {
+        action: "lock",
+        path: lock_path,
+        source,
+    })?;
+    let Some(mut st) = ClusterState::load(dir)? else {
+        return Err(StateError::Io {
+            action: "read",
+            path: dir.join("state.json"),
+            source: std::io::ErrorKind::NotFound.into(),
+        });
+    };
+    match st.components.iter_mut().find(|c| c.name == name) {
+        Some(c) => c.process = process,
+        None => st.components.push(ComponentProcess {
+            name: name.into(),
+            process,
+        }),
+    }
+    st.save()
+}
+
 /// The root under which every local cluster has its directory.
 pub fn state_root() -> PathBuf {
     std::env::var_os("UNSTUCK_STATE_DIR")

@@ -148,7 +148,10 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
         }
     };
 
-    // 1. Components, kubelet first so it does not restart pods while the rest goes.
+    // 1. Components, kubelet first so it does not restart pods while the rest
+    // goes. Marked first, so that the owner's supervisor (when this is
+    // `unstuck cluster down` from another process) restarts none of them.
+    state::mark_tearing_down(&layout.dir);
     let order = [
         "kubelet",
         "kube-scheduler",

@@ -1,0 +1,352 @@
+//! Restarts a control-plane component that exits on its own, as the
+//! kubelet restarts the static pods of a kubeadm cluster.
+//!
+//! kube-controller-manager exits by design when it cannot renew its leader
+//! lease within the renew deadline ("leaderelection lost"); on a loaded CI
+//! machine an apiserver that answers slowly for ten seconds is enough. A
+//! real cluster brings it back within seconds; a harness cluster that did
+//! not would leave every namespace after it stuck, and the scenarios that
+//! happen to run then would fail for a reason that is not theirs. Each
+//! exit is recorded with the end of the component's log, so a report can
+//! say what happened to the cluster under the scenarios.
+//!
+//! The kubelet and containerd are not supervised: node faults stop them on
+//! purpose (a lost node), and the node doctor restarts them itself.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    process::Child,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    config::ComponentCommand,
+    layout::Layout,
+    process::{self, Lifetime},
+    state::{self, ProcessRef},
+};
+
+/// The components restarted when they exit: those a kubeadm cluster runs
+/// as static pods.
+pub const SUPERVISED: [&str; 4] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+/// How often the children are looked at.
+const POLL: Duration = Duration::from_millis(500);
+/// Lines of the component's log kept with its exit.
+const LOG_LINES: usize = 8;
+
+/// One exit of a supervised component, and what was done about it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentExit {
+    pub component: String,
+    /// When the exit was seen (RFC 3339).
+    pub at: String,
+    /// How it ended, as the OS says (`exit status: 1`, `signal: 9 (SIGKILL)`).
+    pub status: String,
+    /// The last lines of its log: usually why (`"leaderelection lost"`).
+    pub log_tail: String,
+    /// The pid of the process started in its place, if one was.
+    pub restarted_as: Option<i32>,
+    /// Why it was not restarted, if it was not.
+    pub restart_error: Option<String>,
+}
+
+impl std::fmt::Display for ComponentExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} exited at {} ({})",
+            self.component, self.at, self.status
+        )?;
+        match (&self.restarted_as, &self.restart_error) {
+            (Some(pid), _) => write!(f, "; restarted as pid {pid}")?,
+            (None, Some(e)) => write!(f, "; not restarted: {e}")?,
+            (None, None) => write!(f, "; not restarted")?,
+        }
+        let last = self.log_tail.lines().rev().find(|l| !l.trim().is_empty());
+        if let Some(line) = last {
+            write!(f, "; its log ended: {}", line.trim())?;
+        }
+        Ok(())
+    }
+}
+
+/// The exits seen so far, shared with whoever reports on the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct ExitLog(Arc<Mutex<Vec<ComponentExit>>>);
+
+impl ExitLog {
+    pub fn all(&self) -> Vec<ComponentExit> {
+        self.0.lock().expect("exit log lock").clone()
+    }
+    /// The exits seen at or after `since` (an index from [`ExitLog::len`]).
+    pub fn since(&self, since: usize) -> Vec<ComponentExit> {
+        self.all().into_iter().skip(since).collect()
+    }
+    pub fn len(&self) -> usize {
+        self.0.lock().expect("exit log lock").len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn push(&self, exit: ComponentExit) {
+        self.0.lock().expect("exit log lock").push(exit);
+    }
+}
+
+/// Back-off before the n-th restart (1-based) of one component: 1 s,
+/// doubling, at most 16 s (the kubelet's CrashLoopBackOff starts at 10 s;
+/// a harness cluster has less time to lose).
+pub fn backoff(restarts: u32) -> Duration {
+    Duration::from_secs(1u64 << restarts.saturating_sub(1).min(4))
+}
+
+/// A running supervisor thread.
+pub struct Supervisor {
+    stop: Arc<AtomicBool>,
+    exits: ExitLog,
+    thread: Option<JoinHandle<Vec<Child>>>,
+}
+
+impl Supervisor {
+    /// Watches `children` (name, process) and restarts each with its
+    /// command from `commands` when it exits.
+    ///
+    /// The restarted processes have the cluster's `lifetime`; for
+    /// [`Lifetime::Owned`] they die with the supervisor's thread, which
+    /// lives until [`Supervisor::stop`] (the cluster's `down`).
+    pub fn start(
+        layout: Layout,
+        commands: Vec<ComponentCommand>,
+        children: Vec<(String, Child)>,
+        lifetime: Lifetime,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let exits = ExitLog::default();
+        let watch = Watch {
+            layout,
+            commands,
+            lifetime,
+            exits: exits.clone(),
+            stop: stop.clone(),
+            restarts: HashMap::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("unstuck-supervisor".into())
+            .spawn(move || watch.run(children))
+            .expect("spawning the supervisor thread");
+        Self {
+            stop,
+            exits,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn exits(&self) -> ExitLog {
+        self.exits.clone()
+    }
+
+    /// Stops supervising (nothing is restarted from here on) and hands
+    /// back the children, still running, for the caller to stop and reap.
+    pub fn stop(mut self) -> Vec<Child> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        // Dropped without `stop` (a panic unwinding past the cluster): let
+        // the thread end; the cluster's reaper or next sweep removes the rest.
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Watch {
+    layout: Layout,
+    commands: Vec<ComponentCommand>,
+    lifetime: Lifetime,
+    exits: ExitLog,
+    stop: Arc<AtomicBool>,
+    restarts: HashMap<String, u32>,
+}
+
+/// A component that exited and waits for its back-off to pass.
+struct Pending {
+    name: String,
+    exit_index: usize,
+    due: Instant,
+}
+
+impl Watch {
+    fn run(mut self, mut children: Vec<(String, Child)>) -> Vec<Child> {
+        let mut pending: Vec<Pending> = Vec::new();
+        while !self.stopped() {
+            std::thread::sleep(POLL);
+            if self.stopped() {
+                break;
+            }
+            let mut i = 0;
+            while i < children.len() {
+                match children[i].1.try_wait() {
+                    Ok(Some(status)) => {
+                        let (name, _) = children.swap_remove(i);
+                        let n = self.restarts.entry(name.clone()).or_default();
+                        *n += 1;
+                        let due = Instant::now() + backoff(*n);
+                        tracing::warn!(
+                            "{name} of cluster '{}' exited ({status}); restarting it",
+                            self.layout.name
+                        );
+                        self.exits.push(ComponentExit {
+                            component: name.clone(),
+                            at: k8s_openapi::jiff::Timestamp::now().to_string(),
+                            status: status.to_string(),
+                            log_tail: log_tail(&self.layout.log_file(&name), LOG_LINES),
+                            restarted_as: None,
+                            restart_error: None,
+                        });
+                        pending.push(Pending {
+                            name,
+                            exit_index: self.exits.len() - 1,
+                            due,
+                        });
+                    }
+                    _ => i += 1,
+                }
+            }
+            let now = Instant::now();
+            let (due, waiting): (Vec<Pending>, Vec<Pending>) =
+                pending.into_iter().partition(|p| p.due <= now);
+            pending = waiting;
+            for p in due {
+                match self.restart(&p.name) {
+                    Ok(child) => {
+                        self.note(p.exit_index, Some(child.id() as i32), None);
+                        children.push((p.name, child));
+                    }
+                    Err(e) => {
+                        tracing::warn!("{e}");
+                        self.note(p.exit_index, None, Some(e));
+                    }
+                }
+            }
+        }
+        children.into_iter().map(|(_, c)| c).collect()
+    }
+
+    fn stopped(&self) -> bool {
+        // A teardown from another process (`unstuck cluster down`) marks
+        // the directory first; the components it stops stay stopped.
+        self.stop.load(Ordering::SeqCst) || state::is_tearing_down(&self.layout.dir)
+    }
+
+    fn restart(&self, name: &str) -> Result<Child, String> {
+        let cmd = self
+            .commands
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| format!("no command line for {name}"))?;
+        let child = process::spawn(cmd, &self.layout.log_file(name), self.lifetime)
+            .map_err(|e| e.to_string())?;
+        let pid = child.id() as i32;
+        let process = ProcessRef::of(pid)
+            .ok_or_else(|| format!("{name} (pid {pid}) exited right after its restart"))?;
+        state::record_component(&self.layout.dir, name, process)
+            .map_err(|e| format!("recording the restarted {name}: {e}"))?;
+        Ok(child)
+    }
+
+    fn note(&self, index: usize, pid: Option<i32>, error: Option<String>) {
+        let mut all = self.exits.0.lock().expect("exit log lock");
+        if let Some(e) = all.get_mut(index) {
+            e.restarted_as = pid;
+            e.restart_error = error;
+        }
+    }
+}
+
+/// The last `lines` lines of a log file, read from its end (component
+/// logs grow to tens of megabytes).
+fn log_tail(path: &Path, lines: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(16 * 1024);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = f.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    // The first line may be cut in two by the window's start.
+    let from = all.len().saturating_sub(lines).max(usize::from(start > 0));
+    all[from.min(all.len())..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_from_one_second_to_sixteen() {
+        let secs: Vec<u64> = (1..=7).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, vec![1, 2, 4, 8, 16, 16, 16]);
+    }
+
+    #[test]
+    fn an_exit_reads_as_what_happened_and_why() {
+        let exit = ComponentExit {
+            component: "kube-controller-manager".into(),
+            at: "2026-11-24T15:58:02Z".into(),
+            status: "exit status: 1".into(),
+            // The lines kube-controller-manager v1.34.4 ends with when its
+            // lease is lost (leaderelection.go, controllermanager.go:343).
+            log_tail: concat!(
+                "E1124 15:58:01.907101   16461 leaderelection.go:429] Failed to update lock optimistically: Put \"https://10.244.0.1:6443/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager?timeout=5s\": context deadline exceeded\n",
+                "I1124 15:58:01.907188   16461 leaderelection.go:297] failed to renew lease kube-system/kube-controller-manager: context deadline exceeded\n",
+                "E1124 15:58:01.907254   16461 controllermanager.go:343] \"leaderelection lost\"\n",
+            )
+            .into(),
+            restarted_as: Some(4242),
+            restart_error: None,
+        };
+        assert_eq!(
+            exit.to_string(),
+            "kube-controller-manager exited at 2026-11-24T15:58:02Z (exit status: 1); restarted as pid 4242; its log ended: E1124 15:58:01.907254   16461 controllermanager.go:343] \"leaderelection lost\""
+        );
+    }
+
+    #[test]
+    fn the_log_tail_is_the_last_whole_lines() {
+        let dir = std::env::temp_dir().join(format!("unstuck-tail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.log");
+        let text: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(log_tail(&path, 2), "line 4998\nline 4999");
+        std::fs::write(&path, "only\n").unwrap();
+        assert_eq!(log_tail(&path, 3), "only");
+        assert_eq!(log_tail(&dir.join("missing.log"), 3), "");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
