@@ -155,6 +155,45 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
     );
     assert!(node.kubelet_running().await.unwrap(), "no kubelet runs");
 
+    // A failed namespace-finalizer scenario: the doctor never ran, so the
+    // finalizer its own manifest put on the namespace is still there.
+    // Cleanup takes it off (the namespace is the run's, by UID) and the
+    // namespace goes.
+    let ns_finalizer = load_str(
+        "name: ns-finalizer-then-fail
+description: a namespace held by an orphan metadata finalizer, then a step that cannot pass
+namespaces: [app]
+timeout: 2m
+steps:
+  - apply: namespace-metadata-finalizer/namespace.yaml
+  - apply: {file: namespace-metadata-finalizer/configmap.yaml, namespace: app}
+  - delete: {kind: Namespace, name: app}
+  - expect: {phase: symptom, timeout: 5s, that: [{gone: {kind: Namespace, name: app}}]}
+",
+        Path::new("ns-finalizer-then-fail.yaml"),
+    )
+    .expect("test scenario loads");
+    let failed_ns = run_scenario(&ctx("namespace"), &ns_finalizer).await;
+    assert!(
+        matches!(failed_ns.outcome, Outcome::Failed { step: 4, .. }),
+        "{:?}",
+        failed_ns.outcome
+    );
+    assert!(
+        failed_ns.cleanup.leaked.is_empty(),
+        "cleanup leaked {:?}",
+        failed_ns.cleanup.leaked
+    );
+    assert!(
+        failed_ns
+            .cleanup
+            .forced
+            .iter()
+            .any(|f| f.starts_with("Namespace")),
+        "the namespace's own finalizer was what cleanup had to take off: {:?}",
+        failed_ns.cleanup
+    );
+
     let _ = std::fs::remove_dir_all(&out);
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");

@@ -34,6 +34,10 @@ fn every_scenario_passes_on_the_newest_supported_version() {
         .arg(root.join("fixtures"))
         .arg("--out")
         .arg(&out)
+        // Two clusters of its own at once, not four: beside the other test
+        // binaries a 2-core machine is short of CPU already (see
+        // ci/run-tests.sh).
+        .args(["--clusters", "2"])
         .output()
         .expect("unstuck run starts");
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();

@@ -87,10 +87,12 @@ fn main() -> ExitCode {
     // of its own, so it neither waits for nor disturbs the others.
     let mut own = UpOptions::new(cluster_name.clone());
     own.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    // Two at once (`unstuck run` has four): beside the other test binaries
+    // a 2-core machine is short of CPU already (see ci/run-tests.sh).
     let own = OwnClusters::new(
         AnyProvider::Local(LocalProvider(own)),
         cluster_name.clone(),
-        4,
+        2,
     );
     let node: Arc<AnyNode> = Arc::new(LocalNode::of(&cluster).into());
     let reports: Arc<Mutex<Vec<ScenarioReport>>> = Arc::default();
