@@ -5,3 +5,4 @@ pub mod identity;
 pub mod kind;
 pub mod local;
 pub mod provider;
+pub mod readiness;

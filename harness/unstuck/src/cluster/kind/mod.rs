@@ -29,17 +29,19 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::{Node as ApiNode, ServiceAccount};
-use kube::{Api, Client};
+use kube::Client;
 use serde::Serialize;
 
 use self::docker::Docker;
 use crate::{
-    cluster::local::{self, state::ProcessRef},
+    cluster::{
+        local::{self, state::ProcessRef},
+        readiness,
+    },
     components,
     exec::{Cmd, RunError},
     node::KindNode,
-    wait::{self, Poll},
+    wait,
 };
 
 /// The kind release set-up builds (the last with cgroup v1 node images
@@ -387,49 +389,25 @@ async fn create(
         .await
         .map_err(|e| e.to_string())?;
     let node_name = node_container(&state.name);
-    let nodes: Api<ApiNode> = Api::all(client.clone());
     let left = timeout.saturating_sub(started.elapsed());
     wait::until(
         format!("node {node_name} to be Ready"),
         left.max(Duration::from_secs(30)),
         Duration::from_millis(500),
-        || {
-            let nodes = nodes.clone();
-            let node_name = node_name.clone();
-            async move {
-                match nodes.get_opt(&node_name).await {
-                    Ok(Some(n)) => match local::node_ready(&n) {
-                        Ok(()) => Poll::Ready(()),
-                        Err(e) => Poll::Pending(e),
-                    },
-                    Ok(None) => Poll::Pending(format!("no node {node_name} yet")),
-                    Err(e) => Poll::Pending(e.to_string()),
-                }
-            }
-        },
+        || readiness::node_ready(&client, &node_name),
     )
     .await
     .map_err(|e| e.to_string())?;
     let node_ready = started.elapsed();
     // kind is done at node Ready; pods are refused until the service
     // account controller has made `default` (as the local provider waits).
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
     wait::until(
         "the default ServiceAccount (pods are refused without it)",
         timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_secs(60)),
         Duration::from_millis(500),
-        || {
-            let sas = sas.clone();
-            async move {
-                match sas.get_opt("default").await {
-                    Ok(Some(_)) => Poll::Ready(()),
-                    Ok(None) => Poll::Pending("not created yet".into()),
-                    Err(e) => Poll::Pending(e.to_string()),
-                }
-            }
-        },
+        || readiness::default_service_account(&client),
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -437,15 +415,7 @@ async fn create(
         "marking the cluster as unstuck's",
         Duration::from_secs(30),
         Duration::from_millis(500),
-        || {
-            let c = client.clone();
-            async move {
-                match crate::cluster::identity::mark(&c).await {
-                    Ok(()) => Poll::Ready(()),
-                    Err(e) => Poll::Pending(e.to_string()),
-                }
-            }
-        },
+        || readiness::marked(&client),
     )
     .await
     .map_err(|e| e.to_string())?;

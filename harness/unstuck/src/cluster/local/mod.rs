@@ -21,10 +21,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::{
-    core::v1::{Node, ServiceAccount},
-    rbac::v1::{ClusterRoleBinding, RoleRef, Subject},
-};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use kube::{Api, Client, api::PostParams};
 
 use self::{
@@ -40,6 +37,7 @@ pub use self::{
     teardown::{TeardownReport, leftovers},
 };
 use crate::{
+    cluster::readiness,
     components::{self, Binaries, ComponentsError},
     exec::{Cmd, RunError},
     wait::{self, Poll, WaitTimeout},
@@ -401,59 +399,27 @@ impl Starting {
         }
 
         self.start(&cmd("kubelet"), lifetime)?;
-        let nodes: Api<Node> = Api::all(client.clone());
         let node_name = l.node_name();
         self.wait_for(
             &format!("node {node_name} to be Ready"),
             remaining(),
             "kubelet",
-            || {
-                let (nodes, node_name) = (nodes.clone(), node_name.clone());
-                async move {
-                    match nodes.get_opt(&node_name).await {
-                        Ok(Some(node)) => match node_ready(&node) {
-                            Ok(()) => Poll::Ready(()),
-                            Err(why) => Poll::Pending(why),
-                        },
-                        Ok(None) => Poll::Pending("node not registered yet".into()),
-                        Err(e) => Poll::Pending(e.to_string()),
-                    }
-                }
-            },
+            || readiness::node_ready(&client, &node_name),
         )
         .await?;
-        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
         self.wait_for(
             "the default ServiceAccount (pods are refused without it)",
             remaining(),
             "kube-controller-manager",
-            || {
-                let sas = sas.clone();
-                async move {
-                    match sas.get_opt("default").await {
-                        Ok(Some(_)) => Poll::Ready(()),
-                        Ok(None) => Poll::Pending("not created yet".into()),
-                        Err(e) => Poll::Pending(e.to_string()),
-                    }
-                }
-            },
+            || readiness::default_service_account(&client),
         )
         .await?;
         // The mark that lets `unstuck run` know this cluster is its own.
-        let c = client.clone();
         self.wait_for(
             "the marker kube-system/unstuck-cluster",
             remaining(),
             "kube-apiserver",
-            || {
-                let c = c.clone();
-                async move {
-                    match crate::cluster::identity::mark(&c).await {
-                        Ok(()) => Poll::Ready(()),
-                        Err(e) => Poll::Pending(e.to_string()),
-                    }
-                }
-            },
+            || readiness::marked(&client),
         )
         .await?;
         let total = started.elapsed();
@@ -624,20 +590,6 @@ async fn bind_apiserver_to_kubelet_api(client: &Client) -> Result<(), LocalError
             what: "binding kube-apiserver to the kubelet API".into(),
             source,
         }),
-    }
-}
-
-pub(crate) fn node_ready(node: &Node) -> Result<(), String> {
-    let conds = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    match conds.and_then(|c| c.iter().find(|c| c.type_ == "Ready")) {
-        Some(c) if c.status == "True" => Ok(()),
-        Some(c) => Err(format!(
-            "Ready={} ({}): {}",
-            c.status,
-            c.reason.clone().unwrap_or_default(),
-            c.message.clone().unwrap_or_default()
-        )),
-        None => Err("no Ready condition yet".into()),
     }
 }
 

@@ -144,22 +144,7 @@ pub fn is_tearing_down(dir: &Path) -> bool {
 /// of the cluster's own, as the supervisor and a node fault may both
 /// restart a component of one cluster at once.
 pub fn record_component(dir: &Path, name: &str, process: ProcessRef) -> Result<(), StateError> {
-    let lock_path = dir.join(".state.lock");
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|source| StateError::Io {
-            action: "open",
-            path: lock_path.clone(),
-            source,
-        })?;
-    lock.lock().map_err(|source| StateError::Io {
-        action: "lock",
-        path: lock_path,
-        source,
-    })?;
+    let _lock = exclusive_lock(&dir.join(".state.lock"))?;
     let Some(mut st) = ClusterState::load(dir)? else {
         return Err(StateError::Io {
             action: "read",
@@ -214,23 +199,30 @@ pub fn lock_root(root: &Path) -> Result<RootLock, StateError> {
         path: root.to_path_buf(),
         source,
     })?;
-    let path = root.join(".lock");
+    Ok(RootLock {
+        _file: exclusive_lock(&root.join(".lock"))?,
+    })
+}
+
+/// Opens (creating) `path` and takes an exclusive lock on it, held until
+/// the file is dropped.
+fn exclusive_lock(path: &Path) -> Result<fs::File, StateError> {
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
+        .open(path)
         .map_err(|source| StateError::Io {
             action: "open",
-            path: path.clone(),
+            path: path.to_path_buf(),
             source,
         })?;
     file.lock().map_err(|source| StateError::Io {
         action: "lock",
-        path,
+        path: path.to_path_buf(),
         source,
     })?;
-    Ok(RootLock { _file: file })
+    Ok(file)
 }
 
 /// The lowest slot no existing cluster directory claims.

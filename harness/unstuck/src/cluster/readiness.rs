@@ -1,0 +1,93 @@
+//! What both providers wait for before a new cluster is handed out: the
+//! node Ready, the `default` ServiceAccount (pods are refused until the
+//! service account controller has made it) and unstuck's identity mark.
+//! Each probe answers once; the provider's own wait loop asks again and
+//! names what it was waiting for when time runs out.
+
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::{Api, Client};
+
+use crate::wait::Poll;
+
+/// Whether node `name` is registered with `Ready=True`; else what it shows.
+pub async fn node_ready(client: &Client, name: &str) -> Poll<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    match nodes.get_opt(name).await {
+        Ok(Some(node)) => match ready_condition(&node) {
+            Ok(()) => Poll::Ready(()),
+            Err(why) => Poll::Pending(why),
+        },
+        Ok(None) => Poll::Pending(format!("node {name} not registered yet")),
+        Err(e) => Poll::Pending(e.to_string()),
+    }
+}
+
+/// Whether the `default` ServiceAccount of namespace `default` exists.
+pub async fn default_service_account(client: &Client) -> Poll<()> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    match sas.get_opt("default").await {
+        Ok(Some(_)) => Poll::Ready(()),
+        Ok(None) => Poll::Pending("not created yet".into()),
+        Err(e) => Poll::Pending(e.to_string()),
+    }
+}
+
+/// Marks the cluster as unstuck's (`kube-system/unstuck-cluster`), so the
+/// identity guard of `unstuck run` and the doctor knows it.
+pub async fn marked(client: &Client) -> Poll<()> {
+    match super::identity::mark(client).await {
+        Ok(()) => Poll::Ready(()),
+        Err(e) => Poll::Pending(e.to_string()),
+    }
+}
+
+/// `Ok` for a node whose `Ready` condition is `True`; else the condition.
+pub fn ready_condition(node: &Node) -> Result<(), String> {
+    let conds = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    match conds.and_then(|c| c.iter().find(|c| c.type_ == "Ready")) {
+        Some(c) if c.status == "True" => Ok(()),
+        Some(c) => Err(format!(
+            "Ready={} ({}): {}",
+            c.status,
+            c.reason.clone().unwrap_or_default(),
+            c.message.clone().unwrap_or_default()
+        )),
+        None => Err("no Ready condition yet".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(conditions: serde_json::Value) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n"},
+            "status": {"conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_node_is_ready_only_with_ready_true_and_says_why_not() {
+        assert_eq!(
+            ready_condition(&node(serde_json::json!([
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
+            ]))),
+            Ok(())
+        );
+        // The kubelet's wording while no CNI configuration is loaded.
+        assert_eq!(
+            ready_condition(&node(serde_json::json!([
+                {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                 "message": "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"}
+            ]))),
+            Err("Ready=False (KubeletNotReady): container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized".into())
+        );
+        assert_eq!(
+            ready_condition(&node(serde_json::json!([]))),
+            Err("no Ready condition yet".into())
+        );
+    }
+}
