@@ -16,12 +16,14 @@ use std::{
 
 use unstuck::{
     cluster::{
+        exits::Restart,
         kind::{self, KindCluster, KindOptions, docker::Docker},
         provider::{ProvidedCluster, ProviderKind},
     },
     components::DEFAULT_K8S_VERSION,
     node::{AnyNode, Node},
     runner::{Outcome, RunContext, run_scenario},
+    wait::{self, Poll},
 };
 use unstuck_core::scenario::{Scenario, load_str};
 
@@ -170,6 +172,52 @@ steps:
         .filter(|m| m.source.contains("unstuck-busy"))
         .collect();
     assert!(busy.is_empty(), "busy mounts left: {busy:?}");
+
+    // The node's kubelet restarts a control-plane static pod that exits
+    // (kube-controller-manager after "leaderelection lost"); the cluster
+    // records the exit, for the reports of the scenarios running then.
+    let exits = cluster.component_exits();
+    assert!(exits.is_empty(), "{:?}", exits.all());
+    let kcm = node
+        .processes()
+        .await
+        .expect("node processes")
+        .into_iter()
+        .find(|p| {
+            p.cmdline
+                .first()
+                .is_some_and(|a| a.ends_with("kube-controller-manager"))
+        })
+        .expect("kube-controller-manager runs on the node");
+    node.signal(kcm.pid, 9)
+        .await
+        .expect("SIGKILL kube-controller-manager");
+    let exit = wait::until(
+        "the restart of kube-controller-manager to be recorded",
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || {
+            let all = exits.all();
+            async move {
+                match all.first() {
+                    Some(e) => Poll::Ready(e.clone()),
+                    None => Poll::Pending("no exit recorded yet".to_string()),
+                }
+            }
+        },
+    )
+    .await
+    .expect("the exit is recorded");
+    eprintln!("recorded: {exit}");
+    assert_eq!(exit.component, "kube-controller-manager", "{exit}");
+    assert!(
+        matches!(exit.restart, Restart::Kubelet { restart_count: 1 }),
+        "{exit}"
+    );
+    assert!(
+        exit.status.contains("137"),
+        "SIGKILL is exit code 137: {exit}"
+    );
 
     let logs = out.join("cluster-logs");
     ProvidedCluster::export_logs(&cluster, &logs)

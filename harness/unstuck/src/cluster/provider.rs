@@ -15,8 +15,9 @@ use kube::Client;
 use serde::{Deserialize, Serialize};
 
 use super::{
+    exits::ExitLog,
     kind::{KindCluster, KindError, KindOptions},
-    local::{self, LocalCluster, LocalError, UpOptions, supervisor::ExitLog},
+    local::{self, LocalCluster, LocalError, UpOptions},
 };
 use crate::node::{AnyNode, LocalNode};
 
@@ -220,9 +221,8 @@ impl ProvidedCluster for KindCluster {
     fn node_ready(&self) -> Duration {
         self.timings.node_ready
     }
-    /// None are watched: kind's own kubelet restarts its static pods.
     fn component_exits(&self) -> ExitLog {
-        ExitLog::default()
+        KindCluster::component_exits(self)
     }
     async fn export_logs(&self, to: &Path) -> Result<(), String> {
         KindCluster::export_logs(self, to)

@@ -32,7 +32,7 @@ use self::{
     objects::{NamespaceMap, api_for, read_manifests, resolve},
 };
 use crate::{
-    cluster::local::supervisor::{ComponentExit, ExitLog},
+    cluster::exits::{ComponentExit, ExitLog},
     doctor::DoctorReport,
     faults::{Injected, busy_mount, remove_cni_config, stop_kubelet, wedge_shim},
     node::AnyNode,

@@ -18,7 +18,7 @@ use unstuck_core::scenario::Scenario;
 use super::{RunContext, ScenarioReport, run_scenario_until};
 use crate::{
     cluster::{
-        local::supervisor::ExitLog,
+        exits::ExitLog,
         provider::{AnyProvider, ProvidedCluster, Provider, ProviderInfo},
     },
     node::AnyNode,

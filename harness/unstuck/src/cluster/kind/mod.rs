@@ -13,6 +13,7 @@
 //! know exactly what is theirs.
 
 pub mod docker;
+pub mod restarts;
 mod state;
 mod teardown;
 
@@ -35,6 +36,7 @@ use serde::Serialize;
 use self::docker::Docker;
 use crate::{
     cluster::{
+        exits::ExitLog,
         local::{self, state::ProcessRef},
         readiness,
     },
@@ -231,6 +233,8 @@ pub struct KindCluster {
     tools: KindTools,
     client: Client,
     node: KindNode,
+    /// Watches the node's static control-plane pods for restarts.
+    restarts: restarts::RestartWatch,
     reaper: Option<(Child, ChildStdin)>,
     pub timings: KindTimings,
 }
@@ -283,6 +287,7 @@ impl KindCluster {
                 state,
                 dir,
                 tools,
+                restarts: restarts::RestartWatch::start(client.clone()),
                 client,
                 node,
                 reaper,
@@ -326,6 +331,11 @@ impl KindCluster {
     }
     pub fn node(&self) -> &KindNode {
         &self.node
+    }
+    /// The control-plane containers the node's kubelet restarted while
+    /// the cluster ran, as they happen.
+    pub fn component_exits(&self) -> ExitLog {
+        self.restarts.exits()
     }
 
     /// `kind export logs` into `to` (node journal, component and container

@@ -18,14 +18,14 @@ use std::{
     path::Path,
     process::Child,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
-use serde::{Deserialize, Serialize};
+pub use crate::cluster::exits::{ComponentExit, ExitLog, Restart};
 
 use super::{
     config::ComponentCommand,
@@ -47,65 +47,6 @@ pub const SUPERVISED: [&str; 4] = [
 const POLL: Duration = Duration::from_millis(500);
 /// Lines of the component's log kept with its exit.
 const LOG_LINES: usize = 8;
-
-/// One exit of a supervised component, and what was done about it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ComponentExit {
-    pub component: String,
-    /// When the exit was seen (RFC 3339).
-    pub at: String,
-    /// How it ended, as the OS says (`exit status: 1`, `signal: 9 (SIGKILL)`).
-    pub status: String,
-    /// The last lines of its log: usually why (`"leaderelection lost"`).
-    pub log_tail: String,
-    /// The pid of the process started in its place, if one was.
-    pub restarted_as: Option<i32>,
-    /// Why it was not restarted, if it was not.
-    pub restart_error: Option<String>,
-}
-
-impl std::fmt::Display for ComponentExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} exited at {} ({})",
-            self.component, self.at, self.status
-        )?;
-        match (&self.restarted_as, &self.restart_error) {
-            (Some(pid), _) => write!(f, "; restarted as pid {pid}")?,
-            (None, Some(e)) => write!(f, "; not restarted: {e}")?,
-            (None, None) => write!(f, "; not restarted")?,
-        }
-        let last = self.log_tail.lines().rev().find(|l| !l.trim().is_empty());
-        if let Some(line) = last {
-            write!(f, "; its log ended: {}", line.trim())?;
-        }
-        Ok(())
-    }
-}
-
-/// The exits seen so far, shared with whoever reports on the cluster.
-#[derive(Clone, Debug, Default)]
-pub struct ExitLog(Arc<Mutex<Vec<ComponentExit>>>);
-
-impl ExitLog {
-    pub fn all(&self) -> Vec<ComponentExit> {
-        self.0.lock().expect("exit log lock").clone()
-    }
-    /// The exits seen at or after `since` (an index from [`ExitLog::len`]).
-    pub fn since(&self, since: usize) -> Vec<ComponentExit> {
-        self.all().into_iter().skip(since).collect()
-    }
-    pub fn len(&self) -> usize {
-        self.0.lock().expect("exit log lock").len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    fn push(&self, exit: ComponentExit) {
-        self.0.lock().expect("exit log lock").push(exit);
-    }
-}
 
 /// Back-off before the n-th restart (1-based) of one component: 1 s,
 /// doubling, at most 16 s (the kubelet's CrashLoopBackOff starts at 10 s;
@@ -214,17 +155,16 @@ impl Watch {
                             "{name} of cluster '{}' exited ({status}); restarting it",
                             self.layout.name
                         );
-                        self.exits.push(ComponentExit {
+                        let exit_index = self.exits.push(ComponentExit {
                             component: name.clone(),
                             at: k8s_openapi::jiff::Timestamp::now().to_string(),
                             status: status.to_string(),
                             log_tail: log_tail(&self.layout.log_file(&name), LOG_LINES),
-                            restarted_as: None,
-                            restart_error: None,
+                            restart: Restart::Pending,
                         });
                         pending.push(Pending {
                             name,
-                            exit_index: self.exits.len() - 1,
+                            exit_index,
                             due,
                         });
                     }
@@ -238,12 +178,15 @@ impl Watch {
             for p in due {
                 match self.restart(&p.name) {
                     Ok(child) => {
-                        self.note(p.exit_index, Some(child.id() as i32), None);
+                        let pid = child.id() as i32;
+                        self.exits
+                            .set_restart(p.exit_index, Restart::Supervisor { pid });
                         children.push((p.name, child));
                     }
-                    Err(e) => {
-                        tracing::warn!("{e}");
-                        self.note(p.exit_index, None, Some(e));
+                    Err(error) => {
+                        tracing::warn!("{error}");
+                        self.exits
+                            .set_restart(p.exit_index, Restart::Failed { error });
                     }
                 }
             }
@@ -271,14 +214,6 @@ impl Watch {
         state::record_component(&self.layout.dir, name, process)
             .map_err(|e| format!("recording the restarted {name}: {e}"))?;
         Ok(child)
-    }
-
-    fn note(&self, index: usize, pid: Option<i32>, error: Option<String>) {
-        let mut all = self.exits.0.lock().expect("exit log lock");
-        if let Some(e) = all.get_mut(index) {
-            e.restarted_as = pid;
-            e.restart_error = error;
-        }
     }
 }
 
@@ -327,8 +262,7 @@ mod tests {
                 "E1124 15:58:01.907254   16461 controllermanager.go:343] \"leaderelection lost\"\n",
             )
             .into(),
-            restarted_as: Some(4242),
-            restart_error: None,
+            restart: Restart::Supervisor { pid: 4242 },
         };
         assert_eq!(
             exit.to_string(),
