@@ -502,7 +502,7 @@ impl Starting {
         LocalError::ComponentExited {
             component: component.to_string(),
             status,
-            tail: tail(&log, 15),
+            tail: process::log_tail(&log, 15),
             log,
         }
     }
@@ -627,12 +627,6 @@ async fn http_get_local(port: u16, path: &str) -> std::io::Result<String> {
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await??;
     Ok(String::from_utf8_lossy(&buf).into_owned())
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildStdin), LocalError> {

@@ -104,3 +104,44 @@ pub async fn stop(p: &ProcessRef, grace: Duration) -> bool {
     }
     true
 }
+
+/// The last `lines` lines of a log file, read from its end (component
+/// logs grow to tens of megabytes).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    // A window of 4 KiB a line: klog lines are well under that.
+    let start = len.saturating_sub(4096 * lines as u64);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = f.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    // The first line may be cut in two by the window's start.
+    let from = all.len().saturating_sub(lines).max(usize::from(start > 0));
+    all[from.min(all.len())..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_tail_is_the_last_whole_lines() {
+        let dir = std::env::temp_dir().join(format!("unstuck-tail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.log");
+        let text: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(log_tail(&path, 2), "line 4998\nline 4999");
+        std::fs::write(&path, "only\n").unwrap();
+        assert_eq!(log_tail(&path, 3), "only");
+        assert_eq!(log_tail(&dir.join("missing.log"), 3), "");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
