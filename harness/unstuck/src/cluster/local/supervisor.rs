@@ -14,7 +14,6 @@
 //! purpose (a lost node), and the node doctor restarts them itself.
 
 use std::{
-    collections::HashMap,
     process::Child,
     sync::{
         Arc,
@@ -82,7 +81,6 @@ impl Supervisor {
             lifetime,
             exits: exits.clone(),
             stop: stop.clone(),
-            restarts: HashMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("unstuck-supervisor".into())
@@ -124,7 +122,6 @@ struct Watch {
     lifetime: Lifetime,
     exits: ExitLog,
     stop: Arc<AtomicBool>,
-    restarts: HashMap<String, u32>,
 }
 
 /// A component that exited and waits for its back-off to pass.
@@ -135,7 +132,7 @@ struct Pending {
 }
 
 impl Watch {
-    fn run(mut self, mut children: Vec<(String, Child)>) -> Vec<Child> {
+    fn run(self, mut children: Vec<(String, Child)>) -> Vec<Child> {
         let mut pending: Vec<Pending> = Vec::new();
         while !self.stopped() {
             std::thread::sleep(POLL);
@@ -147,9 +144,15 @@ impl Watch {
                 match children[i].1.try_wait() {
                     Ok(Some(status)) => {
                         let (name, _) = children.swap_remove(i);
-                        let n = self.restarts.entry(name.clone()).or_default();
-                        *n += 1;
-                        let due = Instant::now() + backoff(*n);
+                        // This exit is the n-th of the component.
+                        let n = self
+                            .exits
+                            .all()
+                            .iter()
+                            .filter(|e| e.component == name)
+                            .count() as u32
+                            + 1;
+                        let due = Instant::now() + backoff(n);
                         tracing::warn!(
                             "{name} of cluster '{}' exited ({status}); restarting it",
                             self.layout.name
