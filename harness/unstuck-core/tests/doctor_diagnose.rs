@@ -7,7 +7,8 @@ use std::time::Duration;
 use doctor_support::{diagnose_default, kinds, load_snapshot, of_kind};
 use unstuck_core::doctor::owner::controller_manager_alive;
 use unstuck_core::doctor::{
-    DiagnoseOptions, FindingDetail, FindingKind, OwnerVerdict, diagnose, finalizer_owner,
+    DiagnoseOptions, FindingDetail, FindingKind, ObjectRecord, OwnerVerdict, Snapshot, diagnose,
+    finalizer_owner,
 };
 
 use FindingKind::*;
@@ -81,7 +82,7 @@ fn orphan_configmaps_found_and_live_key_left_alone() {
 #[test]
 fn kubernetes_key_on_a_configmap_is_dead() {
     let snap = load_snapshot("orphan-configmap");
-    let verdict = finalizer_owner("kubernetes", "ConfigMap", &snap);
+    let verdict = owner("kubernetes", "ConfigMap", &snap);
     let OwnerVerdict::Dead { evidence } = &verdict else {
         panic!("expected Dead, got {verdict:?}");
     };
@@ -320,30 +321,32 @@ fn owner_by_holder_identity_and_parent_domain() {
         .unwrap();
     lease.metadata.name = Some(s("widget-operator-leader"));
     lease.spec.as_mut().unwrap().holder_identity = Some(s("widget-operator.example.com_0f2b6c1e"));
-    assert!(finalizer_owner("example.com/widget-cleanup", "ConfigMap", &snap).is_alive());
+    assert!(owner("example.com/widget-cleanup", "ConfigMap", &snap).is_alive());
     // A subdomain key finds the controller through its parent domain.
-    assert!(finalizer_owner("finalizers.example.com/x", "ConfigMap", &snap).is_alive());
+    assert!(owner("finalizers.example.com/x", "ConfigMap", &snap).is_alive());
     // Unrelated domains stay dead.
-    assert!(finalizer_owner("other.example.net/x", "ConfigMap", &snap).is_dead());
+    assert!(owner("other.example.net/x", "ConfigMap", &snap).is_dead());
 }
 
 #[test]
 fn built_in_keys_follow_the_controller_manager() {
     let mut snap = load_snapshot("orphan-configmap");
     for key in ["foregroundDeletion", "orphan"] {
-        assert!(
-            finalizer_owner(key, "Deployment", &snap).is_alive(),
-            "{key}"
-        );
+        assert!(owner(key, "Deployment", &snap).is_alive(), "{key}");
     }
-    assert!(finalizer_owner("batch.kubernetes.io/job-tracking", "Pod", &snap).is_alive());
+    assert!(owner("batch.kubernetes.io/job-tracking", "Pod", &snap).is_alive());
     // A built-in key on a kind its controller never watches is dead.
-    assert!(finalizer_owner("kubernetes.io/pvc-protection", "ConfigMap", &snap).is_dead());
-    // A key without a domain is dead.
-    assert!(finalizer_owner("my-finalizer", "ConfigMap", &snap).is_dead());
+    assert!(owner("kubernetes.io/pvc-protection", "ConfigMap", &snap).is_dead());
+    // A key without a domain and only generic words names nothing to look
+    // for: never argued dead.
+    let v = owner("my-finalizer", "ConfigMap", &snap);
+    assert!(
+        matches!(&v, OwnerVerdict::Unknown { evidence } if evidence[0].contains("no domain and only generic words")),
+        "{v:?}"
+    );
     // The CRD cleanup finalizer is served by kube-apiserver itself.
     assert!(
-        finalizer_owner(
+        owner(
             "customresourcecleanup.apiextensions.k8s.io",
             "CustomResourceDefinition",
             &snap
@@ -356,12 +359,12 @@ fn built_in_keys_follow_the_controller_manager() {
         "external-provisioner.volume.kubernetes.io/finalizer",
         "snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection",
     ] {
-        let v = finalizer_owner(key, "PersistentVolume", &snap);
+        let v = owner(key, "PersistentVolume", &snap);
         assert!(matches!(v, OwnerVerdict::Unknown { .. }), "{key}: {v:?}");
     }
     // A dotted key without '/' is looked up like a domain.
     assert!(
-        finalizer_owner(
+        owner(
             "resources-finalizer.argocd.argoproj.io",
             "Application",
             &snap
@@ -374,7 +377,7 @@ fn built_in_keys_follow_the_controller_manager() {
     snap.leases
         .retain(|l| l.metadata.name.as_deref() != Some("kube-controller-manager"));
     assert!(!controller_manager_alive(&snap).0);
-    let v = finalizer_owner(
+    let v = owner(
         "kubernetes.io/pvc-protection",
         "PersistentVolumeClaim",
         &snap,
@@ -562,4 +565,32 @@ fn finding_kinds_serialise_as_pascal_case_names() {
         serde_json::json!("OrphanFinalizer")
     );
     assert!("Orphan".parse::<FindingKind>().is_err());
+}
+
+/// The verdict on `key` carried by an object of `kind` (deleted, with no
+/// writes or events of its own): where the kind lives in the API decides
+/// who may update it.
+fn owner(key: &str, kind: &str, snap: &Snapshot) -> OwnerVerdict {
+    let (api_version, resource, namespaced) = match kind {
+        "ConfigMap" => ("v1", "configmaps", true),
+        "Pod" => ("v1", "pods", true),
+        "PersistentVolume" => ("v1", "persistentvolumes", false),
+        "PersistentVolumeClaim" => ("v1", "persistentvolumeclaims", true),
+        "Deployment" => ("apps/v1", "deployments", true),
+        "Application" => ("argoproj.io/v1alpha1", "applications", true),
+        "CustomResourceDefinition" => (
+            "apiextensions.k8s.io/v1",
+            "customresourcedefinitions",
+            false,
+        ),
+        other => panic!("no API path for {other} in this test"),
+    };
+    let record: ObjectRecord = serde_json::from_value(serde_json::json!({
+        "apiVersion": api_version, "kind": kind, "resource": resource, "namespaced": namespaced,
+        "metadata": {"name": "x", "namespace": if namespaced { Some("app") } else { None },
+            "uid": "7d1c7f52-0000-4000-8000-000000000001", "finalizers": [key],
+            "deletionTimestamp": "2020-01-01T00:00:00Z"}
+    }))
+    .expect("an object record");
+    finalizer_owner(key, &record, snap)
 }

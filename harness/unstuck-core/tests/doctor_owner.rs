@@ -43,7 +43,7 @@ fn verdict(s: &Snapshot, name: &str, key: &str, assume_dead: &[String]) -> (Owne
         &OwnerQuery {
             finalizer: key,
             kind: &r.kind,
-            object: Some(&r.metadata),
+            record: Some(r),
             assume_dead,
         },
         s,
@@ -175,7 +175,9 @@ fn dead_needs_every_source_and_lists_each_check() {
         "workloads: no Deployment, StatefulSet or DaemonSet names",
         "pods: none running or starting names",
         "webhooks and APIServices: none names",
-        "writes: no manager named for",
+        "writes: no manager other than a person's client or Kubernetes' own wrote",
+        "rbac: ",
+        "events about the object: none in the last 10 minutes",
         "events: none in the last 10 minutes",
     ] {
         assert!(

@@ -47,6 +47,7 @@ mod tests {
     fn unreadable_leases_turn_an_orphan_into_unknown() {
         let snapshot: Snapshot = serde_json::from_value(serde_json::json!({
             "takenAt": "2026-01-01T00:10:00Z",
+            "rbac": {},
             "terminating": [{
                 "apiVersion": "v1", "kind": "ConfigMap", "resource": "configmaps",
                 "namespaced": true,

@@ -931,7 +931,7 @@ impl<'a> Diagnosis<'a> {
             verdicts.push(self.owners.verdict(&OwnerQuery {
                 finalizer: key,
                 kind: &record.kind,
-                object: Some(&record.metadata),
+                record: Some(record),
                 assume_dead: self.assume_dead,
             }));
         }

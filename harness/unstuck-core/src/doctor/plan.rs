@@ -887,7 +887,7 @@ fn remove_finalizers(
         let recheck = owners.verdict(&OwnerQuery {
             finalizer: key,
             kind: &f.subject.kind,
-            object: record.as_ref().map(|r| &r.metadata),
+            record: record.as_ref(),
             assume_dead: &assumed,
         });
         match recheck.verdict {

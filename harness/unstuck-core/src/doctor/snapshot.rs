@@ -15,7 +15,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ContainerStatus, Event, Namespace, Node, PersistentVolume, Pod, PodStatus,
+    ContainerStatus, Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+    PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -23,6 +24,7 @@ use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use serde::{Deserialize, Serialize};
 
 use super::namespace_stall::ControllerManagerMetrics;
+use super::owner::rbac::Rbac;
 use super::webhook::{ServiceKey, ServiceLookup};
 
 /// Everything one diagnosis looks at, taken at one moment.
@@ -113,6 +115,16 @@ pub struct Snapshot {
     /// finalizer's owner is never argued dead from a source listed here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<Unreadable>,
+    /// (Added) Every Role, ClusterRole and binding: who could remove a
+    /// finalizer (see `owner`). `None` in older recordings: then no key
+    /// outside Kubernetes' own is argued dead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rbac: Option<Rbac>,
+    /// (Added) Every PersistentVolumeClaim, full objects: which
+    /// VolumeAttributesClasses are in use (`kubernetes.io/vac-protection`).
+    /// `None` when not collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claims: Option<Vec<PersistentVolumeClaim>>,
 }
 
 /// A type the collector could not list, recorded instead of aborting.

@@ -21,6 +21,8 @@ use crate::doctor::snapshot::{Snapshot, display_name};
 pub const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
 /// kube-controller-manager's key on PersistentVolumes.
 pub const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
+/// kube-controller-manager's key on VolumeAttributesClasses (GA in 1.34).
+pub const VAC_PROTECTION: &str = "kubernetes.io/vac-protection";
 
 /// Which built-in component removes a key.
 #[derive(Clone, Copy)]
@@ -32,8 +34,27 @@ enum Server {
 }
 
 /// Built-in keys, the kind each is served on (`None`: any kind), and who
-/// removes it.
-const BUILT_IN: [(&str, Option<&str>, Server); 10] = [
+/// removes it: every key Kubernetes' own components set in v1.33-v1.37,
+/// from the source (v1.34.4 paths; the same constants in v1.33 and
+/// v1.37 unless noted):
+/// - `pkg/volume/util/finalizer.go`: pvc-, pv- and vac-protection;
+/// - `component-helpers/storage/volume/pv_helpers.go`:
+///   `kubernetes.io/pv-controller` (in-tree PV deletion protection);
+/// - `apimachinery/pkg/apis/meta/v1/types.go`: `foregroundDeletion`,
+///   `orphan` (garbage collector);
+/// - `cloud-provider/controllers/service/controller.go`:
+///   `service.kubernetes.io/load-balancer-cleanup`;
+/// - `api/batch/v1/types.go`: `batch.kubernetes.io/job-tracking`;
+/// - `pkg/apis/resource/types.go`: `resource.kubernetes.io/delete-protection`;
+/// - `pkg/controller/servicecidrs/servicecidrs_controller.go`:
+///   `networking.k8s.io/service-cidr-finalizer`;
+/// - `apiextensions-apiserver/pkg/controller/finalizer/crd_finalizer.go`:
+///   `customresourcecleanup.apiextensions.k8s.io`.
+///
+/// `external-provisioner.volume.kubernetes.io/finalizer` (also in
+/// pv_helpers.go) is set and removed by the CSI external-provisioner, not
+/// by Kubernetes: see [`EXTERNAL`].
+const BUILT_IN: [(&str, Option<&str>, Server); 11] = [
     (
         PVC_PROTECTION,
         Some("PersistentVolumeClaim"),
@@ -43,6 +64,11 @@ const BUILT_IN: [(&str, Option<&str>, Server); 10] = [
         PV_PROTECTION,
         Some("PersistentVolume"),
         Server::ControllerManager("pv-protection controller"),
+    ),
+    (
+        VAC_PROTECTION,
+        Some("VolumeAttributesClass"),
+        Server::ControllerManager("volumeattributesclass-protection controller"),
     ),
     (
         "kubernetes.io/pv-controller",

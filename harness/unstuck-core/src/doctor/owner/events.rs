@@ -72,3 +72,117 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
     );
     r
 }
+
+/// Reporters that are Kubernetes' own components: their events are about
+/// their own work (a kubelet killing a container, the scheduler placing a
+/// pod), whose keys the built-in table judges.
+const CONTROL_PLANE_REPORTERS: &[&str] = &[
+    "kubelet",
+    "default-scheduler",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kube-apiserver",
+    "kube-proxy",
+    "cloud-controller-manager",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "job-controller",
+    "cronjob-controller",
+    "endpoint-controller",
+    "endpoint-slice-controller",
+    "endpoint-slice-mirroring-controller",
+    "namespace-controller",
+    "persistentvolume-controller",
+    "persistentvolume-expander",
+    "attachdetach-controller",
+    "garbage-collector-controller",
+    "horizontal-pod-autoscaler",
+    "disruption-controller",
+    "service-controller",
+    "node-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "ttl-after-finished-controller",
+    "resource-claim-controller",
+    "pvc-protection-controller",
+    "pv-protection-controller",
+    "cidrallocator",
+    "route-controller",
+];
+
+/// Whether event `e` is about the object `meta` of `kind` (by UID when
+/// both sides have one, else by kind, namespace and name).
+fn is_about(
+    e: &Event,
+    kind: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    let o = &e.involved_object;
+    match (o.uid.as_deref(), meta.uid.as_deref()) {
+        (Some(a), Some(b)) => a == b,
+        _ => {
+            o.kind.as_deref() == Some(kind)
+                && o.name == meta.name
+                && o.namespace.as_deref().unwrap_or_default()
+                    == meta.namespace.as_deref().unwrap_or_default()
+        }
+    }
+}
+
+/// Source: Events about the object itself, from any reporter that is not
+/// Kubernetes' own nor unstuck: whoever reports on it is acting on it,
+/// whatever it is called. One in the last ten minutes keeps the key from
+/// `Dead` (`Unknown`): a reporter need not be the key's owner (a policy
+/// engine reports on what it checks), so this alone never makes it
+/// `Alive`; one from a reporter named for the key does, in [`check`].
+pub(super) fn about_object(ctx: &Ctx) -> SourceReport {
+    let s = ctx.snapshot;
+    let mut r = SourceReport {
+        unreadable: unreadable(s, "events", "v1"),
+        ..SourceReport::default()
+    };
+    let Some(record) = ctx.record else {
+        r.unreadable = Some("events: the object was not at hand".to_owned());
+        return r;
+    };
+    let mut about = 0;
+    for e in s
+        .events
+        .iter()
+        .filter(|e| is_about(e, &record.kind, &record.metadata))
+    {
+        about += 1;
+        let reporter = e
+            .reporting_component
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .or_else(|| e.source.as_ref().and_then(|s| s.component.as_deref()))
+            .unwrap_or_default();
+        if reporter.is_empty()
+            || CONTROL_PLANE_REPORTERS.contains(&reporter)
+            || reporter.starts_with("unstuck")
+            || ctx.target.named_in(reporter).is_some()
+        {
+            continue;
+        }
+        let Some(at) = when(e) else {
+            continue;
+        };
+        let age = s.age_of(at).as_secs();
+        if age < INSTALLED_SECS {
+            r.installed.push(format!(
+                "event {} {:?} about the object from {reporter:?}, {} ago: {reporter} acts on it",
+                e.type_.as_deref().unwrap_or_default(),
+                e.reason.as_deref().unwrap_or_default(),
+                fmt_secs(age)
+            ));
+        }
+    }
+    r.checked = format!(
+        "events about the object: none in the last 10 minutes from a reporter other than Kubernetes' own ({about} about it, {} checked)",
+        s.events.len()
+    );
+    r
+}

@@ -1,40 +1,50 @@
 //! Who serves a finalizer key. "No live owner" is argued from evidence in
 //! the snapshot, never assumed, and the evidence is quoted either way.
 //!
-//! 1. Kubernetes' own keys ([`builtin`]): `Alive` while
-//!    kube-controller-manager is, `Unknown` otherwise, `Dead` on a kind
-//!    its controllers never touch. `kubernetes` in `metadata.finalizers`
+//! 1. Kubernetes' own keys ([`builtin`], every key kube-controller-manager,
+//!    kube-apiserver and the cloud provider set in v1.33-v1.37): `Alive`
+//!    while their controller is, `Unknown` otherwise, `Dead` on a kind
+//!    their controllers never touch. `kubernetes` in `metadata.finalizers`
 //!    is `Dead`: only a Namespace's `spec.finalizers` token has a
-//!    controller. CSI sidecar and snapshot-controller keys are `Alive` by
-//!    a lease mentioning them, else `Unknown`, never `Dead`.
-//! 2. Any other key names a domain (`domain/path`, or a dotted key without
+//!    controller. CSI sidecar and snapshot-controller keys are `Alive` by a
+//!    lease mentioning them, else `Unknown`, never `Dead`.
+//! 2. Any other key is asked about by what could act on the object,
+//!    whatever it is called:
+//!    - [`able`]: ServiceAccounts RBAC lets update or patch the object
+//!      ([`rbac`]), the pods and workloads that run as them, and the
+//!      Leases those pods hold;
+//!    - [`writes`]: writes to the object since its deletion began, by any
+//!      manager that is not a person's client or Kubernetes' own;
+//!    - [`events`]: Events about the object, from any reporter.
+//!    and by its names: the domain (`domain/path`, or a dotted key without
 //!    `/`) and product words ([`words`]), widened for well-known keys
-//!    ([`known_keys`]). Every source is asked about them:
-//!    - [`leases`]: leader-election Leases (fresh, or stale < 10 min);
-//!    - [`workloads`]: Deployments, StatefulSets, DaemonSets and pods by
-//!      name, labels, service account and images;
-//!    - [`served`]: webhooks and aggregated APIServices served from it;
-//!    - [`writes`]: recent managedFields writes to the object by a manager
-//!      named for it;
-//!    - [`events`]: Events reported by a component named for it.
+//!    ([`known_keys`]): [`leases`], [`workloads`] (by name, labels, service
+//!    account, image), [`served`] (webhooks and APIServices), writes by a
+//!    manager and events from a component named for it.
 //! 3. The verdict ([`verdict`]): `Alive` needs positive evidence;
-//!    `Unknown` when the owner looks installed but is not shown running,
-//!    or a source could not be read; `Dead` needs every source read and
-//!    lists each check. A key without a domain and without a product word
-//!    (`my-finalizer`) has nothing to look for and is `Dead`.
+//!    `Unknown` when something could act but is not shown to, when the
+//!    owner looks installed but is not shown running, or when a source
+//!    could not be read; `Dead` needs every source read and lists each
+//!    check. Two kinds of key are never `Dead` by evidence: one with no
+//!    domain and only generic words (nothing to look for by name), and one
+//!    under `kubernetes.io`, `k8s.io` or `x-k8s.io` that Kubernetes itself
+//!    does not set (someone's controller unstuck does not know).
 //! 4. `--assume-dead KEY` turns that key's `Unknown` into `Dead`; never
 //!    `Alive` into anything.
 //!
 //! Protection (`kubernetes.io/pvc-protection` on a claim a scheduled pod
-//! references, `kubernetes.io/pv-protection` on a `Bound` volume) is judged
-//! separately by [`protection_in_use`]: those keys are normal and never
-//! stripped, whatever their owner's state.
+//! references, `kubernetes.io/pv-protection` on a `Bound` volume,
+//! `kubernetes.io/vac-protection` on a class a claim or volume names) is
+//! judged separately by [`protection_in_use`]: those keys are normal and
+//! never stripped, whatever their owner's state.
 
+mod able;
 mod builtin;
 mod events;
 pub mod known_keys;
 mod leases;
 mod protection;
+pub mod rbac;
 mod served;
 mod verdict;
 pub mod words;
@@ -43,14 +53,15 @@ mod writes;
 
 use std::{cell::RefCell, collections::HashMap, rc::Rc};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-pub use builtin::{PV_PROTECTION, PVC_PROTECTION, controller_manager_alive, is_built_in};
+pub use builtin::{
+    PV_PROTECTION, PVC_PROTECTION, VAC_PROTECTION, controller_manager_alive, is_built_in,
+};
 pub use known_keys::{KNOWN_KEYS, KnownKey, known_key};
 pub use protection::protection_in_use;
 pub use verdict::{FinalizerVerdict, OwnerVerdict};
 
-use super::snapshot::Snapshot;
+use super::snapshot::{ObjectRecord, Snapshot};
+use rbac::Request;
 use verdict::SourceReport;
 use words::Target;
 
@@ -67,11 +78,11 @@ pub struct OwnerQuery<'a> {
     pub finalizer: &'a str,
     /// The kind of the object that carries it.
     pub kind: &'a str,
-    /// The object's metadata: its managedFields are a source. (It is never
-    /// its own evidence: it carries the key, and whatever carries the key
-    /// waits on the owner rather than serving it.) `None` leaves the
-    /// writes source out.
-    pub object: Option<&'a ObjectMeta>,
+    /// The object: where it lives in the API (whose rights to update it
+    /// are a source) and its metadata (its managedFields and the Events
+    /// about it are sources). `None` leaves those sources unasked, and the
+    /// key is then never `Dead` unless Kubernetes' own.
+    pub record: Option<&'a ObjectRecord>,
     /// Keys the operator named with `--assume-dead`.
     pub assume_dead: &'a [String],
 }
@@ -80,7 +91,7 @@ pub struct OwnerQuery<'a> {
 struct Ctx<'a> {
     finalizer: &'a str,
     target: &'a Target,
-    object: Option<&'a ObjectMeta>,
+    record: Option<&'a ObjectRecord>,
     snapshot: &'a Snapshot,
 }
 
@@ -105,15 +116,18 @@ fn unreadable(snapshot: &Snapshot, resource: &str, group_version: &str) -> Optio
         })
 }
 
-/// Argues whether `finalizer`, found in the `metadata.finalizers` of an
-/// object of kind `object_kind`, has a live owner, without the object's
-/// own metadata and without assumptions. See the module docs.
-pub fn finalizer_owner(finalizer: &str, object_kind: &str, snapshot: &Snapshot) -> OwnerVerdict {
+/// Argues whether `finalizer`, found in the `metadata.finalizers` of
+/// `object`, has a live owner, without assumptions. See the module docs.
+pub fn finalizer_owner(
+    finalizer: &str,
+    object: &ObjectRecord,
+    snapshot: &Snapshot,
+) -> OwnerVerdict {
     owner_verdict(
         &OwnerQuery {
             finalizer,
-            kind: object_kind,
-            object: None,
+            kind: &object.kind,
+            record: Some(object),
             assume_dead: &[],
         },
         snapshot,
@@ -133,8 +147,9 @@ pub fn owner_verdict(q: &OwnerQuery, snapshot: &Snapshot) -> FinalizerVerdict {
 struct KeyEvidence {
     known: Option<&'static KnownKey>,
     target: Target,
-    /// Leases, workloads, pods, webhooks/APIServices, events.
-    reports: [SourceReport; 5],
+    /// By name: leases, workloads, pods, webhooks/APIServices, events
+    /// (none when the key names nothing to look for).
+    reports: Vec<SourceReport>,
 }
 
 /// Verdicts on many objects of one snapshot. The cluster-wide sources are
@@ -183,18 +198,17 @@ impl<'a> OwnerCache<'a> {
             return builtin::external_verdict(finalizer, word, snapshot);
         }
         let key = self.key_evidence(finalizer);
-        if key.target.is_empty() {
-            return OwnerVerdict::Dead {
-                evidence: vec![format!(
-                    "{finalizer:?} is not a built-in key and names neither a domain (no '/' or '.') nor a product, so no controller can be looked for"
-                )],
-            };
-        }
-        let writes = writes::check(&Ctx {
+        let ctx = Ctx {
             finalizer,
             target: &key.target,
-            object: q.object,
+            record: q.record,
             snapshot,
+        };
+        let request = q.record.map(|r| Request {
+            group: r.group(),
+            resource: &r.resource,
+            namespace: r.namespace(),
+            name: r.name(),
         });
         let preface = key
             .known
@@ -205,18 +219,24 @@ impl<'a> OwnerCache<'a> {
                 )]
             })
             .unwrap_or_default();
-        let [leases, workloads, pods, served, events] = &key.reports;
-        verdict::combine(
-            preface,
-            &[
-                leases.clone(),
-                workloads.clone(),
-                pods.clone(),
-                served.clone(),
-                writes,
-                events.clone(),
-            ],
-        )
+        let mut reports = vec![
+            able::check(&ctx, request.as_ref()),
+            writes::check(&ctx),
+            events::about_object(&ctx),
+        ];
+        reports.extend(key.reports.iter().cloned());
+        let verdict = verdict::combine(preface, &reports);
+        match verdict {
+            OwnerVerdict::Dead { evidence } => match never_dead(finalizer, &key.target) {
+                Some(why) => {
+                    let mut lines = vec![why];
+                    lines.extend(evidence);
+                    OwnerVerdict::Unknown { evidence: lines }
+                }
+                None => OwnerVerdict::Dead { evidence },
+            },
+            other => other,
+        }
     }
 
     fn key_evidence(&self, finalizer: &str) -> Rc<KeyEvidence> {
@@ -226,15 +246,15 @@ impl<'a> OwnerCache<'a> {
         let known = known_key(finalizer);
         let target = Target::of(finalizer, known);
         let reports = if target.is_empty() {
-            Default::default()
+            Vec::new()
         } else {
             let ctx = Ctx {
                 finalizer,
                 target: &target,
-                object: None,
+                record: None,
                 snapshot: self.snapshot,
             };
-            [
+            vec![
                 leases::check(&ctx),
                 workloads::check_workloads(&ctx),
                 workloads::check_pods(&ctx),
@@ -252,6 +272,26 @@ impl<'a> OwnerCache<'a> {
             .insert(finalizer.to_owned(), Rc::clone(&k));
         k
     }
+}
+
+/// Why a key whose sources all came back empty is still not `Dead`: it
+/// names nothing to look for, or it sits under Kubernetes' own domains
+/// without being one of Kubernetes' keys.
+fn never_dead(finalizer: &str, target: &Target) -> Option<String> {
+    if target.is_empty() {
+        return Some(format!(
+            "{finalizer:?} has no domain and only generic words, so no owner can be looked for by name and none is argued dead; confirm, then --assume-dead {finalizer}"
+        ));
+    }
+    let domain = finalizer.split_once('/').map_or(finalizer, |(d, _)| d);
+    let k8s = ["kubernetes.io", "k8s.io", "x-k8s.io"]
+        .into_iter()
+        .find(|p| domain == *p || domain.ends_with(&format!(".{p}")));
+    k8s.map(|p| {
+        format!(
+            "{finalizer} is under {p} but is not a key Kubernetes itself sets (v1.33-v1.37): a controller unstuck does not know, so its owner is not argued dead; confirm, then --assume-dead {finalizer}"
+        )
+    })
 }
 
 /// `metrics.k8s.io/v1beta1, ...` from the snapshot's discovery failures.

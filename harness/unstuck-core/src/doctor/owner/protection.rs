@@ -1,10 +1,12 @@
 //! Protection keys in normal use: `kubernetes.io/pvc-protection` on a claim
 //! a scheduled pod references, `kubernetes.io/pv-protection` on a `Bound`
-//! volume. Those are never stripped, whatever their owner's state.
+//! volume, `kubernetes.io/vac-protection` on a VolumeAttributesClass a
+//! claim or volume names. Those are never stripped, whatever their owner's
+//! state.
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::builtin::{PV_PROTECTION, PVC_PROTECTION};
+use super::builtin::{PV_PROTECTION, PVC_PROTECTION, VAC_PROTECTION};
 use crate::doctor::snapshot::{Snapshot, display_name};
 
 /// Whether a protection finalizer on this object is in normal use:
@@ -75,8 +77,66 @@ pub fn protection_in_use(
                 .unwrap_or_else(|| "a claim".to_owned());
             Some(vec![format!("volume is Bound to {claim}")])
         }
+        (VAC_PROTECTION, "VolumeAttributesClass") => vac_users(name, snapshot),
         _ => None,
     }
+}
+
+/// Who names VolumeAttributesClass `name`, as the vac-protection
+/// controller asks (`isBeingUsed` in
+/// `pkg/controller/volume/vacprotection/vac_protection_controller.go`,
+/// v1.34.4): a PersistentVolume's `spec.volumeAttributesClassName`, or a
+/// claim's `spec.volumeAttributesClassName`,
+/// `status.currentVolumeAttributesClassName` or
+/// `status.modifyVolumeStatus.targetVolumeAttributesClassName`.
+fn vac_users(name: &str, snapshot: &Snapshot) -> Option<Vec<String>> {
+    let Some(claims) = &snapshot.persistent_volume_claims else {
+        return Some(vec![
+            "PersistentVolumeClaims were not read, so whether a claim names it is not known"
+                .to_owned(),
+        ]);
+    };
+    let mut users = Vec::new();
+    for c in claims {
+        let spec = c
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_attributes_class_name.as_deref());
+        let status = c.status.as_ref();
+        let current = status.and_then(|s| s.current_volume_attributes_class_name.as_deref());
+        let target = status
+            .and_then(|s| s.modify_volume_status.as_ref())
+            .and_then(|m| m.target_volume_attributes_class_name.as_deref());
+        for (field, value) in [
+            ("spec.volumeAttributesClassName", spec),
+            ("status.currentVolumeAttributesClassName", current),
+            (
+                "status.modifyVolumeStatus.targetVolumeAttributesClassName",
+                target,
+            ),
+        ] {
+            if value == Some(name) {
+                users.push(format!(
+                    "claim {} names it in {field}",
+                    display_name(&c.metadata)
+                ));
+            }
+        }
+    }
+    for pv in &snapshot.persistent_volumes {
+        if pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_attributes_class_name.as_deref())
+            == Some(name)
+        {
+            users.push(format!(
+                "volume {} names it in spec.volumeAttributesClassName",
+                display_name(&pv.metadata)
+            ));
+        }
+    }
+    (!users.is_empty()).then_some(users)
 }
 
 fn pod_uses_claim(pod: &Pod, claim: &str) -> bool {

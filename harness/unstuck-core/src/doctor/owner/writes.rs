@@ -1,36 +1,99 @@
-//! Source: the object's own managedFields. A manager named for the owner
-//! that wrote to the object in the last two minutes is at work on it (a
-//! controller without leader election leaves no Lease, but it does write).
-//! Writes by other managers (the kubelet, the user who deleted it) prove
-//! nothing about this key's owner and are left out.
+//! Source: the object's own managedFields. Whoever wrote to the object
+//! lately is at work on it (a controller without leader election leaves
+//! no Lease, but it does write; Percona's operator writes
+//! `status.state: stopping` to the very object it is finalizing).
+//!
+//! - A manager named for the owner that wrote in the last two minutes
+//!   shows it running.
+//! - Any other manager that wrote after the deletion began, in the last
+//!   two minutes, shows something at work on the object (`Alive`). An
+//!   older write is history: a writer that is restarting shows as its pod
+//!   (not Ready) and the rights it runs with ([`super::able`]). Left out:
+//!   a person's clients (kubectl, helm, unstuck itself), whose writes
+//!   serve no finalizer, and Kubernetes' own components, whose keys are
+//!   judged by the built-in table (kube-controller-manager writes every
+//!   Terminating namespace's conditions; the kubelet every pod's status).
+//!   Writes before the deletion are what made the object.
 
 use super::{Ctx, RECENT_SECS, fmt_secs, verdict::SourceReport};
 
+/// Field managers of a person's tools, by name or prefix (kubectl's are
+/// `kubectl`, `kubectl-client-side-apply`, `kubectl-edit`, ...).
+const PERSON_CLIENTS: &[&str] = &[
+    "kubectl",
+    "helm",
+    "k9s",
+    "unstuck",
+    "Mozilla",
+    "before-first-apply",
+];
+
+/// Field managers of Kubernetes' own components.
+const CONTROL_PLANE: &[&str] = &[
+    "kube-controller-manager",
+    "kube-apiserver",
+    "kube-scheduler",
+    "kubelet",
+    "cloud-controller-manager",
+];
+
+/// Whether `manager` is a person's tool or Kubernetes' own component.
+pub(super) fn says_nothing(manager: &str) -> bool {
+    PERSON_CLIENTS.iter().any(|p| manager.starts_with(p)) || CONTROL_PLANE.contains(&manager)
+}
+
 pub(super) fn check(ctx: &Ctx) -> SourceReport {
     let mut r = SourceReport::default();
-    let Some(meta) = ctx.object else {
-        r.checked = "writes: the object's managedFields were not at hand".to_owned();
+    let Some(record) = ctx.record else {
+        r.unreadable = Some("writes: the object's managedFields were not at hand".to_owned());
         return r;
     };
+    let meta = &record.metadata;
+    let deleted_age = meta
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| ctx.snapshot.age_of(t.0).as_secs());
     let mut older = Vec::new();
     let entries = meta.managed_fields.as_deref().unwrap_or_default();
     for m in entries {
         let manager = m.manager.as_deref().unwrap_or_default();
-        let Some(how) = ctx.target.named_in(manager) else {
-            continue;
-        };
         let Some(time) = &m.time else {
             continue;
         };
         let age = ctx.snapshot.age_of(time.0).as_secs();
-        let line = format!(
-            "manager {manager:?} ({how}) wrote to the object {} ago ({}{})",
-            fmt_secs(age),
+        let what = format!(
+            "{}{}",
             m.operation.as_deref().unwrap_or_default(),
             m.subresource
                 .as_deref()
                 .map(|s| format!(" {s}"))
                 .unwrap_or_default()
+        );
+        if let Some(how) = ctx.target.named_in(manager) {
+            let line = format!(
+                "manager {manager:?} ({how}) wrote to the object {} ago ({what})",
+                fmt_secs(age)
+            );
+            if age <= RECENT_SECS {
+                r.alive.push(line);
+            } else {
+                older.push(line);
+            }
+            continue;
+        }
+        if says_nothing(manager) {
+            continue;
+        }
+        // Only writes after the deletion say someone handles it (times
+        // are whole seconds: one in the very second of the deletion may
+        // be what deleted it, or what set it up just before).
+        let Some(deleted_age) = deleted_age.filter(|d| age < *d) else {
+            continue;
+        };
+        let line = format!(
+            "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion: something is at work on it",
+            fmt_secs(age),
+            fmt_secs(deleted_age - age)
         );
         if age <= RECENT_SECS {
             r.alive.push(line);
@@ -39,8 +102,12 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         }
     }
     r.checked = format!(
-        "writes: no manager named for {} wrote to the object in the last 2 minutes ({} managedFields entries checked){}",
-        ctx.target.describe(),
+        "writes: no manager other than a person's client or Kubernetes' own wrote to the object since its deletion began, and none named for {} in the last 2 minutes ({} managedFields entries checked){}",
+        if ctx.target.is_empty() {
+            "it".to_owned()
+        } else {
+            ctx.target.describe()
+        },
         entries.len(),
         if older.is_empty() {
             String::new()

@@ -1,0 +1,445 @@
+//! Who may remove a finalizer, by RBAC: the grants of `update` or `patch`
+//! on the object's resource, evaluated over the cluster's Roles,
+//! ClusterRoles and their bindings as kube-apiserver's RBAC authorizer
+//! does (`plugin/pkg/auth/authorizer/rbac/rbac.go`, `RuleAllows` in
+//! `pkg/apis/rbac/v1/evaluation_helpers.go`): a rule allows a request when
+//! its verbs, apiGroups, resources and resourceNames each contain the
+//! request's value or `*`. Aggregated ClusterRoles need no special case:
+//! the aggregation controller writes the aggregated rules into the role.
+//!
+//! Removing a key from `metadata.finalizers` is an `update` or `patch` of
+//! the object itself (not of a subresource); a Namespace's
+//! `spec.finalizers` go through `update` on `namespaces/finalize`.
+//!
+//! Only in-cluster principals can be mapped to something that runs here:
+//! ServiceAccounts (by kind, or as the user
+//! `system:serviceaccount:NS:NAME`) and the groups every ServiceAccount is
+//! in (`system:serviceaccounts`, `system:serviceaccounts:NS`,
+//! `system:authenticated`). Users and other groups act from outside the
+//! cluster; they are counted, and their writes show in managedFields.
+
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use serde::{Deserialize, Serialize};
+
+/// The cluster's RBAC objects, as the collector listed them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rbac {
+    /// Every Role.
+    #[serde(default)]
+    pub roles: Vec<Role>,
+    /// Every ClusterRole.
+    #[serde(default)]
+    pub cluster_roles: Vec<ClusterRole>,
+    /// Every RoleBinding.
+    #[serde(default)]
+    pub role_bindings: Vec<RoleBinding>,
+    /// Every ClusterRoleBinding.
+    #[serde(default)]
+    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+}
+
+/// The request a finalizer's remover would make.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// API group (`""` for core).
+    pub group: &'a str,
+    /// Plural resource, with `/subresource` when one is needed
+    /// (`namespaces/finalize`).
+    pub resource: &'a str,
+    /// The object's namespace (`None`: cluster-scoped).
+    pub namespace: Option<&'a str>,
+    /// The object's name.
+    pub name: &'a str,
+}
+
+/// Who a grant is to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Grantee {
+    /// One ServiceAccount.
+    ServiceAccount {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// Every ServiceAccount (`system:serviceaccounts`,
+    /// `system:authenticated`).
+    AllServiceAccounts(String),
+    /// Every ServiceAccount of one namespace (`system:serviceaccounts:NS`).
+    NamespaceServiceAccounts {
+        /// The group's name.
+        group: String,
+        /// The namespace.
+        namespace: String,
+    },
+}
+
+impl Grantee {
+    /// Whether a pod running as ServiceAccount `ns/sa` holds this grant.
+    pub fn covers(&self, ns: &str, sa: &str) -> bool {
+        match self {
+            Grantee::ServiceAccount { namespace, name } => namespace == ns && name == sa,
+            Grantee::AllServiceAccounts(_) => true,
+            Grantee::NamespaceServiceAccounts { namespace, .. } => namespace == ns,
+        }
+    }
+}
+
+impl std::fmt::Display for Grantee {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Grantee::ServiceAccount { namespace, name } => {
+                write!(f, "ServiceAccount {namespace}/{name}")
+            }
+            Grantee::AllServiceAccounts(g) | Grantee::NamespaceServiceAccounts { group: g, .. } => {
+                write!(f, "group {g}")
+            }
+        }
+    }
+}
+
+/// How far a grant reaches beyond the object's own type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Breadth {
+    /// The rule names the object's group and resource.
+    Specific,
+    /// The rule names the object's group, with every resource in it.
+    GroupWide,
+    /// The rule names every group (`apiGroups: ["*"]`): a cluster-admin
+    /// kind of right, held by GitOps controllers and admin tools that
+    /// serve no finalizer of their own.
+    Wildcard,
+}
+
+/// One grant of `update`/`patch` on the object to an in-cluster principal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Who holds it.
+    pub grantee: Grantee,
+    /// `ClusterRole NAME` or `Role NS/NAME`.
+    pub role: String,
+    /// `ClusterRoleBinding NAME` or `RoleBinding NS/NAME`.
+    pub binding: String,
+    /// The rule that allows it, as a person would read it.
+    pub rule: String,
+    /// How far it reaches.
+    pub breadth: Breadth,
+}
+
+/// What the grants search found besides the grants themselves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Grants to ServiceAccounts (or their groups).
+    pub to_service_accounts: Vec<Grant>,
+    /// Users and groups outside the cluster that hold such a grant
+    /// (`system:masters` holders are not listed: RBAC does not decide for
+    /// them).
+    pub to_others: Vec<String>,
+}
+
+const VERBS: [&str; 2] = ["update", "patch"];
+
+fn has(list: &[String], value: &str) -> bool {
+    list.iter().any(|v| v == "*" || v == value)
+}
+
+/// `resources` matching as `ResourceMatches` does: `*`, the exact
+/// `resource/subresource`, or `*/subresource`.
+fn resource_matches(rule: &PolicyRule, resource: &str) -> bool {
+    rule.resources.iter().flatten().any(|r| {
+        r == "*"
+            || r == resource
+            || resource
+                .split_once('/')
+                .is_some_and(|(_, sub)| r == &format!("*/{sub}"))
+    })
+}
+
+/// Whether `rule` lets its holder update or patch the requested object,
+/// and how broadly.
+fn rule_allows(rule: &PolicyRule, req: &Request) -> Option<Breadth> {
+    let verbs_ok = VERBS.iter().any(|v| has(&rule.verbs, v));
+    let groups = rule.api_groups.as_deref().unwrap_or_default();
+    let names_ok = rule
+        .resource_names
+        .as_deref()
+        .is_none_or(|n| n.is_empty() || n.iter().any(|x| x == req.name));
+    if !verbs_ok || !has(groups, req.group) || !resource_matches(rule, req.resource) || !names_ok {
+        return None;
+    }
+    Some(if groups.iter().any(|g| g == "*") {
+        Breadth::Wildcard
+    } else if rule.resources.iter().flatten().any(|r| r == req.resource) {
+        Breadth::Specific
+    } else {
+        Breadth::GroupWide
+    })
+}
+
+fn describe_rule(rule: &PolicyRule) -> String {
+    let list = |v: &[String]| {
+        v.iter()
+            .map(|s| if s.is_empty() { "\"\"" } else { s.as_str() })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut s = format!(
+        "verbs [{}] on apiGroups [{}] resources [{}]",
+        list(&rule.verbs),
+        list(rule.api_groups.as_deref().unwrap_or_default()),
+        list(rule.resources.as_deref().unwrap_or_default())
+    );
+    if let Some(names) = rule.resource_names.as_deref().filter(|n| !n.is_empty()) {
+        s.push_str(&format!(" resourceNames [{}]", list(names)));
+    }
+    s
+}
+
+/// The narrowest rule of `rules` that allows the request: a role that
+/// names the type says the most about its holder.
+fn best_rule<'r>(rules: &'r [PolicyRule], req: &Request) -> Option<(&'r PolicyRule, Breadth)> {
+    rules
+        .iter()
+        .filter_map(|r| rule_allows(r, req).map(|b| (r, b)))
+        .min_by_key(|(_, b)| *b)
+}
+
+impl Rbac {
+    fn rules_of(
+        &self,
+        role_ref: &RoleRef,
+        binding_ns: Option<&str>,
+    ) -> Option<(String, &[PolicyRule])> {
+        match (role_ref.kind.as_str(), binding_ns) {
+            ("ClusterRole", _) => self
+                .cluster_roles
+                .iter()
+                .find(|r| r.metadata.name.as_deref() == Some(role_ref.name.as_str()))
+                .map(|r| {
+                    (
+                        format!("ClusterRole {}", role_ref.name),
+                        r.rules.as_deref().unwrap_or_default(),
+                    )
+                }),
+            ("Role", Some(ns)) => self
+                .roles
+                .iter()
+                .find(|r| {
+                    r.metadata.namespace.as_deref() == Some(ns)
+                        && r.metadata.name.as_deref() == Some(role_ref.name.as_str())
+                })
+                .map(|r| {
+                    (
+                        format!("Role {ns}/{}", role_ref.name),
+                        r.rules.as_deref().unwrap_or_default(),
+                    )
+                }),
+            _ => None,
+        }
+    }
+
+    /// Every grant of `update` or `patch` on the requested object.
+    pub fn grants(&self, req: &Request) -> Grants {
+        let mut out = Grants::default();
+        let cluster = self.cluster_role_bindings.iter().map(|b| {
+            (
+                format!(
+                    "ClusterRoleBinding {}",
+                    b.metadata.name.as_deref().unwrap_or_default()
+                ),
+                None,
+                &b.role_ref,
+                b.subjects.as_deref().unwrap_or_default(),
+            )
+        });
+        // A RoleBinding grants only inside its own namespace.
+        let namespaced = self
+            .role_bindings
+            .iter()
+            .filter(|b| req.namespace.is_some() && b.metadata.namespace.as_deref() == req.namespace)
+            .map(|b| {
+                (
+                    format!(
+                        "RoleBinding {}/{}",
+                        b.metadata.namespace.as_deref().unwrap_or_default(),
+                        b.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    b.metadata.namespace.as_deref(),
+                    &b.role_ref,
+                    b.subjects.as_deref().unwrap_or_default(),
+                )
+            });
+        for (binding, ns, role_ref, subjects) in cluster.chain(namespaced) {
+            let Some((role, rules)) = self.rules_of(role_ref, ns) else {
+                continue;
+            };
+            let Some((rule, breadth)) = best_rule(rules, req) else {
+                continue;
+            };
+            for s in subjects {
+                match grantee(s, ns) {
+                    Some(grantee) => out.to_service_accounts.push(Grant {
+                        grantee,
+                        role: role.clone(),
+                        binding: binding.clone(),
+                        rule: describe_rule(rule),
+                        breadth,
+                    }),
+                    None if s.kind == "Group" && s.name == "system:masters" => {}
+                    None => out
+                        .to_others
+                        .push(format!("{} {} ({binding})", s.kind, s.name)),
+                }
+            }
+        }
+        out.to_others.sort();
+        out.to_others.dedup();
+        out
+    }
+}
+
+/// The in-cluster principal a binding's subject names, if it is one.
+fn grantee(s: &Subject, binding_ns: Option<&str>) -> Option<Grantee> {
+    match s.kind.as_str() {
+        "ServiceAccount" => Some(Grantee::ServiceAccount {
+            // A RoleBinding's ServiceAccount subject may leave its
+            // namespace out: it is then the binding's own.
+            namespace: s
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .or_else(|| binding_ns.map(str::to_owned))?,
+            name: s.name.clone(),
+        }),
+        "User" => {
+            let rest = s.name.strip_prefix("system:serviceaccount:")?;
+            let (namespace, name) = rest.split_once(':')?;
+            Some(Grantee::ServiceAccount {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+        }
+        "Group" if s.name == "system:serviceaccounts" || s.name == "system:authenticated" => {
+            Some(Grantee::AllServiceAccounts(s.name.clone()))
+        }
+        "Group" => s.name.strip_prefix("system:serviceaccounts:").map(|ns| {
+            Grantee::NamespaceServiceAccounts {
+                group: s.name.clone(),
+                namespace: ns.to_owned(),
+            }
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rbac(v: serde_json::Value) -> Rbac {
+        serde_json::from_value(v).expect("RBAC objects")
+    }
+
+    fn req<'a>(group: &'a str, resource: &'a str, ns: Option<&'a str>) -> Request<'a> {
+        Request {
+            group,
+            resource,
+            namespace: ns,
+            name: "cluster1",
+        }
+    }
+
+    #[test]
+    fn a_cluster_role_binding_grants_everywhere_and_a_role_binding_only_in_its_namespace() {
+        let r = rbac(serde_json::json!({
+            "clusterRoles": [{"metadata": {"name": "pxc-operator"}, "rules": [
+                {"apiGroups": ["pxc.percona.com"], "resources": ["perconaxtradbclusters", "perconaxtradbclusters/status"], "verbs": ["get", "list", "update", "patch"]}]}],
+            "roles": [{"metadata": {"name": "local", "namespace": "db"}, "rules": [
+                {"apiGroups": ["pxc.percona.com"], "resources": ["*"], "verbs": ["*"]}]}],
+            "clusterRoleBindings": [{"metadata": {"name": "pxc-operator"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pxc-operator"},
+                "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "pxc"}]}],
+            "roleBindings": [{"metadata": {"name": "local", "namespace": "db"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "local"},
+                "subjects": [{"kind": "ServiceAccount", "name": "helper"}]}]
+        }));
+        let g = r.grants(&req("pxc.percona.com", "perconaxtradbclusters", Some("db")));
+        assert_eq!(g.to_service_accounts.len(), 2, "{g:?}");
+        let op = &g.to_service_accounts[0];
+        assert!(op.grantee.covers("pxc", "op"));
+        assert_eq!(op.breadth, Breadth::Specific);
+        assert_eq!(op.binding, "ClusterRoleBinding pxc-operator");
+        let helper = &g.to_service_accounts[1];
+        assert!(helper.grantee.covers("db", "helper"), "{helper:?}");
+        assert_eq!(helper.breadth, Breadth::GroupWide);
+        // Elsewhere the RoleBinding grants nothing.
+        let g = r.grants(&req(
+            "pxc.percona.com",
+            "perconaxtradbclusters",
+            Some("other"),
+        ));
+        assert_eq!(g.to_service_accounts.len(), 1);
+        // Another group: nothing.
+        assert!(
+            r.grants(&req("", "configmaps", Some("db")))
+                .to_service_accounts
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn verbs_resource_names_and_subresources_are_honoured() {
+        let r = rbac(serde_json::json!({
+            "clusterRoles": [
+                {"metadata": {"name": "reader"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]},
+                {"metadata": {"name": "one"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["other"], "verbs": ["update"]}]},
+                {"metadata": {"name": "finalize"}, "rules": [{"apiGroups": [""], "resources": ["namespaces/finalize"], "verbs": ["update"]}]},
+                {"metadata": {"name": "admin"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+            ],
+            "clusterRoleBindings": [
+                {"metadata": {"name": "r"}, "roleRef": {"apiGroup": "", "kind": "ClusterRole", "name": "reader"}, "subjects": [{"kind": "ServiceAccount", "name": "a", "namespace": "x"}]},
+                {"metadata": {"name": "o"}, "roleRef": {"apiGroup": "", "kind": "ClusterRole", "name": "one"}, "subjects": [{"kind": "ServiceAccount", "name": "b", "namespace": "x"}]},
+                {"metadata": {"name": "f"}, "roleRef": {"apiGroup": "", "kind": "ClusterRole", "name": "finalize"}, "subjects": [{"kind": "User", "name": "system:serviceaccount:x:c"}]},
+                {"metadata": {"name": "cluster-admin"}, "roleRef": {"apiGroup": "", "kind": "ClusterRole", "name": "admin"}, "subjects": [{"kind": "Group", "name": "system:masters"}, {"kind": "User", "name": "alice"}]}
+            ]
+        }));
+        let g = r.grants(&req("", "configmaps", Some("app")));
+        assert!(
+            g.to_service_accounts.is_empty(),
+            "reader and another name: {g:?}"
+        );
+        assert_eq!(
+            g.to_others,
+            vec!["User alice (ClusterRoleBinding cluster-admin)"]
+        );
+        let g = r.grants(&req("", "namespaces/finalize", None));
+        assert_eq!(g.to_service_accounts.len(), 1);
+        assert!(g.to_service_accounts[0].grantee.covers("x", "c"));
+        assert!(
+            r.grants(&req("", "namespaces", None))
+                .to_service_accounts
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn wildcard_groups_are_told_apart_and_service_account_groups_count() {
+        let r = rbac(serde_json::json!({
+            "clusterRoles": [{"metadata": {"name": "argocd-application-controller"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}],
+            "clusterRoleBindings": [{"metadata": {"name": "argocd"}, "roleRef": {"apiGroup": "", "kind": "ClusterRole", "name": "argocd-application-controller"},
+                "subjects": [{"kind": "ServiceAccount", "name": "argocd-application-controller", "namespace": "argocd"}, {"kind": "Group", "name": "system:serviceaccounts:ci"}]}]
+        }));
+        let g = r.grants(&req("pxc.percona.com", "perconaxtradbclusters", Some("db")));
+        assert_eq!(g.to_service_accounts.len(), 2);
+        assert!(
+            g.to_service_accounts
+                .iter()
+                .all(|g| g.breadth == Breadth::Wildcard)
+        );
+        assert!(g.to_service_accounts[1].grantee.covers("ci", "anything"));
+        assert!(!g.to_service_accounts[1].grantee.covers("prod", "anything"));
+    }
+}
