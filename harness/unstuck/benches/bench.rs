@@ -26,6 +26,7 @@ const SCAN_ROUNDS: usize = 5;
 
 mod incidents;
 mod kind;
+mod owners;
 mod scale;
 mod suite;
 mod versions;
@@ -52,7 +53,7 @@ fn owned(name: &str) -> UpOptions {
     o
 }
 
-/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,incidents,versions,scale,kind` (default all).
+/// Sections to run: `UNSTUCK_BENCH_SECTIONS=basic,suite,incidents,owners,versions,scale,kind` (default all).
 fn wanted(section: &str) -> bool {
     std::env::var("UNSTUCK_BENCH_SECTIONS")
         .map(|v| v.split(',').any(|s| s.trim() == section))
@@ -69,6 +70,9 @@ async fn main() {
     }
     if wanted("incidents") {
         incidents::run().await;
+    }
+    if wanted("owners") {
+        owners::run().await;
     }
     if wanted("versions") {
         versions::run().await;
