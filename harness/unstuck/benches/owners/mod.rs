@@ -98,10 +98,18 @@ fn tally(
                 OwnerVerdict::Unknown { .. } => t.unknown += 1,
                 OwnerVerdict::Dead { .. } => {
                     t.dead += 1;
-                    let built_in_live = is_built_in(key) && !v.verdict.evidence().iter().any(|e| e.contains("nothing removes it from"));
+                    let built_in_live = is_built_in(key)
+                        && !v
+                            .verdict
+                            .evidence()
+                            .iter()
+                            .any(|e| e.contains("nothing removes it from"));
                     if live.contains(key) || built_in_live {
-                        t.live_judged_dead
-                            .push(format!("{label}: {key} on {} {}", r.kind, r.name()));
+                        t.live_judged_dead.push(format!(
+                            "{label}: {key} on {} {}",
+                            r.kind,
+                            r.name()
+                        ));
                     }
                 }
             }
@@ -120,7 +128,11 @@ fn without_names(s: &Snapshot) -> Snapshot {
         n += 1;
         anon(n)
     };
-    for r in s.terminating.iter_mut().chain(s.namespace_content.iter_mut()) {
+    for r in s
+        .terminating
+        .iter_mut()
+        .chain(s.namespace_content.iter_mut())
+    {
         for m in r.metadata.managed_fields.iter_mut().flatten() {
             let keep = m.manager.as_deref().is_some_and(|x| {
                 x.starts_with("kube") || x.starts_with("unstuck") || x == "unknown"
@@ -144,7 +156,12 @@ fn without_names(s: &Snapshot) -> Snapshot {
         d.metadata.labels = None;
         if let Some(spec) = &mut d.spec {
             spec.template.metadata = None;
-            for c in spec.template.spec.iter_mut().flat_map(|p| p.containers.iter_mut()) {
+            for c in spec
+                .template
+                .spec
+                .iter_mut()
+                .flat_map(|p| p.containers.iter_mut())
+            {
                 c.image = Some("registry.internal:5000/mirror/agent:1".into());
             }
         }
@@ -161,7 +178,10 @@ fn without_names(s: &Snapshot) -> Snapshot {
     }
     for e in &mut s.events {
         if let Some(src) = &mut e.source
-            && src.component.as_deref().is_some_and(|c| !c.starts_with("kube") && c != "default-scheduler")
+            && src
+                .component
+                .as_deref()
+                .is_some_and(|c| !c.starts_with("kube") && c != "default-scheduler")
         {
             src.component = Some("agent".into());
         }
@@ -208,12 +228,17 @@ pub async fn run() {
     let (mut as_recorded, mut nameless) = (Tally::default(), Tally::default());
     let mut count = 0;
     for f in &files {
-        let Ok(s) = serde_json::from_str::<Snapshot>(&std::fs::read_to_string(f).unwrap_or_default())
+        let Ok(s) =
+            serde_json::from_str::<Snapshot>(&std::fs::read_to_string(f).unwrap_or_default())
         else {
             continue;
         };
         count += 1;
-        let stem = f.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let stem = f
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let keys = live.get(&stem).cloned().unwrap_or_default();
         tally(&s, &keys, &stem, |_| true, &mut as_recorded);
         tally(
@@ -224,8 +249,14 @@ pub async fn run() {
             &mut nameless,
         );
     }
-    println!("{}", as_recorded.line(&format!("{count} recorded snapshots")));
-    println!("{}", nameless.line(&format!("{count} recorded snapshots, names taken away")));
+    println!(
+        "{}",
+        as_recorded.line(&format!("{count} recorded snapshots"))
+    );
+    println!(
+        "{}",
+        nameless.line(&format!("{count} recorded snapshots, names taken away"))
+    );
 
     // 2. Every scenario, on a local cluster: the doctor's first snapshot
     // of each, asked the same way.
