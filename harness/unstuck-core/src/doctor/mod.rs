@@ -14,6 +14,7 @@
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
 //! - [`namespace_stall`]: why the namespace controller is not progressing.
+//! - [`redact`]: a snapshot without the values workloads were given.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
 
@@ -26,6 +27,7 @@ pub mod namespace_stall;
 pub mod node;
 pub mod owner;
 pub mod plan;
+pub mod redact;
 pub mod snapshot;
 pub mod starting;
 pub mod webhook;

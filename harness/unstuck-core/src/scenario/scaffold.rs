@@ -75,7 +75,8 @@ fn file_part(s: &str) -> String {
 }
 
 /// The metadata a fixture keeps: name, labels, annotations (without
-/// apply bookkeeping) and finalizers (without the propagation ones).
+/// apply bookkeeping and values redacted away) and finalizers (without
+/// the propagation ones).
 fn fixture_metadata(meta: &ObjectMeta) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("name".into(), json!(meta.name.clone().unwrap_or_default()));
@@ -87,6 +88,8 @@ fn fixture_metadata(meta: &ObjectMeta) -> Value {
         .iter()
         .flatten()
         .filter(|(k, _)| !DROPPED_ANNOTATIONS.contains(&k.as_str()))
+        // A value a redacted snapshot no longer holds is not re-created.
+        .filter(|(_, v)| !crate::doctor::redact::is_redacted(v))
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
     if !annotations.is_empty() {

@@ -9,7 +9,7 @@ use std::{
     process::ExitCode,
 };
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use unstuck::doctor::{
     self, DoctorOptions, DoctorReport, Scope, StepOutcome,
     node::{HealOutcome, NodeDoctorReport},
@@ -98,8 +98,10 @@ pub struct DoctorArgs {
     /// `docker exec` into the node container.
     #[arg(long)]
     pub kind_cluster: Option<String>,
-    /// Save what the doctor saw (the first snapshot) to this JSON file:
-    /// evidence, and a fixture for the diagnosis tests.
+    /// Save what the doctor saw (the first snapshot) to this new JSON
+    /// file: evidence, and a fixture for the diagnosis tests. Redacted
+    /// (env values, args, commands, last-applied and long annotations are
+    /// removed), mode 0600, never written over an existing file.
     #[arg(long)]
     pub save_snapshot: Option<PathBuf>,
 }
@@ -112,6 +114,15 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(exit::USAGE));
         }
     };
+    // Before any work: a snapshot is never written over a file.
+    if let Some(Err(e)) = args
+        .save_snapshot
+        .as_deref()
+        .map(super::save_snapshot::refuse_existing)
+    {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(exit::USAGE));
+    }
     let format = if args.json { Format::Json } else { args.output };
     let kubeconfig = match (&args.local_cluster, &args.kind_cluster) {
         (Some(name), _) => Some(local_kubeconfig(name)?),
@@ -132,8 +143,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     // confirmation is asked for.
     let looked = doctor::run(&client, &opts).await?;
     if let (Some(path), Some(round)) = (&args.save_snapshot, looked.rounds.first()) {
-        std::fs::write(path, serde_json::to_string_pretty(&round.snapshot)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        super::save_snapshot::write(path, &round.snapshot)?;
     }
     let looked_nodes = node_doctor(&client, &args, stuck_after.as_std(), false).await?;
 

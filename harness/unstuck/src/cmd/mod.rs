@@ -4,6 +4,7 @@ pub mod doctor;
 pub mod new_scenario;
 pub mod report;
 pub mod run;
+pub mod save_snapshot;
 
 use anyhow::Result;
 

@@ -14,6 +14,7 @@ use std::{
 
 pub use super::pages::PAGE;
 use super::pages::{Kept, is_blind, keep, list_all, list_kept};
+use super::versions::one_per_object;
 use futures::{StreamExt, stream};
 use k8s_openapi::{
     api::{
@@ -71,14 +72,20 @@ pub fn api_resource(api_version: &str, kind: &str, plural: &str) -> ApiResource 
 pub struct Discovered {
     pub types: Vec<ListableType>,
     pub failures: Vec<DiscoveryFailure>,
+    /// Each group's preferred group/version (core `v1` included): the
+    /// version an object served in several is recorded under.
+    pub preferred: BTreeSet<String>,
 }
 
 /// Discovers every listable type, preferring nothing: every served
 /// version of every group is asked, because a dead aggregated API is
-/// exactly one such version.
+/// exactly one such version. Each group's preferred version is noted,
+/// for the object served in several ([`super::versions`]).
 pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
     let mut versions: Vec<String> = client.list_core_api_versions().await?.versions;
+    let mut preferred: BTreeSet<String> = versions.first().cloned().into_iter().collect();
     for g in client.list_api_groups().await?.groups {
+        preferred.extend(g.preferred_version.map(|v| v.group_version));
         versions.extend(g.versions.into_iter().map(|v| v.group_version));
     }
     let results: Vec<(String, Result<Vec<APIResource>, kube::Error>)> = stream::iter(versions)
@@ -99,6 +106,7 @@ pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
     let mut out = Discovered {
         types: Vec::new(),
         failures: Vec::new(),
+        preferred,
     };
     for (gv, r) in results {
         match r {
@@ -340,8 +348,8 @@ async fn collect_boxed(
     }
     let Kept {
         seen: objects_seen,
-        mut terminating,
-        mut namespace_content,
+        terminating,
+        namespace_content,
     } = kept;
     let sort = |v: &mut Vec<ObjectRecord>| {
         v.sort_by(|a, b| {
@@ -359,6 +367,9 @@ async fn collect_boxed(
                 ))
         })
     };
+    // Every version was listed: an object served in several is kept once.
+    let mut terminating = one_per_object(terminating, &discovered.preferred);
+    let mut namespace_content = one_per_object(namespace_content, &discovered.preferred);
     sort(&mut terminating);
     sort(&mut namespace_content);
 

@@ -11,6 +11,7 @@ pub mod node;
 mod pages;
 pub mod render;
 pub mod target;
+mod versions;
 
 use std::{
     path::PathBuf,

@@ -79,9 +79,11 @@ impl ScenarioRun<'_> {
             let _ = std::fs::write(self.ctx.out_dir.join("doctor.json"), text);
         }
         // What the doctor saw before any remedy: evidence, and a recording
-        // the diagnosis unit tests replay.
+        // the diagnosis unit tests replay. Redacted: on a `--kubeconfig`
+        // cluster it holds that cluster's pods and workloads.
         if let Some(first) = report.rounds.first()
-            && let Ok(text) = serde_json::to_string_pretty(&first.snapshot)
+            && let Ok(text) =
+                serde_json::to_string_pretty(&unstuck_core::doctor::redact::redact(&first.snapshot))
         {
             let _ = std::fs::write(self.ctx.out_dir.join("snapshot.json"), text);
         }
