@@ -97,6 +97,8 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         stateful_sets,
         daemon_sets,
         unreadable: _,
+        rbac,
+        persistent_volume_claims,
     } = snapshot;
 
     for n in namespaces {
@@ -169,6 +171,25 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         if let Some(spec) = &mut d.spec {
             template(&mut spec.template);
         }
+    }
+    // Rules and bindings are what the owner verdict reads, and hold no
+    // values; their metadata may carry last-applied copies.
+    if let Some(rbac) = rbac {
+        for r in &mut rbac.roles {
+            meta(&mut r.metadata);
+        }
+        for r in &mut rbac.cluster_roles {
+            meta(&mut r.metadata);
+        }
+        for b in &mut rbac.role_bindings {
+            meta(&mut b.metadata);
+        }
+        for b in &mut rbac.cluster_role_bindings {
+            meta(&mut b.metadata);
+        }
+    }
+    for c in persistent_volume_claims.iter_mut().flatten() {
+        meta(&mut c.metadata);
     }
 }
 

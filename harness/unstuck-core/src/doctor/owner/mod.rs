@@ -15,12 +15,12 @@
 //!      Leases those pods hold;
 //!    - [`writes`]: writes to the object since its deletion began, by any
 //!      manager that is not a person's client or Kubernetes' own;
-//!    - [`events`]: Events about the object, from any reporter.
-//!    and by its names: the domain (`domain/path`, or a dotted key without
-//!    `/`) and product words ([`words`]), widened for well-known keys
-//!    ([`known_keys`]): [`leases`], [`workloads`] (by name, labels, service
-//!    account, image), [`served`] (webhooks and APIServices), writes by a
-//!    manager and events from a component named for it.
+//!    - [`events`]: Events about the object, from any reporter;
+//!    - by its names: the domain (`domain/path`, or a dotted key without
+//!      `/`) and product words ([`words`]), widened for well-known keys
+//!      ([`known_keys`]): [`leases`], [`workloads`] (by name, labels,
+//!      service account, image), [`served`] (webhooks and APIServices),
+//!      writes by a manager and events from a component named for it.
 //! 3. The verdict ([`verdict`]): `Alive` needs positive evidence;
 //!    `Unknown` when something could act but is not shown to, when the
 //!    owner looks installed but is not shown running, or when a source
