@@ -40,14 +40,12 @@ use unstuck::{
 
 mod common;
 
+use common::from_json;
+
 const NS: &str = "it-quarry";
 const KEY: &str = "delete-pxc-pods-in-order";
 const OPERATOR: &str = "quarry-agent";
 const CR: &str = "cluster1";
-
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("a valid object")
-}
 
 fn crs(client: &Client) -> Api<DynamicObject> {
     let ar = ApiResource {

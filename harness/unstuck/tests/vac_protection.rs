@@ -31,11 +31,9 @@ use unstuck::{
 
 mod common;
 
-const KEY: &str = "kubernetes.io/vac-protection";
+use common::from_json;
 
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("a valid object")
-}
+const KEY: &str = "kubernetes.io/vac-protection";
 
 async fn a_class_in_use_is_never_stripped(version: &str) {
     let name = common::cluster_name(&format!("it-vac-{}", version.replace('.', "")));

@@ -31,3 +31,9 @@ fn cluster_names_are_valid_and_carry_the_process_id() {
         "{long}"
     );
 }
+
+/// An object from its JSON, for the objects tests create.
+#[allow(dead_code)]
+pub fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("a valid object")
+}
