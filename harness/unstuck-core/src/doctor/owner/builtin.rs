@@ -49,12 +49,15 @@ enum Server {
 /// - `pkg/controller/servicecidrs/servicecidrs_controller.go`:
 ///   `networking.k8s.io/service-cidr-finalizer`;
 /// - `apiextensions-apiserver/pkg/controller/finalizer/crd_finalizer.go`:
-///   `customresourcecleanup.apiextensions.k8s.io`.
+///   `customresourcecleanup.apiextensions.k8s.io`;
+/// - v1.37 only, `pkg/apis/scheduling/types.go`:
+///   `scheduling.k8s.io/podgroup-protection` (PodGroups, removed by
+///   `pkg/controller/scheduling/podgroupprotection`).
 ///
 /// `external-provisioner.volume.kubernetes.io/finalizer` (also in
 /// pv_helpers.go) is set and removed by the CSI external-provisioner, not
 /// by Kubernetes: see [`EXTERNAL`].
-const BUILT_IN: [(&str, Option<&str>, Server); 11] = [
+const BUILT_IN: [(&str, Option<&str>, Server); 12] = [
     (
         PVC_PROTECTION,
         Some("PersistentVolumeClaim"),
@@ -99,6 +102,11 @@ const BUILT_IN: [(&str, Option<&str>, Server); 11] = [
         "resource.kubernetes.io/delete-protection",
         Some("ResourceClaim"),
         Server::ControllerManager("resource claim controller"),
+    ),
+    (
+        "scheduling.k8s.io/podgroup-protection",
+        Some("PodGroup"),
+        Server::ControllerManager("podgroup-protection controller"),
     ),
     (
         "networking.k8s.io/service-cidr-finalizer",
