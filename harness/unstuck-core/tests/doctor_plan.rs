@@ -70,6 +70,7 @@ fn orphan_configmap_plan_removes_only_dead_keys() {
         mixed.json_patch(),
         json!([
             {"op": "test", "path": "/metadata/uid", "value": "d2e1f0a9-4b5c-4d6e-9f0a-1b2c3d4e5f60"},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "50207"},
             {"op": "test", "path": "/metadata/finalizers", "value": ["widgets.acme.io/cleanup", "example.com/never-removed"]},
             {"op": "replace", "path": "/metadata/finalizers", "value": ["widgets.acme.io/cleanup"]},
         ])
@@ -98,6 +99,13 @@ fn json_patch_exact_shape_when_all_keys_removed() {
     // `[]`, never `null`.
     assert_eq!(
         serde_json::to_string(&r.json_patch()).unwrap(),
+        r#"[{"op":"test","path":"/metadata/uid","value":"c1f0e7d2-3a4b-4c5d-8e9f-0a1b2c3d4e5f"},{"op":"test","path":"/metadata/resourceVersion","value":"50201"},{"op":"test","path":"/metadata/finalizers","value":["example.com/never-removed"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]"#
+    );
+    // Without a known resourceVersion only the uid and the list are tested.
+    let mut unread = r.clone();
+    unread.target.resource_version = None;
+    assert_eq!(
+        serde_json::to_string(&unread.json_patch()).unwrap(),
         r#"[{"op":"test","path":"/metadata/uid","value":"c1f0e7d2-3a4b-4c5d-8e9f-0a1b2c3d4e5f"},{"op":"test","path":"/metadata/finalizers","value":["example.com/never-removed"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]"#
     );
 }
@@ -320,6 +328,7 @@ fn namespace_metadata_finalizer_removed_by_patch() {
         r.json_patch(),
         json!([
             {"op": "test", "path": "/metadata/uid", "value": "a2b3c4d5-e6f7-4089-9a1b-3b4c5d6e7f80"},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "49876"},
             {"op": "test", "path": "/metadata/finalizers", "value": ["finalizers.kubesphere.io/namespaces"]},
             {"op": "replace", "path": "/metadata/finalizers", "value": []},
         ])
@@ -437,6 +446,14 @@ fn finalize_body_changes_only_spec_finalizers() {
         f.body(&other),
         Err(FinalizeError::UidChanged { .. })
     ));
+    // Changed since the read the plan was argued on: not written.
+    assert!(f.resource_version.is_some());
+    let mut moved = ns.clone();
+    moved.metadata.resource_version = Some(s("999999"));
+    assert!(matches!(
+        f.body(&moved),
+        Err(FinalizeError::ResourceVersionChanged { .. })
+    ));
     let mut done = ns.clone();
     done.spec.as_mut().unwrap().finalizers = Some(vec![s("kubernetes")]);
     assert!(matches!(
@@ -451,7 +468,7 @@ fn dry_run_lists_exact_api_calls() {
     let (_, plan) = diagnose_and_plan(&snap);
     let text = plan.render_dry_run();
     assert!(text.contains(
-        r#"PATCH /api/v1/namespaces/orphan-cm/configmaps/mymap (application/json-patch+json) [{"op":"test","path":"/metadata/uid","value":"c1f0e7d2-3a4b-4c5d-8e9f-0a1b2c3d4e5f"},{"op":"test","path":"/metadata/finalizers","value":["example.com/never-removed"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]"#
+        r#"PATCH /api/v1/namespaces/orphan-cm/configmaps/mymap (application/json-patch+json) [{"op":"test","path":"/metadata/uid","value":"c1f0e7d2-3a4b-4c5d-8e9f-0a1b2c3d4e5f"},{"op":"test","path":"/metadata/resourceVersion","value":"50201"},{"op":"test","path":"/metadata/finalizers","value":["example.com/never-removed"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]"#
     ), "{text}");
     assert!(
         text.contains(

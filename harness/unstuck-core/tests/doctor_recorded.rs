@@ -72,11 +72,23 @@ fn orphan_configmap_gets_only_its_dead_key_removed() {
     assert_eq!(r.len(), 1, "{}", p.render_dry_run());
     assert_eq!(r[0].remove, vec!["kubernetes".to_string()]);
     let patch = r[0].json_patch();
-    assert_eq!(
-        patch[1]["op"], "test",
-        "the patch tests the current list first: {patch}"
-    );
-    assert_eq!(patch[1]["value"], serde_json::json!(["kubernetes"]));
+    let ops = patch.as_array().expect("a JSON patch");
+    let test_of = |path: &str| {
+        ops.iter()
+            .position(|o| o["op"] == "test" && o["path"] == path)
+            .unwrap_or_else(|| panic!("the patch tests {path}: {patch}"))
+    };
+    let replace = ops
+        .iter()
+        .position(|o| o["op"] == "replace")
+        .expect("a replace");
+    // The uid, the resourceVersion read and the current list are tested
+    // before the list is replaced.
+    assert!(test_of("/metadata/uid") < replace);
+    assert!(test_of("/metadata/resourceVersion") < replace);
+    let list = test_of("/metadata/finalizers");
+    assert!(list < replace, "{patch}");
+    assert_eq!(ops[list]["value"], serde_json::json!(["kubernetes"]));
 }
 
 #[test]

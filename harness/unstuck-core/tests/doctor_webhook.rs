@@ -141,6 +141,7 @@ fn recorded_dead_webhook_is_found_and_made_to_fail_open_with_consent() {
         w.json_patch(),
         serde_json::json!([
             {"op": "test", "path": "/metadata/uid", "value": "2e680360-c2ab-4c6b-9fcb-27f60e5d0392"},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "685"},
             {"op": "test", "path": "/webhooks/0/name", "value": "validate.policy.example.com"},
             {"op": "test", "path": "/webhooks/0/failurePolicy", "value": "Fail"},
             {"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"},

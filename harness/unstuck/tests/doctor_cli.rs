@@ -23,7 +23,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api,
-    api::{DeleteParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use unstuck::{
     cluster::local::{LocalCluster, UpOptions},
@@ -415,4 +415,226 @@ fn local_cluster_and_kubeconfig_conflict() {
     let o = doctor(&["--local-cluster", "x", "--kubeconfig", "/y"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}
+
+/// A namespace of its own for the consent test.
+const CONSENT_NS: &str = "it-cli-consent";
+/// `--stuck-after` of the consent test: long enough that the ConfigMap
+/// deleted just before the doctor starts is not stuck in the plan it
+/// shows, short enough that the doctor's own wait for late deletions
+/// (at most 30 s) lets a later round meet it stuck.
+const CONSENT_STUCK_AFTER: &str = "20s";
+
+/// What is applied is what was shown: `--apply --yes` without a terminal
+/// covers only the plan printed before it. The ConfigMap shown stuck is
+/// freed; one that becomes stuck only after the plan was shown (a later
+/// round finds it) is left untouched, the output says so and the exit code
+/// is 6. Running the doctor again shows it, and applies it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_finds() {
+    let name = common::cluster_name("it-doctor-consent");
+    let mut opts = UpOptions::new(&name);
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let client = cluster.client();
+    let kc = cluster.kubeconfig().to_str().unwrap().to_string();
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({"metadata": {"name": CONSENT_NS}})),
+        )
+        .await
+        .expect("namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), CONSENT_NS);
+    for cm in ["shown", "late"] {
+        cms.create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({"metadata": {"name": cm, "finalizers": [KEY]}})),
+        )
+        .await
+        .expect("configmap");
+    }
+    let base = [
+        "--kubeconfig",
+        kc.as_str(),
+        "-n",
+        CONSENT_NS,
+        "--stuck-after",
+        CONSENT_STUCK_AFTER,
+        "-o",
+        "json",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        doctor(&refs, &[])
+    };
+    let backups =
+        std::env::temp_dir().join(format!("unstuck-consent-backups-{}", std::process::id()));
+    let backup_dir = backups.to_str().unwrap().to_string();
+
+    cms.delete("shown", &DeleteParams::default())
+        .await
+        .expect("delete shown");
+    wait::until(
+        "the doctor to find ConfigMap shown stuck",
+        Duration::from_secs(300),
+        Duration::from_secs(2),
+        || {
+            let o = run(with(&[]));
+            async move {
+                let kinds = finding_kinds(&json(&o));
+                if kinds
+                    .iter()
+                    .any(|(k, s)| k == "OrphanFinalizer" && s.ends_with("/shown"))
+                {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending(format!("{kinds:?}"))
+                }
+            }
+        },
+    )
+    .await
+    .expect("shown is stuck");
+
+    // `late` starts deleting now: not stuck yet when the plan is shown, stuck
+    // by the time a later round of the same run looks.
+    cms.delete("late", &DeleteParams::default())
+        .await
+        .expect("delete late");
+    let applied = run(with(&["--apply", "--yes", "--backup-dir", &backup_dir]));
+    let report = json(&applied);
+    assert_eq!(applied.status.code(), Some(6), "{}", text(&applied));
+    // The plan --yes covered was printed before anything was applied, and
+    // did not hold `late`.
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    let printed = stderr
+        .split_once("--yes covers this plan only")
+        .map(|(_, plan)| plan)
+        .unwrap_or_else(|| panic!("no plan printed before applying: {}", text(&applied)));
+    assert!(printed.contains("/configmaps/shown"), "{}", text(&applied));
+    assert!(!printed.contains("/configmaps/late"), "{}", text(&applied));
+    let lines: Vec<&str> = report["applied"]
+        .as_array()
+        .expect("applied")
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let late_path = format!("/api/v1/namespaces/{CONSENT_NS}/configmaps/late");
+    let shown_path = format!("/api/v1/namespaces/{CONSENT_NS}/configmaps/shown");
+    assert!(
+        lines.contains(&format!(
+            "left RemoveFinalizers {late_path}: remove [{KEY}]: not in the confirmed plan; run the doctor again to review it"
+        ).as_str()),
+        "{}",
+        text(&applied)
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("RemoveFinalizers {shown_path}: removed"))),
+        "{}",
+        text(&applied)
+    );
+    assert!(
+        report["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("1 step(s) left, not in the confirmed plan"),
+        "{}",
+        text(&applied)
+    );
+    // Nothing was written to `late`: no call, no backup of it.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains(&late_path) && !l.starts_with("left ")),
+        "{}",
+        text(&applied)
+    );
+    let late = cms
+        .get_opt("late")
+        .await
+        .unwrap()
+        .expect("late still there");
+    assert_eq!(late.metadata.finalizers, Some(vec![KEY.to_string()]));
+    assert!(late.metadata.deletion_timestamp.is_some());
+    let backed_up: Vec<String> = std::fs::read_dir(&backups)
+        .expect("backup dir")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        backed_up.iter().any(|f| f.contains(".shown.")),
+        "{backed_up:?}"
+    );
+    assert!(
+        !backed_up.iter().any(|f| f.contains(".late.")),
+        "{backed_up:?}"
+    );
+    // The shown target was fixed.
+    wait::until(
+        "ConfigMap shown to be gone",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || async {
+            match cms.get_opt("shown").await {
+                Ok(None) => Poll::Ready(()),
+                other => Poll::Pending(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+    .expect("the shown target was fixed");
+
+    // What makes a write fail when the object moved after the doctor read
+    // it: the server refuses a JSON patch whose resourceVersion `test` no
+    // longer holds, with a 422 that says no more than this (the doctor
+    // reads it as "changed since it was read" and reads again).
+    let stale: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
+        {"op": "replace", "path": "/metadata/finalizers", "value": []},
+    ]))
+    .unwrap();
+    match cms
+        .patch("late", &PatchParams::default(), &Patch::<()>::Json(stale))
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422, "{s:?}");
+            assert!(
+                s.message
+                    .contains("the server rejected our request due to an error in our request"),
+                "{s:?}"
+            );
+        }
+        other => panic!("a patch testing a stale resourceVersion: {other:?}"),
+    }
+    let late = cms.get("late").await.unwrap();
+    assert_eq!(late.metadata.finalizers, Some(vec![KEY.to_string()]));
+
+    // Run again: now `late` is in the plan shown, and is applied.
+    let again = run(with(&["--apply", "--yes", "--backup-dir", &backup_dir]));
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    wait::until(
+        "ConfigMap late to be gone",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || async {
+            match cms.get_opt("late").await {
+                Ok(None) => Poll::Ready(()),
+                other => Poll::Pending(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+    .expect("the second run fixed what the first left");
+    std::fs::remove_dir_all(&backups).unwrap();
+
+    let layout = cluster.layout().clone();
+    let report = cluster.down().await;
+    assert!(report.errors.is_empty(), "{report}");
+    assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
 }

@@ -195,16 +195,21 @@ impl RemoveFinalizers {
             .collect()
     }
 
-    /// The RFC 6902 patch (`application/json-patch+json`): `test` the UID
-    /// and the whole current finalizer list, then `replace` the list with
-    /// the kept keys (`[]` when none are kept, never `null`). If anything
-    /// changed since the snapshot, the `test` fails and nothing is written.
+    /// The RFC 6902 patch (`application/json-patch+json`): `test` the UID,
+    /// the resourceVersion read (when known) and the whole current
+    /// finalizer list, then `replace` the list with the kept keys (`[]`
+    /// when none are kept, never `null`). If anything changed since the
+    /// read the verdict was argued on, a `test` fails and nothing is
+    /// written.
     pub fn json_patch(&self) -> Value {
-        json!([
-            {"op": "test", "path": "/metadata/uid", "value": self.target.uid},
-            {"op": "test", "path": "/metadata/finalizers", "value": self.current},
-            {"op": "replace", "path": "/metadata/finalizers", "value": self.kept()},
-        ])
+        let mut ops =
+            vec![json!({"op": "test", "path": "/metadata/uid", "value": self.target.uid})];
+        if let Some(rv) = &self.target.resource_version {
+            ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+        }
+        ops.push(json!({"op": "test", "path": "/metadata/finalizers", "value": self.current}));
+        ops.push(json!({"op": "replace", "path": "/metadata/finalizers", "value": self.kept()}));
+        Value::Array(ops)
     }
 }
 
@@ -250,6 +255,9 @@ pub struct SetWebhookFailurePolicy {
     pub configuration_name: String,
     /// The configuration's UID (the patch tests it).
     pub uid: String,
+    /// The configuration's resourceVersion as read (the patch tests it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
     /// The webhook's position in `webhooks` (the patch tests its name).
     pub index: usize,
     /// The webhook's name.
@@ -268,17 +276,22 @@ impl SetWebhookFailurePolicy {
         )
     }
 
-    /// The RFC 6902 patch: `test` the UID, the webhook's name at its index
-    /// and that it still fails closed, then `replace` the policy. If the
-    /// configuration changed since the snapshot, nothing is written.
+    /// The RFC 6902 patch: `test` the UID, the resourceVersion read (when
+    /// known), the webhook's name at its index and that it still fails
+    /// closed, then `replace` the policy. If the configuration changed
+    /// since the read, nothing is written.
     pub fn json_patch(&self) -> Value {
         let at = format!("/webhooks/{}", self.index);
-        json!([
-            {"op": "test", "path": "/metadata/uid", "value": self.uid},
-            {"op": "test", "path": format!("{at}/name"), "value": self.webhook},
-            {"op": "test", "path": format!("{at}/failurePolicy"), "value": "Fail"},
-            {"op": "replace", "path": format!("{at}/failurePolicy"), "value": "Ignore"},
-        ])
+        let mut ops = vec![json!({"op": "test", "path": "/metadata/uid", "value": self.uid})];
+        if let Some(rv) = &self.resource_version {
+            ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+        }
+        ops.push(json!({"op": "test", "path": format!("{at}/name"), "value": self.webhook}));
+        ops.push(json!({"op": "test", "path": format!("{at}/failurePolicy"), "value": "Fail"}));
+        ops.push(
+            json!({"op": "replace", "path": format!("{at}/failurePolicy"), "value": "Ignore"}),
+        );
+        Value::Array(ops)
     }
 }
 
@@ -309,6 +322,19 @@ pub enum FinalizeError {
         /// UID in the plan.
         expected: String,
         /// UID read back.
+        found: Option<String>,
+    },
+    /// The namespace read back changed since the read the plan was argued
+    /// on (its resourceVersion moved): not written, looked at again.
+    #[error(
+        "namespace {name} changed since it was read (resourceVersion {found:?}, the plan was made at {expected})"
+    )]
+    ResourceVersionChanged {
+        /// Namespace name.
+        name: String,
+        /// resourceVersion in the plan.
+        expected: String,
+        /// resourceVersion read back.
         found: Option<String>,
     },
     /// The namespace read back has none of the tokens any more.
@@ -342,13 +368,23 @@ impl FinalizeNamespace {
     /// with only `spec.finalizers` changed. `fresh`'s resourceVersion is
     /// kept, so the PUT fails with a conflict if the namespace changes
     /// between the read and the write. Fails if `fresh` is another
-    /// incarnation or no longer has any token to remove.
+    /// incarnation, has changed since the plan's read (its resourceVersion,
+    /// when the plan has one) or no longer has any token to remove.
     pub fn body(&self, fresh: &Namespace) -> Result<Namespace, FinalizeError> {
         if fresh.metadata.uid.as_deref() != Some(self.uid.as_str()) {
             return Err(FinalizeError::UidChanged {
                 name: self.name.clone(),
                 expected: self.uid.clone(),
                 found: fresh.metadata.uid.clone(),
+            });
+        }
+        if let Some(expected) = &self.resource_version
+            && fresh.metadata.resource_version.as_ref() != Some(expected)
+        {
+            return Err(FinalizeError::ResourceVersionChanged {
+                name: self.name.clone(),
+                expected: expected.clone(),
+                found: fresh.metadata.resource_version.clone(),
             });
         }
         let tokens = fresh
@@ -460,11 +496,12 @@ impl Plan {
                     );
                     let _ = writeln!(
                         out,
-                        "    PUT {} (spec.finalizers [{}] -> [{}]; uid={}, resourceVersion as read)",
+                        "    PUT {} (spec.finalizers [{}] -> [{}]; uid={}, resourceVersion={})",
                         f.api_path(),
                         f.current.join(", "),
                         f.kept().join(", "),
-                        f.uid
+                        f.uid,
+                        f.resource_version.as_deref().unwrap_or("as read")
                     );
                 }
             }
@@ -940,7 +977,7 @@ fn remove_finalizers(
     if !notes.is_empty() {
         let _ = write!(rationale, "; {}", notes.join("; "));
     }
-    rationale.push_str("; the patch tests the uid and the current list, so a concurrent change makes it fail instead of being overwritten");
+    rationale.push_str("; the patch tests the uid, the resourceVersion and the current list, so a concurrent change makes it fail instead of being overwritten");
     PlannedStep {
         finding_index: i,
         action: Action::RemoveFinalizers(action),
@@ -1021,6 +1058,7 @@ fn webhook_fail_open(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep 
             configuration: *configuration,
             configuration_name: configuration_name.clone(),
             uid: uid.to_owned(),
+            resource_version: w.config_resource_version.map(str::to_owned),
             index: *index,
             webhook: webhook.clone(),
             reason: format!("{backend}: Service {service}"),

@@ -10,8 +10,11 @@ use std::{
 };
 
 use anyhow::Result;
+use k8s_openapi::jiff::Timestamp;
+use unstuck::core::doctor::{Plan, PlannedStep};
 use unstuck::doctor::{
     self, DoctorOptions, DoctorReport, Scope, StepOutcome,
+    consent::{Answer, AskAgain, Consent, MAX_PLAN_AGE},
     node::{HealOutcome, NodeDoctorReport},
     render::{Format, View},
     target::{self, Target},
@@ -29,8 +32,12 @@ pub mod exit {
     pub const FINDINGS: u8 = 3;
     /// With --apply: a remedy failed.
     pub const REMEDY_FAILED: u8 = 4;
-    /// With --apply: the confirmation was declined or could not be asked.
+    /// With --apply: the confirmation was declined or could not be asked,
+    /// or came more than [`super::MAX_PLAN_AGE`] after the plan was shown.
     pub const DECLINED: u8 = 5;
+    /// With --apply: a later round found steps the confirmed plan did not
+    /// hold, and they were left (not confirmed); the rest was applied.
+    pub const LEFT: u8 = 6;
 }
 
 pub const EXIT_CODES_HELP: &str = "Exit codes:
@@ -39,7 +46,10 @@ pub const EXIT_CODES_HELP: &str = "Exit codes:
   2  usage: the command line is wrong
   3  findings (only with --fail-on-findings)
   4  a remedy failed (with --apply)
-  5  declined: --apply was not confirmed (no terminal to ask and no --yes)";
+  5  declined: --apply was not confirmed (no terminal to ask and no --yes),
+     or the confirmation came more than 5 minutes after the plan was shown
+  6  left: with --apply, a later round found steps that were not in the
+     confirmed plan and left them (run the doctor again to review them)";
 
 #[derive(clap::Args)]
 #[command(after_help = EXIT_CODES_HELP)]
@@ -53,10 +63,16 @@ pub struct DoctorArgs {
     #[arg(long = "namespace", short = 'n')]
     pub namespaces: Vec<String>,
     /// Carry out the plan. Without it nothing is changed. On a terminal it
-    /// shows the target and the plan and asks first (see --yes).
+    /// shows the target and the plan and asks first (see --yes); an answer
+    /// given more than 5 minutes after the plan was shown is refused. Only
+    /// the steps shown are applied, each argued again on a fresh read just
+    /// before its write; a step a later round finds that the plan did not
+    /// hold is shown and asked about again.
     #[arg(long)]
     pub apply: bool,
-    /// With --apply: do not ask. Needed when no terminal can be asked (CI).
+    /// With --apply: do not ask. Needed when no terminal can be asked
+    /// (CI). Covers only the plan printed before it: steps a later round
+    /// finds are left (exit 6).
     #[arg(long, short = 'y', requires = "apply")]
     pub yes: bool,
     /// With --apply, also change admission webhooks: a webhook that fails
@@ -166,7 +182,20 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         }));
     }
 
-    if !args.yes {
+    let shown: Plan = looked
+        .rounds
+        .first()
+        .map(|r| r.plan.clone())
+        .unwrap_or_default();
+    let shown_at = Timestamp::now();
+    if args.yes {
+        // What --yes covers is what was printed before it.
+        eprintln!(
+            "Applying to {} (--yes covers this plan only; steps a later round finds are left):\n{}",
+            target.line(),
+            plan_steps_text(&shown)
+        );
+    } else {
         match confirm(&target, &looked, &looked_nodes) {
             Confirmation::Yes => {}
             Confirmation::No => {
@@ -184,16 +213,31 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         }
     }
 
-    // Apply the very plan that was shown: its steps carry the UIDs and
-    // resourceVersions read then, so anything changed since is refused
-    // by the server rather than acted on blind.
+    // Consent is the plan shown, given in time. Each step is argued again
+    // on a fresh read just before its write, which tests what that read
+    // saw (UID, resourceVersion, finalizers): a change in between makes
+    // the server refuse it rather than have it acted on blind.
+    opts.consent = match Consent::confirmed(&shown.steps, shown_at, Timestamp::now()) {
+        Ok(c) => c,
+        Err(stale) => {
+            eprintln!("refusing to apply: {stale}. Nothing was changed.");
+            return Ok(ExitCode::from(exit::DECLINED));
+        }
+    };
     opts.apply = true;
     let first = looked
         .rounds
         .into_iter()
         .next()
         .map(|r| (r.snapshot, r.collect));
-    let report = doctor::run_from(&client, &opts, first).await?;
+    let report = if args.yes {
+        doctor::run_from(&client, &opts, first).await?
+    } else {
+        let mut ask = AskOnTerminal {
+            target: target.clone(),
+        };
+        doctor::run_asking(&client, &opts, first, &mut ask).await?
+    };
     let nodes = node_doctor(&client, &args, stuck_after.as_std(), true).await?;
     let view = View::new(target, &report, &nodes);
     print!("{}", view.render(format));
@@ -223,6 +267,8 @@ fn exit_after_apply(
     let still_found = report.rounds.last().is_some_and(|r| !r.findings.is_empty());
     if failed {
         exit::REMEDY_FAILED
+    } else if !report.left().is_empty() {
+        exit::LEFT
     } else if fail_on_findings && still_found {
         exit::FINDINGS
     } else {
@@ -258,6 +304,48 @@ fn confirm(target: &Target, report: &DoctorReport, nodes: &[NodeDoctorReport]) -
         Confirmation::Yes
     } else {
         Confirmation::No
+    }
+}
+
+/// A plan's steps with their exact API calls, without the dry-run
+/// heading (which would say nothing is changed).
+fn plan_steps_text(plan: &Plan) -> String {
+    let rendered = plan.render_dry_run();
+    rendered.lines().skip(1).collect::<Vec<_>>().join("\n")
+}
+
+/// Asks on the terminal about steps a later round found that the plan
+/// confirmed did not hold.
+struct AskOnTerminal {
+    target: Target,
+}
+
+impl AskAgain for AskOnTerminal {
+    fn ask(&mut self, steps: &[PlannedStep]) -> Answer {
+        if !std::io::stdin().is_terminal() {
+            return Answer::NotAsked;
+        }
+        let plan = Plan {
+            steps: steps.to_vec(),
+        };
+        let shown_at = Timestamp::now();
+        let mut err = std::io::stderr();
+        let _ = write!(
+            err,
+            "\nA later round found step(s) that were not in the plan you confirmed:\n{}\nApply these too, to {}? Type 'yes' within {} min to go on (anything else leaves them): ",
+            plan_steps_text(&plan),
+            self.target.line(),
+            MAX_PLAN_AGE.as_secs() / 60
+        );
+        let _ = err.flush();
+        let mut answer = String::new();
+        if std::io::stdin().lock().read_line(&mut answer).is_err() || answer.trim() != "yes" {
+            return Answer::No;
+        }
+        Answer::Yes {
+            shown_at,
+            answered_at: Timestamp::now(),
+        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! Apply: carry out a [`Plan`], one step at a time. Before any change the
 //! object's full manifest is saved so a person can undo it; every change is
-//! conditional (a JSON patch that `test`s the finalizers and UID, or a
-//! delete with UID and resourceVersion preconditions), so a concurrent
-//! update by a live controller is never overwritten; every call made is
-//! recorded.
+//! conditional (a JSON patch that `test`s the UID, resourceVersion and
+//! finalizers, a delete with UID and resourceVersion preconditions, a PUT
+//! of the resourceVersion read), so a concurrent update by a live
+//! controller is never overwritten; every call made is recorded.
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,37 @@ pub enum StepOutcome {
     /// The server refused or the re-check failed; later steps still run,
     /// each conditional on what it saw.
     Failed(String),
+    /// Not applied: no one confirmed it (a step a later round found that
+    /// the plan shown did not hold). Says what was left and why.
+    Left(String),
+}
+
+/// How the outcome of a write the server refused because the object
+/// changed since it was read begins.
+pub const CHANGED_SINCE_READ: &str = "the object changed since it was read";
+
+/// Whether a [`StepOutcome::Failed`] reason says the object changed
+/// between the read and the write (so it is worth reading again).
+pub fn changed_since_read(why: &str) -> bool {
+    why.starts_with(CHANGED_SINCE_READ)
+}
+
+/// The outcome of a refused write. A conflict (a precondition or a
+/// resourceVersion) says the object moved; so does a 422 for one of our
+/// JSON patches, whose only way to fail to apply is a `test` op that no
+/// longer holds (the server does not say which: "the server rejected our
+/// request due to an error in our request").
+fn write_refused(e: &kube::Error, json_patch: bool) -> StepOutcome {
+    let moved = matches!(e, kube::Error::Api(s)
+        if s.code == 409
+            || (json_patch && s.code == 422 && s.message.contains("due to an error in our request")));
+    if moved {
+        StepOutcome::Failed(format!(
+            "{CHANGED_SINCE_READ}: the server refused the write ({e})"
+        ))
+    } else {
+        StepOutcome::Failed(e.to_string())
+    }
 }
 
 fn dynamic_api(client: &Client, t: &ObjectTarget) -> Api<DynamicObject> {
@@ -152,7 +183,7 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
                 }
                 // The last finalizer gone lets the object go while we patch.
                 Err(e) if is_not_found(&e) => StepOutcome::Done("object gone".into()),
-                Err(e) => StepOutcome::Failed(e.to_string()),
+                Err(e) => write_refused(&e, true),
             })
         }
         Action::DeleteApiService(d) => {
@@ -183,7 +214,7 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
                 Ok(_) => StepOutcome::Done(format!(
                     "deleted; manifest saved to {restore} (kubectl apply -f it to restore)"
                 )),
-                Err(e) => StepOutcome::Failed(e.to_string()),
+                Err(e) => write_refused(&e, false),
             })
         }
         Action::SetWebhookFailurePolicy(w) => {
@@ -234,7 +265,7 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
                         ))
                     }
                 }
-                Err(e) => StepOutcome::Failed(e.to_string()),
+                Err(e) => write_refused(&e, true),
             })
         }
         Action::FinalizeNamespace(f) => {
@@ -249,6 +280,9 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
             };
             let body = match f.body(&ns) {
                 Ok(b) => b,
+                Err(e @ unstuck_core::doctor::FinalizeError::ResourceVersionChanged { .. }) => {
+                    return rec.end(StepOutcome::Failed(format!("{CHANGED_SINCE_READ}: {e}")));
+                }
                 Err(e) => return rec.end(StepOutcome::Failed(e.to_string())),
             };
             let r = api
@@ -257,7 +291,7 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
             rec.call("PUT", serde_json::to_value(&body.spec).ok(), &r);
             rec.end(match r {
                 Ok(_) => StepOutcome::Done(format!("spec.finalizers now {:?}", f.kept())),
-                Err(e) => StepOutcome::Failed(e.to_string()),
+                Err(e) => write_refused(&e, false),
             })
         }
     }
@@ -404,6 +438,43 @@ pub fn not_consented(step: &PlannedStep) -> AppliedStep {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
+
+    use super::{StepOutcome, changed_since_read, write_refused};
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            message: message.into(),
+            ..Default::default()
+        }))
+    }
+
+    fn moved(o: StepOutcome) -> bool {
+        matches!(o, StepOutcome::Failed(why) if changed_since_read(&why))
+    }
+
+    #[test]
+    fn a_write_refused_because_the_object_moved_is_told_apart() {
+        // What kube-apiserver answers when a JSON patch's `test` fails
+        // (pinned against a real server in tests/doctor_cli.rs).
+        let test_failed = "the server rejected our request due to an error in our request";
+        assert!(moved(write_refused(&api_error(422, test_failed), true)));
+        assert!(moved(write_refused(
+            &api_error(
+                409,
+                "Operation cannot be fulfilled: the object has been modified"
+            ),
+            false
+        )));
+        // A 422 for anything but a JSON patch, a denial, a server error: no.
+        assert!(!moved(write_refused(&api_error(422, test_failed), false)));
+        assert!(!moved(write_refused(
+            &api_error(422, "ConfigMap \"x\" is invalid: metadata.finalizers"),
+            true
+        )));
+        assert!(!moved(write_refused(&api_error(403, "forbidden"), true)));
+        assert!(!moved(write_refused(&api_error(500, "etcd timeout"), true)));
+    }
 
     #[test]
     fn backups_are_private_to_their_owner() {

@@ -6,9 +6,11 @@
 pub mod apply;
 pub mod collect;
 pub mod collect_owners;
+pub mod consent;
 pub mod kcm_metrics;
 pub mod node;
 mod pages;
+pub mod recheck;
 pub mod render;
 pub mod target;
 mod versions;
@@ -28,6 +30,7 @@ use unstuck_core::doctor::{
 pub use self::{
     apply::{ApiCall, AppliedStep, StepOutcome},
     collect::{BlindSpot, CollectError, CollectScope, CollectStats, collect, collect_in},
+    consent::{AskAgain, Consent},
 };
 
 /// Which objects the doctor may look at and act on.
@@ -122,6 +125,9 @@ pub struct DoctorOptions {
     /// kube-controller-manager's metrics are read over loopback
     /// ([`kcm_metrics`]) to say why a namespace is not progressing.
     pub local_cluster: Option<String>,
+    /// What `apply` may change ([`consent`]); by default nothing was
+    /// confirmed, so every step that changes the cluster is left.
+    pub consent: Consent,
 }
 
 impl DoctorOptions {
@@ -134,6 +140,7 @@ impl DoctorOptions {
             max_rounds: 3,
             allow_webhook_changes: false,
             local_cluster: None,
+            consent: Consent::default(),
         }
     }
 }
@@ -207,6 +214,17 @@ impl DoctorReport {
         })
     }
 
+    /// The steps left because no one confirmed them, once each.
+    pub fn left(&self) -> Vec<String> {
+        let mut lines = self.step_lines(|o| match o {
+            StepOutcome::Left(why) => Some(why),
+            _ => None,
+        });
+        let mut seen = std::collections::HashSet::new();
+        lines.retain(|l| seen.insert(l.clone()));
+        lines
+    }
+
     /// One line per finding and remedy, for terminals and reports.
     pub fn summary_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -225,6 +243,9 @@ impl DoctorReport {
                     }
                     StepOutcome::Failed(why) => {
                         out.push(format!("  FAILED {} {}: {why}", a.action, a.target))
+                    }
+                    StepOutcome::Left(why) => {
+                        out.push(format!("  left {} {}: {why}", a.action, a.target))
                     }
                     _ => {}
                 }
@@ -280,39 +301,45 @@ pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, 
 const DISCOVERY_RETRIES: usize = 5;
 
 /// Runs the doctor; its first round diagnoses `first` when given (a
-/// snapshot the caller has just collected and judged), later rounds
-/// collect afresh.
+/// snapshot the caller has just collected and judged, or the one a plan
+/// was shown from), later rounds collect afresh. With `apply`, only what
+/// `opts.consent` covers is applied; nobody is asked about the rest.
 pub async fn run_from(
     client: &Client,
     opts: &DoctorOptions,
+    first: Option<(unstuck_core::doctor::Snapshot, CollectStats)>,
+) -> Result<DoctorReport, DoctorError> {
+    run_asking(client, opts, first, &mut consent::NobodyToAsk).await
+}
+
+/// [`run_from`], asking `ask` about steps consent does not cover.
+pub async fn run_asking(
+    client: &Client,
+    opts: &DoctorOptions,
     mut first: Option<(unstuck_core::doctor::Snapshot, CollectStats)>,
+    ask: &mut dyn AskAgain,
 ) -> Result<DoctorReport, DoctorError> {
     let start = Instant::now();
+    let mut consent = opts.consent.clone();
     let mut rounds = Vec::new();
     let mut waited_for_ageing = false;
     let mut rounds_left = opts.max_rounds.max(1);
     let mut discovery_retries = 0;
     while rounds_left > 0 {
         rounds_left -= 1;
-        let (mut snapshot, stats) = match first.take() {
-            Some(s) => s,
-            None => collect_in(client, &opts.scope.collect_scope()).await?,
+        let ((mut snapshot, stats), just_read) = match first.take() {
+            Some(s) => (s, false),
+            None => (collect_in(client, &opts.scope.collect_scope()).await?, true),
         };
         add_controller_manager_metrics(&mut snapshot, opts).await;
         let findings = findings_in(&snapshot, opts);
         let plan = plan(&findings, &snapshot);
-        let mut applied = Vec::new();
-        if opts.apply {
-            for step in &plan.steps {
-                applied.push(
-                    if step.action.needs_webhook_consent() && !opts.allow_webhook_changes {
-                        apply::not_consented(step)
-                    } else {
-                        apply::apply_step(client, step, &opts.backup_dir).await
-                    },
-                );
-            }
-        }
+        let applied = if opts.apply {
+            recheck::apply_round(client, opts, &findings, &plan, just_read, &mut consent, ask)
+                .await?
+        } else {
+            Vec::new()
+        };
         let changed = applied
             .iter()
             .any(|a| matches!(a.outcome, StepOutcome::Done(_)));

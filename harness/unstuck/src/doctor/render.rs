@@ -101,7 +101,7 @@ impl View {
             _ => Vec::new(),
         };
         let node = nodes.iter().map(node_view).collect();
-        let applied: Vec<String> = report
+        let mut applied: Vec<String> = report
             .rounds
             .iter()
             .flat_map(|r| &r.applied)
@@ -110,6 +110,7 @@ impl View {
                 StepOutcome::Failed(why) => {
                     Some(format!("FAILED {} {}: {why}", a.action, a.target))
                 }
+                StepOutcome::Left(why) => Some(format!("left {} {}: {why}", a.action, a.target)),
                 StepOutcome::Skipped(why) if a.action == "Refuse" => {
                     Some(format!("refused: {why}"))
                 }
@@ -119,6 +120,10 @@ impl View {
                 _ => None,
             })
             .collect();
+        // A step left in one round is usually planned, and left, again in
+        // the next: say it once.
+        let mut seen = std::collections::HashSet::new();
+        applied.retain(|l| !l.starts_with("left ") || seen.insert(l.clone()));
         let backups = report.backups().map(|b| b.display().to_string()).collect();
         let nothing = report.initial_findings().is_empty() && nodes.is_empty();
         let gated = first.is_some_and(|r| {
@@ -130,7 +135,18 @@ impl View {
         let outcome = if nothing {
             "nothing stuck found".to_string()
         } else if report.applied_changes {
-            format!("applied in {} round(s)", report.rounds.len())
+            let left = report.left().len();
+            format!(
+                "applied in {} round(s){}",
+                report.rounds.len(),
+                if left > 0 {
+                    format!(
+                        "; {left} step(s) left, not in the confirmed plan: run the doctor again to review them"
+                    )
+                } else {
+                    String::new()
+                }
+            )
         } else {
             format!(
                 "dry run: nothing was changed. Re-run with --apply to carry out the plan{}.",

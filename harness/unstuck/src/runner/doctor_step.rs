@@ -59,6 +59,10 @@ impl ScenarioRun<'_> {
             apply: d.apply,
             allow_webhook_changes: d.allow_webhook_changes,
             backup_dir: self.ctx.out_dir.join("backups"),
+            // The scenario is the consent: it set the stuck state up on the
+            // run's own objects, and later rounds (a chain the garbage
+            // collector deletes after the first remedy) belong to it too.
+            consent: doctor::Consent::Scope,
             local_cluster: match self.ctx.node.as_deref() {
                 Some(crate::node::AnyNode::Local(n)) => Some(n.layout().name.clone()),
                 _ => None,
