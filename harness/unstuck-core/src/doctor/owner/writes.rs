@@ -84,10 +84,11 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         if says_nothing(manager) {
             continue;
         }
-        // Only writes after the deletion say someone handles it (times
-        // are whole seconds: one in the very second of the deletion may
-        // be what deleted it, or what set it up just before).
-        let Some(deleted_age) = deleted_age.filter(|d| age < *d) else {
+        // Only writes since the deletion say someone handles it. Times
+        // are whole seconds: one in the very second of the deletion
+        // counts (a controller reacts within milliseconds; the deleter,
+        // if it wrote too, is a person's tool and left out above).
+        let Some(deleted_age) = deleted_age.filter(|d| age <= *d) else {
             continue;
         };
         let line = format!(

@@ -609,8 +609,18 @@ pub async fn client_for(path: &Path) -> Result<Client, LocalError> {
 /// A client that does not retry 503s: kube's default policy backs off for
 /// many minutes on them, and a dead aggregated API answers 503 forever.
 /// To the doctor that answer is data, to be recorded at once.
+///
+/// It says who it is (`User-Agent: unstuck/<version>`): the API server
+/// names a write's field manager after the client's agent, and the
+/// doctor's owner verdict counts a write as a controller at work unless
+/// its manager is a person's tool. Without it kube's writes show as
+/// `unknown`.
 pub fn client_from_config(mut cfg: kube::Config) -> Result<Client, kube::Error> {
     cfg.default_retry = false;
+    cfg.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("unstuck/", env!("CARGO_PKG_VERSION"))),
+    ));
     Client::try_from(cfg)
 }
 
