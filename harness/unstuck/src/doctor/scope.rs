@@ -1,0 +1,124 @@
+//! Which objects the doctor may look at and act on: the whole cluster,
+//! the namespaces a person named, or a scenario run's own objects.
+
+use unstuck_core::doctor::{Finding, FindingDetail};
+
+use super::collect::CollectScope;
+
+/// Which objects the doctor may look at and act on.
+#[derive(Clone, Debug, Default)]
+pub enum Scope {
+    /// The whole cluster.
+    #[default]
+    Cluster,
+    /// Findings about these namespaces, objects in them, and cluster-scoped
+    /// blockers (APIServices, webhooks) a Terminating namespace among them
+    /// names; nothing else cluster-scoped.
+    Namespaces(Vec<String>),
+    /// A scenario run (`unstuck run`): objects in the run's namespaces,
+    /// and cluster-scoped objects whose UID is among those the run
+    /// created. Nothing else, even a blocker of the run's namespaces: on
+    /// a cluster unstuck did not create that may be someone's live object.
+    Run {
+        namespaces: Vec<String>,
+        created_uids: Vec<String>,
+    },
+}
+
+impl Scope {
+    /// How far the collector needs to look for this scope.
+    pub fn collect_scope(&self) -> CollectScope {
+        match self {
+            Scope::Cluster => CollectScope::Cluster,
+            Scope::Namespaces(names) => CollectScope::Namespaces(names.clone()),
+            // The run's cluster-scoped objects (CRDs, APIServices, webhook
+            // configurations) are diagnosed too, so the whole cluster is read;
+            // `admits` keeps the findings to the run's own objects.
+            Scope::Run { .. } => CollectScope::Cluster,
+        }
+    }
+
+    pub(crate) fn admits(&self, f: &Finding) -> bool {
+        if let Scope::Run {
+            namespaces,
+            created_uids,
+        } = self
+        {
+            return match &f.subject.namespace {
+                Some(ns) => namespaces.contains(ns),
+                None => f
+                    .subject
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| created_uids.contains(u)),
+            };
+        }
+        let Scope::Namespaces(names) = self else {
+            return true;
+        };
+        match (&f.subject.namespace, f.subject.kind.as_str(), &f.detail) {
+            (Some(ns), _, _) => names.contains(ns),
+            (None, "Namespace", _) => names.contains(&f.subject.name),
+            // A cluster-scoped blocker (an APIService, a webhook) is in
+            // scope only once a Terminating namespace among those named
+            // names it in its condition: `-n` must never reach a cluster-wide
+            // object that blocks nothing the user asked about.
+            (
+                None,
+                _,
+                FindingDetail::ApiService {
+                    blocks_namespaces, ..
+                }
+                | FindingDetail::Webhook {
+                    blocks_namespaces, ..
+                },
+            ) => blocks_namespaces.iter().any(|b| names.contains(b)),
+            (None, _, _) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use unstuck_core::doctor::{FindingKind, ObjectRef};
+
+    use super::*;
+
+    fn api_service(blocks: &[&str]) -> Finding {
+        Finding {
+            kind: FindingKind::DeadApiService,
+            subject: ObjectRef {
+                api_version: "apiregistration.k8s.io/v1".into(),
+                kind: "APIService".into(),
+                namespace: None,
+                name: "v1beta1.metrics.k8s.io".into(),
+                uid: None,
+            },
+            summary: String::new(),
+            evidence: Vec::new(),
+            detail: FindingDetail::ApiService {
+                reason: "ServiceNotFound".into(),
+                message: String::new(),
+                status: "False".into(),
+                service: "monitoring/adapter".into(),
+                group_version: "metrics.k8s.io/v1beta1".into(),
+                resource_version: None,
+                blocks_namespaces: blocks.iter().map(|s| s.to_string()).collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn namespaces_admit_a_cluster_scoped_blocker_only_when_a_named_namespace_names_it() {
+        let scope = Scope::Namespaces(vec!["app".into()]);
+        assert!(!scope.admits(&api_service(&[])), "blocks nothing named");
+        assert!(!scope.admits(&api_service(&["other"])));
+        assert!(scope.admits(&api_service(&["other", "app"])));
+        assert!(Scope::Cluster.admits(&api_service(&[])));
+        let mut crd = api_service(&[]);
+        crd.subject.kind = "CustomResourceDefinition".into();
+        crd.kind = FindingKind::OrphanFinalizer;
+        crd.detail = FindingDetail::OrphanFinalizer(Default::default());
+        assert!(!scope.admits(&crd), "other cluster-scoped objects are out");
+    }
+}
