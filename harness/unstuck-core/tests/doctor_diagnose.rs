@@ -4,7 +4,7 @@ mod doctor_support;
 
 use std::time::Duration;
 
-use doctor_support::{diagnose_default, kinds, load_snapshot, of_kind};
+use doctor_support::{diagnose_default, kinds, load_snapshot, of_kind, with_missing_backend};
 use unstuck_core::doctor::owner::controller_manager_alive;
 use unstuck_core::doctor::{
     DiagnoseOptions, FindingDetail, FindingKind, ObjectRecord, OwnerVerdict, Snapshot, diagnose,
@@ -174,7 +174,7 @@ fn cr_with_dead_finalizer_blocks_its_namespace() {
 
 #[test]
 fn dead_apiservice_correlated_with_discovery_blocked_namespace() {
-    let snap = load_snapshot("dead-apiservice");
+    let snap = with_missing_backend(load_snapshot("dead-apiservice"), "v1beta1.metrics.k8s.io");
     let findings = diagnose_default(&snap);
     assert_eq!(
         kinds(&findings),
@@ -227,7 +227,7 @@ fn dead_apiservice_correlated_with_discovery_blocked_namespace() {
 
 #[test]
 fn healthy_and_local_apiservices_are_never_findings() {
-    let snap = load_snapshot("dead-apiservice");
+    let snap = with_missing_backend(load_snapshot("dead-apiservice"), "v1beta1.metrics.k8s.io");
     let findings = diagnose_default(&snap);
     for name in ["v1.apps", "v1alpha1.wardle.example.com"] {
         assert!(
@@ -255,7 +255,7 @@ fn healthy_and_local_apiservices_are_never_findings() {
 
 #[test]
 fn apiservice_unavailable_only_briefly_is_not_dead() {
-    let mut snap = load_snapshot("dead-apiservice");
+    let mut snap = with_missing_backend(load_snapshot("dead-apiservice"), "v1beta1.metrics.k8s.io");
     let api = snap
         .api_services
         .iter_mut()

@@ -3,12 +3,13 @@
 
 mod doctor_support;
 
-use doctor_support::{diagnose_and_plan, load_snapshot};
+use doctor_support::{diagnose_and_plan, load_snapshot, with_missing_backend};
 use serde_json::json;
+use unstuck_core::doctor::backend::EndpointRead;
 use unstuck_core::doctor::plan::{FORCE_DELETE_REGISTRATION, FORCE_FINALIZE, FORCE_OBSERVE};
 use unstuck_core::doctor::{
     Action, FinalizeError, FinalizeNamespace, FindingKind, ObjectTarget, Plan, RemoveFinalizers,
-    plan,
+    ServiceKey, ServiceLookup, plan,
 };
 
 fn s(x: &str) -> String {
@@ -173,7 +174,7 @@ fn cr_in_terminating_namespace_plan_patches_cr_and_waits_for_namespace() {
 
 #[test]
 fn dead_apiservice_deleted_with_preconditions_healthy_untouched() {
-    let snap = load_snapshot("dead-apiservice");
+    let snap = with_missing_backend(load_snapshot("dead-apiservice"), "v1beta1.metrics.k8s.io");
     let (findings, plan) = diagnose_and_plan(&snap);
     assert_least_force_first(&plan);
     let deletes: Vec<_> = plan
@@ -215,7 +216,27 @@ fn dead_apiservice_deleted_with_preconditions_healthy_untouched() {
 #[test]
 fn dead_apiservice_not_blocking_and_service_present_is_refused() {
     let mut snap = load_snapshot("dead-apiservice");
-    // No namespace blocked, and the Service exists but has no endpoints.
+    // No namespace blocked, and the Service exists but has had no ready
+    // endpoint at two reads six seconds apart, with no pod to restart.
+    let read = |at: &str| EndpointRead {
+        at: at.parse().unwrap(),
+        slices: 1,
+        ready: 0,
+        not_ready: 0,
+    };
+    snap.api_service_backends.push(ServiceLookup {
+        service: ServiceKey {
+            namespace: s("monitoring"),
+            name: s("prometheus-adapter"),
+        },
+        exists: true,
+        ready_endpoints: Some(0),
+        service_type: Some(s("ClusterIP")),
+        has_selector: Some(true),
+        reads: vec![read("2025-06-01T11:59:00Z"), read("2025-06-01T11:59:06Z")],
+        pods: Some(vec![]),
+        ..Default::default()
+    });
     snap.namespaces
         .retain(|n| n.metadata.name.as_deref() != Some("apisvc-ns"));
     let api = snap
@@ -240,7 +261,7 @@ fn dead_apiservice_not_blocking_and_service_present_is_refused() {
 
 #[test]
 fn plan_never_deletes_an_apiservice_that_is_healthy_in_the_snapshot() {
-    let snap = load_snapshot("dead-apiservice");
+    let snap = with_missing_backend(load_snapshot("dead-apiservice"), "v1beta1.metrics.k8s.io");
     let (findings, _) = diagnose_and_plan(&snap);
     // The APIService recovered after diagnosis: the plan re-checks.
     let mut healed = snap.clone();
@@ -476,7 +497,7 @@ fn dry_run_lists_exact_api_calls() {
         )
     );
 
-    let snap = load_snapshot("dead-apiservice");
+    let snap = with_missing_backend(load_snapshot("dead-apiservice"), "v1beta1.metrics.k8s.io");
     let (_, plan) = diagnose_and_plan(&snap);
     let text = plan.render_dry_run();
     assert!(text.contains(

@@ -5,6 +5,8 @@
 //! snapshot may hold other scenarios' stuck objects too: each test looks at
 //! the objects its scenario broke, and at what the plan would touch.
 
+mod doctor_support;
+
 use std::time::Duration;
 
 use unstuck_core::doctor::{
@@ -118,7 +120,12 @@ fn uninstalled_crd_controller_frees_the_kiali_resource_not_the_namespace() {
 
 #[test]
 fn dead_metrics_apiservice_is_deleted_with_preconditions_and_the_namespace_waits() {
-    let (findings, p) = run("dead-metrics-apiservice");
+    let s = doctor_support::with_missing_backend(
+        recorded("dead-metrics-apiservice"),
+        "v1beta1.metrics.k8s.io",
+    );
+    let findings = diagnose(&s, &opts());
+    let p = plan(&findings, &s);
     let dead = finding(
         &findings,
         FindingKind::DeadApiService,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use unstuck_core::doctor::backend::{BackendPod, EndpointRead};
 use unstuck_core::doctor::{
     Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, PlannedStep, ServiceKey,
     ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan,
@@ -70,6 +71,32 @@ fn lookup(exists: bool, ready: Option<u32>) -> ServiceLookup {
         exists,
         ready_endpoints: ready,
         error: None,
+        ..Default::default()
+    }
+}
+
+fn read_at(at: &str, ready: u32, not_ready: u32) -> EndpointRead {
+    EndpointRead {
+        at: at.parse().unwrap(),
+        slices: 1,
+        ready,
+        not_ready,
+    }
+}
+
+/// The Service exists with a selector, and the collector's two reads six
+/// seconds apart found no ready endpoint and no pod of the selector.
+fn sustained_empty() -> ServiceLookup {
+    ServiceLookup {
+        service_type: Some("ClusterIP".into()),
+        has_selector: Some(true),
+        selector: Some("app=policy-webhook".into()),
+        reads: vec![
+            read_at("2026-11-25T10:00:00Z", 0, 0),
+            read_at("2026-11-25T10:00:06Z", 0, 0),
+        ],
+        pods: Some(vec![]),
+        ..lookup(true, Some(0))
     }
 }
 
@@ -173,11 +200,22 @@ fn a_missing_service_is_proof() {
 
 #[test]
 fn a_service_without_ready_endpoints_is_proof_when_it_blocks_a_namespace() {
-    let (findings, p) = run(&built(Some(lookup(true, Some(0)))));
+    let (findings, p) = run(&built(Some(sustained_empty())));
     let dead = of_kind(&findings, FindingKind::DeadWebhook);
     assert_eq!(dead.len(), 1);
     assert!(
         matches!(&dead[0].detail, FindingDetail::Webhook { backend, .. } if backend == "NoReadyEndpoints")
+    );
+    // Both reads and the absence of any pod are quoted.
+    let ev = &dead[0].evidence;
+    assert!(
+        ev.iter()
+            .any(|e| e.contains("read 1") && e.contains("10:00:00"))
+            && ev
+                .iter()
+                .any(|e| e.contains("read 2") && e.contains("10:00:06"))
+            && ev.iter().any(|e| e == "no pod matches its selector"),
+        "{ev:#?}"
     );
     let step = step_for(&p, &findings, FindingKind::DeadWebhook);
     assert!(matches!(step.action, Action::SetWebhookFailurePolicy(_)));
@@ -185,7 +223,7 @@ fn a_service_without_ready_endpoints_is_proof_when_it_blocks_a_namespace() {
 
 #[test]
 fn a_service_without_endpoints_that_blocks_nothing_is_left_to_its_owner() {
-    let mut s = built(Some(lookup(true, Some(0))));
+    let mut s = built(Some(sustained_empty()));
     s.namespaces.clear();
     let (findings, p) = run(&s);
     assert_eq!(of_kind(&findings, FindingKind::DeadWebhook).len(), 1);
@@ -217,6 +255,71 @@ fn no_proof_no_dead_webhook() {
         let step = step_for(&p, &findings, FindingKind::NamespaceContentDeletionFailed);
         assert!(matches!(step.action, Action::Refuse { .. }), "{step:#?}");
         assert_eq!(p.mutating_steps().count(), 0);
+    }
+}
+
+#[test]
+fn external_name_selectorless_restarting_or_one_read_are_not_proof() {
+    let crash_looping = BackendPod {
+        name: "policy-webhook-7d9f-abcde".into(),
+        phase: Some("Running".into()),
+        restarts: 4,
+        waiting: vec!["CrashLoopBackOff".into()],
+        ..Default::default()
+    };
+    let cases = [
+        (
+            ServiceLookup {
+                service_type: Some("ExternalName".into()),
+                external_name: Some("policy.example.net".into()),
+                has_selector: Some(false),
+                ..lookup(true, Some(0))
+            },
+            "ExternalName (-> policy.example.net)",
+        ),
+        (
+            ServiceLookup {
+                service_type: Some("ClusterIP".into()),
+                has_selector: Some(false),
+                reads: vec![read_at("2026-11-25T10:00:00Z", 0, 0)],
+                ..lookup(true, Some(0))
+            },
+            "has no selector",
+        ),
+        (
+            ServiceLookup {
+                reads: vec![
+                    read_at("2026-11-25T10:00:00Z", 0, 1),
+                    read_at("2026-11-25T10:00:06Z", 0, 1),
+                ],
+                pods: Some(vec![crash_looping]),
+                ..sustained_empty()
+            },
+            "CrashLoopBackOff",
+        ),
+        (
+            ServiceLookup {
+                reads: vec![read_at("2026-11-25T10:00:00Z", 0, 0)],
+                ..sustained_empty()
+            },
+            "not shown for 5 s",
+        ),
+    ];
+    for (l, why) in cases {
+        let (findings, p) = run(&built(Some(l)));
+        assert!(
+            of_kind(&findings, FindingKind::DeadWebhook).is_empty(),
+            "{why}: {findings:#?}"
+        );
+        assert_eq!(p.mutating_steps().count(), 0, "{why}");
+        // The blocked namespace says the backend was not proven gone, and why.
+        let ns = of_kind(&findings, FindingKind::NamespaceContentDeletionFailed);
+        assert!(
+            ns[0].evidence.iter().any(|e| e.contains("not proven gone"))
+                && ns[0].evidence.iter().any(|e| e.contains(why)),
+            "{why}: {:#?}",
+            ns[0].evidence
+        );
     }
 }
 

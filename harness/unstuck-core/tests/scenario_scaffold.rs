@@ -2,6 +2,8 @@
 //! incidents (v1.34.4): the scenario it writes loads, its fixtures exist,
 //! and it reproduces what was stuck and expects what the doctor found.
 
+mod doctor_support;
+
 use std::path::{Path, PathBuf};
 
 use unstuck_core::doctor::Snapshot;
@@ -108,7 +110,11 @@ fn a_dead_webhook_and_a_dead_apiservice_are_re_created_as_fixtures() {
     assert!(hook.contains("failurePolicy: Fail"), "{hook}");
     let _ = std::fs::remove_dir_all(root);
 
-    let (s, root) = written("my-apiservice", &recorded("dead-metrics-apiservice"));
+    let dead = doctor_support::with_missing_backend(
+        recorded("dead-metrics-apiservice"),
+        "v1beta1.metrics.k8s.io",
+    );
+    let (s, root) = written("my-apiservice", &dead);
     assert!(expected_findings(&s).contains(&"DeadApiService".to_string()));
     let api = fixture_text(&root, "kind: APIService");
     assert!(api.contains("metrics"), "{api}");

@@ -193,8 +193,14 @@ impl RunReport {
             }
             if !s.cleanup.forced.is_empty() {
                 out.push_str(&format!(
-                    "      cleanup had to force: {}\n",
-                    s.cleanup.forced.join(", ")
+                    "      cleanup removed the run's own finalizers: {}\n",
+                    s.cleanup.forced.join("; ")
+                ));
+            }
+            if !s.cleanup.left.is_empty() {
+                out.push_str(&format!(
+                    "      cleanup left (not the run's): {}\n",
+                    s.cleanup.left.join("; ")
                 ));
             }
             if !s.cleanup.leaked.is_empty() {

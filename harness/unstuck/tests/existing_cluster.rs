@@ -20,7 +20,12 @@
 //! context; with `--allow-existing-cluster=<context>` the whole API-level
 //! suite must pass, and every production object must come out
 //! byte-identical (its full JSON, resourceVersion included).
-//! Real local cluster; needs root and ci/setup.sh's components.
+//!
+//! A second test (`foreign_finalizer`) lets another controller (the test
+//! itself) add its finalizer to a run's namespace and to an object in it
+//! while the scenario runs: cleanup removes only the scenario's own keys
+//! and leaves that one, reported as left.
+//! Real local clusters; need root and ci/setup.sh's components.
 
 use std::{
     net::Ipv4Addr,
@@ -44,6 +49,8 @@ use unstuck::cluster::{
 #[path = "existing_cluster/backend.rs"]
 mod backend;
 mod common;
+#[path = "existing_cluster/foreign_finalizer.rs"]
+mod foreign_finalizer;
 #[path = "existing_cluster/production.rs"]
 mod production;
 
@@ -61,19 +68,64 @@ fn repo() -> PathBuf {
 
 fn unstuck_run(kubeconfig: &Path, out: &Path, extra: &[&str]) -> tokio::process::Command {
     let r = repo();
+    unstuck_run_with(
+        kubeconfig,
+        &r.join("scenarios"),
+        &r.join("fixtures"),
+        out,
+        extra,
+    )
+}
+
+/// `unstuck run --kubeconfig` with scenarios and fixtures from elsewhere.
+fn unstuck_run_with(
+    kubeconfig: &Path,
+    scenarios: &Path,
+    fixtures: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_unstuck"));
     cmd.arg("run")
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--scenarios")
-        .arg(r.join("scenarios"))
+        .arg(scenarios)
         .arg("--fixtures")
-        .arg(r.join("fixtures"))
+        .arg(fixtures)
         .arg("--out")
         .arg(out)
         .args(extra)
         .kill_on_drop(true);
     cmd
+}
+
+/// Makes a cluster unstuck brought up count as someone else's: its
+/// marker, copied from another cluster, names a kube-system UID this one
+/// does not have. Returns the kubeconfig's context.
+async fn make_it_someone_elses(client: &Client, kubeconfig: &Path) -> String {
+    let (context, server) = identity::kubeconfig_context(kubeconfig).expect("kubeconfig");
+    let (target, marked) = identity::identify(client, context.clone(), server.clone())
+        .await
+        .expect("identify");
+    assert!(
+        marked,
+        "no valid marker on a cluster unstuck brought up: {target}"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), identity::MARKER_NAMESPACE);
+    cms.patch(
+        identity::MARKER_NAME,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {identity::UID_KEY: "6f0c1a52-0000-4000-8000-000000000000"}})),
+    )
+    .await
+    .expect("giving the marker another cluster's UID");
+    let (_, marked) = identity::identify(client, context.clone(), server)
+        .await
+        .expect("identify");
+    assert!(!marked, "a marker with another cluster's UID counted");
+    context
 }
 
 async fn refused(cmd: &mut tokio::process::Command) -> String {
@@ -112,30 +164,9 @@ async fn the_suite_leaves_an_existing_clusters_objects_byte_identical() {
 }
 
 async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: PathBuf) {
-    // `cluster up` marked the cluster as unstuck's own.
-    let (context, server) = identity::kubeconfig_context(&kubeconfig).expect("kubeconfig");
-    let (target, marked) = identity::identify(&client, context.clone(), server.clone())
-        .await
-        .expect("identify");
-    assert!(
-        marked,
-        "no valid marker on a cluster unstuck brought up: {target}"
-    );
-    // Someone else's cluster: its marker, copied from another cluster,
-    // names a kube-system UID this one does not have.
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(client.clone(), identity::MARKER_NAMESPACE);
-    cms.patch(
-        identity::MARKER_NAME,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"data": {identity::UID_KEY: "6f0c1a52-0000-4000-8000-000000000000"}})),
-    )
-    .await
-    .expect("giving the marker another cluster's UID");
-    let (_, marked) = identity::identify(&client, context.clone(), server)
-        .await
-        .expect("identify");
-    assert!(!marked, "a marker with another cluster's UID counted");
+    // `cluster up` marked the cluster as unstuck's own; now it is
+    // someone else's.
+    let context = make_it_someone_elses(&client, &kubeconfig).await;
 
     let port = start_backend(node_ip).await;
     let docs = production(node_ip, port);
@@ -320,6 +351,26 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
         vec!["unstuck-pvc-protection".to_string()],
         "PVs left"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_leaves_a_finalizer_another_controller_added() {
+    let mut opts = UpOptions::new(common::cluster_name("it-foreign-fin"));
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let out = std::env::temp_dir().join(format!("unstuck-foreign-fin-{}", std::process::id()));
+    let result = tokio::spawn(foreign_finalizer::exercise(
+        cluster.client(),
+        cluster.kubeconfig(),
+        out.clone(),
+    ))
+    .await;
+    let down = cluster.down().await;
+    eprintln!("cluster down: {down}");
+    let _ = std::fs::remove_dir_all(&out);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -2,22 +2,26 @@
 //!
 //! The aggregator's `Available=False` alone is not proof: its
 //! `FailedDiscoveryCheck` can mean a live backend it failed to reach once
-//! (a network blip, a slow TLS handshake). Deleting the APIService of a
-//! live backend takes an API away from every client of the cluster. So the
-//! APIService is judged dead only on the collector's own lookup of its
-//! Service (missing, or no ready endpoint over its EndpointSlices), or,
-//! when no lookup could be made, on the aggregator's two reasons that name
-//! the Service itself (`ServiceNotFound`, `MissingEndpoints`). A lookup
-//! that finds ready endpoints overrules any failing condition.
+//! (a network blip, a slow TLS handshake), and even `ServiceNotFound` is
+//! what the aggregator read through its own informers at some moment.
+//! Deleting the APIService of a live backend takes an API away from every
+//! client of the cluster. So the APIService is judged dead only on the
+//! collector's own lookup of its Service ([`super::backend::judge`]:
+//! missing, or no ready endpoint sustained while nothing restarts). A
+//! lookup that finds ready endpoints overrules any failing condition; a
+//! lookup that failed, or none at all, leaves it unproven whatever the
+//! aggregator's reason.
 
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
     APIService, APIServiceCondition,
 };
 
+use super::backend::{BackendState, judge};
 use super::webhook::{ServiceKey, ServiceLookup};
 
 /// The aggregator's reasons that say the Service itself is gone or empty
-/// (kube-aggregator `available_controller.go`, v1.34).
+/// (kube-aggregator `available_controller.go`, v1.34). Quoted as context;
+/// never proof on their own.
 pub const BACKEND_GONE_REASONS: [&str; 2] = ["ServiceNotFound", "MissingEndpoints"];
 
 /// What is known about an unavailable APIService's backend.
@@ -52,40 +56,29 @@ pub fn backend(
     let lookup = key
         .as_ref()
         .and_then(|k| lookups.iter().find(|l| &l.service == k));
-    match lookup {
-        Some(l) if l.error.is_none() && !l.exists => Backend::Gone(vec![format!(
-            "the collector's lookup: Service {} does not exist",
-            l.service
-        )]),
-        Some(l) if l.exists && l.ready_endpoints == Some(0) => Backend::Gone(vec![format!(
-            "the collector's lookup: Service {} exists but has no ready endpoint in its EndpointSlices",
-            l.service
-        )]),
-        Some(l) if l.exists && l.ready_endpoints.is_some_and(|n| n > 0) => {
-            Backend::Serving(vec![format!(
-                "the collector's lookup: Service {} has {} ready endpoint(s), which overrules the condition",
-                l.service,
-                l.ready_endpoints.unwrap_or_default()
-            )])
+    let j = judge(lookup);
+    let mut evidence: Vec<String> = j
+        .evidence
+        .into_iter()
+        .map(|e| format!("the collector's lookup: {e}"))
+        .collect();
+    match j.state {
+        BackendState::Gone(_) => Backend::Gone(evidence),
+        BackendState::Serving => {
+            evidence.push("ready endpoints overrule the condition".into());
+            Backend::Serving(evidence)
         }
-        other => {
-            let why = match other.and_then(|l| l.error.as_deref()) {
-                Some(e) => format!("the collector could not look up its Service: {e}"),
-                None => "the collector made no lookup of its Service".to_string(),
-            };
-            if BACKEND_GONE_REASONS.contains(&reason) {
-                Backend::Gone(vec![
-                    why,
-                    format!("the aggregator's reason {reason} names the Service itself"),
-                ])
+        BackendState::Unknown => {
+            evidence.push(if BACKEND_GONE_REASONS.contains(&reason) {
+                format!(
+                    "the aggregator's reason {reason} alone is not proof (it is what the aggregator last read, not a lookup of the Service); nothing is changed"
+                )
             } else {
-                Backend::Unproven(vec![
-                    why,
-                    format!(
-                        "reason {reason} alone does not prove the backend gone (it can be a live backend the aggregator failed to reach); nothing is changed"
-                    ),
-                ])
-            }
+                format!(
+                    "reason {reason} alone does not prove the backend gone (it can be a live backend the aggregator failed to reach); nothing is changed"
+                )
+            });
+            Backend::Unproven(evidence)
         }
     }
 }
@@ -93,6 +86,7 @@ pub fn backend(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doctor::backend::EndpointRead;
 
     fn api(reason: &str) -> (APIService, APIServiceCondition) {
         let api: APIService = serde_json::from_value(serde_json::json!({
@@ -117,20 +111,68 @@ mod tests {
             exists,
             ready_endpoints: ready,
             error: error.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    /// A Service with a selector, no pod, and no ready endpoint at two
+    /// reads six seconds apart.
+    fn sustained_empty() -> ServiceLookup {
+        let read = |at: &str| EndpointRead {
+            at: at.parse().unwrap(),
+            slices: 1,
+            ready: 0,
+            not_ready: 0,
+        };
+        ServiceLookup {
+            service_type: Some("ClusterIP".into()),
+            has_selector: Some(true),
+            selector: Some("app=adapter".into()),
+            reads: vec![read("2026-11-25T10:00:00Z"), read("2026-11-25T10:00:06Z")],
+            pods: Some(vec![]),
+            ..lookup(true, Some(0), None)
         }
     }
 
     #[test]
-    fn missing_service_or_no_ready_endpoint_is_gone() {
+    fn missing_service_or_no_ready_endpoint_sustained_is_gone() {
         let (a, c) = api("FailedDiscoveryCheck");
         assert!(matches!(
             backend(&a, &c, &[lookup(false, None, None)]),
             Backend::Gone(_)
         ));
         assert!(matches!(
-            backend(&a, &c, &[lookup(true, Some(0), None)]),
+            backend(&a, &c, &[sustained_empty()]),
             Backend::Gone(_)
         ));
+        // One read of no ready endpoint is not yet proof.
+        assert!(matches!(
+            backend(&a, &c, &[lookup(true, Some(0), None)]),
+            Backend::Unproven(_)
+        ));
+    }
+
+    #[test]
+    fn an_external_name_service_is_unproven_whatever_the_reason() {
+        let (a, c) = api("MissingEndpoints");
+        let external = ServiceLookup {
+            service_type: Some("ExternalName".into()),
+            external_name: Some("adapter.example.net".into()),
+            has_selector: Some(false),
+            ..lookup(true, Some(0), None)
+        };
+        let Backend::Unproven(why) = backend(&a, &c, &[external]) else {
+            panic!("an ExternalName backend judged")
+        };
+        assert!(
+            why.iter().any(|e| e.contains("adapter.example.net")),
+            "{why:?}"
+        );
+        assert!(
+            why.iter()
+                .any(|e| e.contains("MissingEndpoints alone is not proof")),
+            "{why:?}"
+        );
     }
 
     #[test]
@@ -143,17 +185,18 @@ mod tests {
     }
 
     #[test]
-    fn without_a_lookup_only_the_service_reasons_count() {
-        for r in BACKEND_GONE_REASONS {
+    fn without_a_lookup_no_reason_counts() {
+        for r in BACKEND_GONE_REASONS.iter().chain(&["FailedDiscoveryCheck"]) {
             let (a, c) = api(r);
-            assert!(matches!(backend(&a, &c, &[]), Backend::Gone(_)), "{r}");
+            assert!(matches!(backend(&a, &c, &[]), Backend::Unproven(_)), "{r}");
+            // A lookup refused or timed out is no lookup.
+            for e in ["403 Forbidden", "timed out"] {
+                let failed = lookup(false, None, Some(e));
+                let Backend::Unproven(why) = backend(&a, &c, &[failed]) else {
+                    panic!("{r} with a failed lookup ({e}) judged")
+                };
+                assert!(why.iter().any(|w| w.contains(e)), "{why:?}");
+            }
         }
-        let (a, c) = api("FailedDiscoveryCheck");
-        assert!(matches!(backend(&a, &c, &[]), Backend::Unproven(_)));
-        let forbidden = lookup(false, None, Some("403 Forbidden"));
-        assert!(matches!(
-            backend(&a, &c, &[forbidden]),
-            Backend::Unproven(_)
-        ));
     }
 }

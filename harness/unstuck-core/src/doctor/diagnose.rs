@@ -217,18 +217,16 @@ impl<'a> Diagnosis<'a> {
     ) -> BTreeSet<String> {
         let mut dead = BTreeSet::new();
         for w in webhooks(self.snapshot) {
-            let Some((service, backend, backend_line)) = self.dead_backend(&w) else {
+            let Some((service, backend, backend_lines)) = self.dead_backend(&w) else {
                 continue;
             };
             let kind = w.config_kind.kind();
-            let mut evidence = vec![
-                format!(
-                    "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
-                    w.config_name, w.name, w.failure_policy
-                ),
-                backend_line,
-                format!("it matches: {}", w.rules_line()),
-            ];
+            let mut evidence = vec![format!(
+                "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
+                w.config_name, w.name, w.failure_policy
+            )];
+            evidence.extend(backend_lines);
+            evidence.push(format!("it matches: {}", w.rules_line()));
             let mut blocks: Vec<String> = failures
                 .iter()
                 .filter(|f| f.webhooks.iter().any(|n| n == w.name))
@@ -308,11 +306,16 @@ impl<'a> Diagnosis<'a> {
         let mut evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
         evidence.push(quote_namespace_condition(cond));
         for w in &named {
-            evidence.push(if dead_webhooks.contains(w) {
-                format!("webhook {w:?} rejects the controller's deletes and its backend is gone")
+            if dead_webhooks.contains(w) {
+                evidence.push(format!(
+                    "webhook {w:?} rejects the controller's deletes and its backend is gone"
+                ));
             } else {
-                format!("webhook {w:?} rejects the controller's deletes; its backend was not proven gone")
-            });
+                evidence.push(format!(
+                    "webhook {w:?} rejects the controller's deletes; its backend was not proven gone, so it is not changed"
+                ));
+                evidence.extend(self.backend_not_proven(w));
+            }
         }
         // The controller reports no remaining content after a failed
         // delete: that "All content successfully removed" is not proof.
@@ -1277,31 +1280,39 @@ impl<'a> Diagnosis<'a> {
 impl Diagnosis<'_> {
     /// The proof that a webhook rejects everything it matches: it fails
     /// closed (`failurePolicy: Fail`), calls a Service, and the collector's
-    /// lookup found no such Service or no ready endpoint. The Service, the
-    /// reason (`ServiceNotFound` / `NoReadyEndpoints`) and the evidence
-    /// line; `None` without that proof (a URL webhook, a lookup that
-    /// failed or was not made).
-    fn dead_backend(&self, w: &WebhookView<'_>) -> Option<(ServiceKey, &'static str, String)> {
+    /// lookup proves that Service's backend gone ([`super::backend::judge`]).
+    /// The Service, the reason (`ServiceNotFound` / `NoReadyEndpoints`)
+    /// and the evidence lines; `None` without that proof (a URL webhook,
+    /// an ExternalName or selectorless Service, a backend restarting, a
+    /// lookup that failed or was not made).
+    fn dead_backend(&self, w: &WebhookView<'_>) -> Option<(ServiceKey, &'static str, Vec<String>)> {
         if w.failure_policy != "Fail" {
             return None;
         }
         let service = w.service()?;
-        let lookup = self.snapshot.service_lookup(&service)?;
-        if lookup.error.is_some() {
-            return None;
+        let j = super::backend::judge(self.snapshot.service_lookup(&service));
+        match j.state {
+            super::backend::BackendState::Gone(reason) => Some((service, reason, j.evidence)),
+            _ => None,
         }
-        let (reason, line) = match (lookup.exists, lookup.ready_endpoints) {
-            (false, _) => (
-                "ServiceNotFound",
-                format!("Service {service} does not exist (GET returned 404)"),
-            ),
-            (true, Some(0)) => (
-                "NoReadyEndpoints",
-                format!("Service {service} exists but its EndpointSlices list no ready endpoint"),
-            ),
-            _ => return None,
+    }
+
+    /// Why a webhook's backend is not proven gone, for the report.
+    fn backend_not_proven(&self, name: &str) -> Vec<String> {
+        let Some(w) = webhooks(self.snapshot).into_iter().find(|w| w.name == name) else {
+            return vec![format!("webhook {name:?} is not registered any more")];
         };
-        Some((service, reason, line))
+        match w.service() {
+            None => vec![format!(
+                "webhook {name:?} calls a URL ({}); a URL backend is never judged gone",
+                w.client_config.url.as_deref().unwrap_or("?")
+            )],
+            Some(service) => super::backend::judge(self.snapshot.service_lookup(&service))
+                .evidence
+                .into_iter()
+                .map(|e| format!("webhook {name:?}: {e}"))
+                .collect(),
+        }
     }
 
     /// Webhooks with a dead backend ([`Diagnosis::dead_backend`]) that

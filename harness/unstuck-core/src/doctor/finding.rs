@@ -17,17 +17,19 @@ use super::webhook::{ServiceKey, WebhookConfigKind};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum FindingKind {
     /// An aggregated APIService whose `Available` condition is not `True`
-    /// for a reason that points at its backend (ServiceNotFound,
-    /// MissingEndpoints, FailedDiscoveryCheck, ...). Never for local
-    /// APIServices (no `spec.service`).
+    /// and whose backend the collector's lookup of its Service proves gone
+    /// ([`super::backend::judge`]). Never for local APIServices (no
+    /// `spec.service`).
     DeadApiService,
     /// An aggregated APIService that is unavailable while its backend is
-    /// not proven gone (e.g. `FailedDiscoveryCheck` with no lookup of its
-    /// Service): reported, never changed ([`super::apiservice`]).
+    /// not proven gone by a lookup of its Service (whatever the
+    /// aggregator's reason): reported, never changed ([`super::apiservice`]).
     ApiServiceUnavailable,
     /// An admission webhook with `failurePolicy: Fail` whose backend is
-    /// proven gone (its Service does not exist, or has no ready endpoint):
-    /// every operation it matches is rejected. Never for URL webhooks or
+    /// proven gone ([`super::backend::judge`]: its Service does not exist,
+    /// or selects pods and has had no ready endpoint, sustained, while none
+    /// restarts): every operation it matches is rejected. Never for URL
+    /// webhooks, `ExternalName` or selectorless Services, or
     /// `failurePolicy: Ignore`.
     DeadWebhook,
     /// A Terminating namespace whose deletion is blocked because discovery

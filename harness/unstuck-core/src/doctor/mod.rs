@@ -10,6 +10,7 @@
 //! - [`conditions`]: parsing the namespace controller's and aggregator's
 //!   status conditions.
 //! - [`apiservice`]: whether an unavailable APIService's backend is gone.
+//! - [`backend`]: whether a webhook's or APIService's Service is proven gone.
 //! - [`webhook`]: admission webhooks and the errors of calling them.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
@@ -19,6 +20,7 @@
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
 
 pub mod apiservice;
+pub mod backend;
 pub mod blind;
 pub mod conditions;
 pub mod diagnose;

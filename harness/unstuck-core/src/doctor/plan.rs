@@ -1024,11 +1024,7 @@ fn webhook_fail_open(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep 
             ),
         );
     }
-    let lookup = snapshot.service_lookup(service);
-    let proven = match lookup {
-        Some(l) if l.error.is_none() => !l.exists || l.ready_endpoints == Some(0),
-        _ => false,
-    };
+    let proven = super::backend::judge(snapshot.service_lookup(service)).is_gone();
     if !proven {
         return refuse(
             i,
@@ -1114,6 +1110,18 @@ fn delete_api_service(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep
         } => blocks_namespaces.clone(),
         _ => Vec::new(),
     };
+    // Re-argued from the snapshot: only the collector's lookup of the
+    // Service proves the backend gone, never the condition alone.
+    if let super::apiservice::Backend::Unproven(_) | super::apiservice::Backend::Serving(_) =
+        super::apiservice::backend(api, available, &snapshot.api_service_backends)
+    {
+        return refuse(
+            i,
+            format!(
+                "the backend of APIService {name} is not proven gone by a lookup of its Service ({reason}: {message}); nothing is deleted"
+            ),
+        );
+    }
     if !BACKEND_GONE_REASONS.contains(&reason.as_str()) {
         return refuse(
             i,

@@ -48,7 +48,7 @@ impl WebhookConfigKind {
 }
 
 /// The Service a webhook calls.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceKey {
     /// Namespace of the Service.
@@ -63,22 +63,47 @@ impl std::fmt::Display for ServiceKey {
     }
 }
 
-/// What the collector found when it looked up a webhook's Service.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What the collector found when it looked up a webhook's or an
+/// APIService's Service; [`super::backend::judge`] reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceLookup {
     /// The Service looked up.
     pub service: ServiceKey,
     /// Whether `GET` returned it (a 404 is `false`).
     pub exists: bool,
-    /// Ready endpoints over its EndpointSlices; `None` when the Service
-    /// does not exist or the slices could not be read.
+    /// Ready endpoints over its EndpointSlices at the last read; `None`
+    /// when the Service does not exist or the slices could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_endpoints: Option<u32>,
     /// Why the lookup itself failed (neither found nor a 404): no proof
     /// either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// (Added) `spec.type` (`ClusterIP`, `ExternalName`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_type: Option<String>,
+    /// (Added) `spec.externalName`, for an `ExternalName` Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_name: Option<String>,
+    /// (Added) Whether `spec.selector` selects pods; `false`: endpoints
+    /// are maintained by hand. `None`: not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_selector: Option<bool>,
+    /// (Added) The selector as `k=v,...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// (Added) Each read of its EndpointSlices, in order; a second one
+    /// [`super::backend::SUSTAINED`] later when the first found none ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<super::backend::EndpointRead>,
+    /// (Added) The pods its selector matches, read with the last read;
+    /// `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<Vec<super::backend::BackendPod>>,
+    /// (Added) Why the pods could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_error: Option<String>,
 }
 
 /// One webhook, flattened out of its configuration.

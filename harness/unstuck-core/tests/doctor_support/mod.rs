@@ -9,7 +9,9 @@
 
 use std::path::PathBuf;
 
-use unstuck_core::doctor::{DiagnoseOptions, Finding, FindingKind, Plan, Snapshot, diagnose, plan};
+use unstuck_core::doctor::{
+    DiagnoseOptions, Finding, FindingKind, Plan, ServiceLookup, Snapshot, diagnose, plan,
+};
 
 /// `tests/recorded/`.
 pub fn recorded_dir() -> PathBuf {
@@ -72,4 +74,22 @@ pub fn kinds(findings: &[Finding]) -> Vec<(FindingKind, String)> {
 /// The findings of one kind.
 pub fn of_kind(findings: &[Finding], kind: FindingKind) -> Vec<&Finding> {
     findings.iter().filter(|f| f.kind == kind).collect()
+}
+
+/// `s` with the collector's lookup of the backend of APIService `api`
+/// finding that Service missing (GET 404). Snapshots recorded before the
+/// collector looked APIService backends up have no lookup, and the
+/// aggregator's condition alone is no proof; in the recorded clusters the
+/// Service was indeed missing (the condition quotes it).
+pub fn with_missing_backend(mut s: Snapshot, api: &str) -> Snapshot {
+    let service = s
+        .api_service(api)
+        .and_then(unstuck_core::doctor::apiservice::service_key)
+        .unwrap_or_else(|| panic!("APIService {api} with a spec.service in the snapshot"));
+    s.api_service_backends.push(ServiceLookup {
+        service,
+        exists: false,
+        ..Default::default()
+    });
+    s
 }

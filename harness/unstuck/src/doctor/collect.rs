@@ -33,8 +33,8 @@ use kube::{
     core::PartialObjectMeta,
 };
 use unstuck_core::doctor::{
-    DiscoveryFailure, ObjectRecord, ServiceKey, ServiceLookup, Snapshot, snapshot::Unreadable,
-    webhook::services_called,
+    DiscoveryFailure, ObjectRecord, ServiceKey, ServiceLookup, Snapshot, backend,
+    snapshot::Unreadable, webhook::services_called,
 };
 
 /// How many requests collect keeps in flight at once.
@@ -400,6 +400,12 @@ async fn collect_boxed(
                 why: e.clone(),
             });
         }
+        if let Some(e) = &l.pods_error {
+            blind_spots.push(BlindSpot {
+                what: format!("the pods Service {} selects", l.service),
+                why: e.clone(),
+            });
+        }
     }
     unreadable.sort_by(|a, b| a.resource.cmp(&b.resource));
     unreadable.dedup_by(|a, b| a.resource == b.resource);
@@ -479,39 +485,114 @@ async fn collect_webhooks(client: &Client) -> Result<Webhooks, DiscoveryFailure>
     })
 }
 
+/// GET the Service and record what it is (type, externalName, selector),
+/// then count its EndpointSlices' endpoints. For a Service that selects
+/// pods and has no ready endpoint, the pods its selector matches are read
+/// too and, unless one is coming back, the slices again
+/// [`backend::SUSTAINED`] later: "no ready endpoint" counts as proof
+/// ([`backend::judge`]) only when sustained, with both reads recorded.
 async fn look_up_service(client: &Client, key: ServiceKey) -> ServiceLookup {
     let svc: Api<Service> = Api::namespaced(client.clone(), &key.namespace);
     let mut lookup = ServiceLookup {
         service: key,
-        exists: false,
-        ready_endpoints: None,
-        error: None,
+        ..ServiceLookup::default()
     };
-    match svc.get_opt(&lookup.service.name).await {
+    let spec = match svc.get_opt(&lookup.service.name).await {
         Ok(None) => return lookup,
-        Ok(Some(_)) => lookup.exists = true,
+        Ok(Some(s)) => s.spec.unwrap_or_default(),
         Err(e) => {
             lookup.error = Some(e.to_string());
             return lookup;
         }
+    };
+    lookup.exists = true;
+    lookup.service_type = Some(spec.type_.unwrap_or_else(|| "ClusterIP".into()));
+    lookup.external_name = spec.external_name;
+    let selector: Vec<String> = spec
+        .selector
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    lookup.has_selector = Some(!selector.is_empty());
+    if !selector.is_empty() {
+        lookup.selector = Some(selector.join(","));
     }
+    if let Err(e) = read_slices(client, &mut lookup).await {
+        lookup.error = Some(e);
+        return lookup;
+    }
+    let selects_pods =
+        lookup.has_selector == Some(true) && lookup.service_type.as_deref() != Some("ExternalName");
+    if !selects_pods || lookup.ready_endpoints != Some(0) {
+        return lookup;
+    }
+    read_backend_pods(client, &mut lookup).await;
+    let now = Timestamp::now();
+    let coming_back = lookup
+        .pods
+        .iter()
+        .flatten()
+        .any(|p| p.coming_back(now).is_some());
+    if lookup.pods_error.is_none() && !coming_back {
+        tokio::time::sleep(backend::SUSTAINED).await;
+        if let Err(e) = read_slices(client, &mut lookup).await {
+            lookup.error = Some(e);
+            return lookup;
+        }
+        // Pods made since the first read would show up now.
+        read_backend_pods(client, &mut lookup).await;
+    }
+    lookup
+}
+
+/// One read of the Service's EndpointSlices, appended to `lookup.reads`.
+async fn read_slices(client: &Client, lookup: &mut ServiceLookup) -> Result<(), String> {
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &lookup.service.namespace);
     let lp = ListParams::default().labels(&format!(
         "kubernetes.io/service-name={}",
         lookup.service.name
     ));
-    match slices.list(&lp).await {
-        // An endpoint whose `ready` is unset counts as ready (the API's rule).
+    let list = slices
+        .list(&lp)
+        .await
+        .map_err(|e| format!("listing its EndpointSlices: {e}"))?;
+    // An endpoint whose `ready` is unset counts as ready (the API's rule).
+    let endpoints = || list.items.iter().flat_map(|s| &s.endpoints);
+    let is_ready = |e: &&k8s_openapi::api::discovery::v1::Endpoint| {
+        e.conditions.as_ref().and_then(|c| c.ready) != Some(false)
+    };
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let read = backend::EndpointRead {
+        at: Timestamp::now(),
+        slices: count(list.items.len()),
+        ready: count(endpoints().filter(is_ready).count()),
+        not_ready: count(endpoints().filter(|e| !is_ready(e)).count()),
+    };
+    lookup.ready_endpoints = Some(read.ready);
+    lookup.reads.push(read);
+    Ok(())
+}
+
+/// The pods the Service's selector matches, in its namespace.
+async fn read_backend_pods(client: &Client, lookup: &mut ServiceLookup) {
+    let Some(selector) = lookup.selector.clone() else {
+        return;
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &lookup.service.namespace);
+    match pods.list(&ListParams::default().labels(&selector)).await {
         Ok(list) => {
-            let ready = list
-                .items
-                .iter()
-                .flat_map(|s| &s.endpoints)
-                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
-                .count();
-            lookup.ready_endpoints = Some(u32::try_from(ready).unwrap_or(u32::MAX));
+            lookup.pods = Some(
+                list.items
+                    .iter()
+                    .map(backend::BackendPod::from_pod)
+                    .collect(),
+            );
+            lookup.pods_error = None;
         }
-        Err(e) => lookup.error = Some(format!("listing its EndpointSlices: {e}")),
+        Err(e) => {
+            lookup.pods = None;
+            lookup.pods_error = Some(e.to_string());
+        }
     }
-    lookup
 }

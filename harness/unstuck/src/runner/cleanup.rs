@@ -1,19 +1,35 @@
 //! Cleanup of what a scenario created, on every path out. It acts only on
 //! objects this run created, matched by UID: every delete carries a UID
-//! precondition and every finalizer strip is a JSON patch that `test`s
-//! the UID and the list it replaces, so an object that took the name
-//! since (or was never this run's) is left alone. Registrations
-//! that block deletion go first (a dead APIService blocks every namespace
-//! deletion, a dead webhook rejects the deletes it matches), then the scenario's namespaces — stripping finalizers from
-//! the harness's own leftovers where a failed run left them stuck — and
-//! last the cluster-scoped types (a CRD deleted while its objects still
-//! carry finalizers would itself get stuck).
+//! precondition. It removes only finalizer keys the scenario itself added
+//! ([`keys`]: those in its own manifests, recorded with the UID at
+//! creation, and the template keys controllers copied from them onto the
+//! run's pods), each with a JSON patch that `test`s the UID and the list
+//! it replaces. Keys anyone else added — another controller on a cluster
+//! unstuck did not create, Kubernetes' own — are never removed: they are
+//! waited on for a bounded time and then reported as `left`.
+//!
+//! The same rule holds on every cluster, throwaway ones included: a
+//! scenario's leftovers are the scenario's keys, and Kubernetes' own keys
+//! resolve by themselves once the run's content is gone, so nothing needs
+//! a forced strip (which would hide a controller that failed to finish).
+//!
+//! Order: registrations that block deletion go first (a dead APIService
+//! blocks every namespace deletion, a dead webhook rejects the deletes it
+//! matches), then the scenario's namespaces, and last the cluster-scoped
+//! types (a CRD deleted while its objects still carry finalizers would
+//! itself get stuck). Waiting is a bounded poll of the run's own objects,
+//! each read by name; only a scenario whose manifests put keys in
+//! templates lists its namespaces' content, a few times at most, to find
+//! the pods made from them.
 
-use std::time::Duration;
+pub mod keys;
 
+use std::{collections::BTreeMap, time::Duration};
+
+use k8s_openapi::api::core::v1::Namespace;
 use kube::{
-    Client,
-    api::{DeleteParams, Patch, PatchParams},
+    Api, Client,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
 use serde::Serialize;
 
@@ -22,64 +38,78 @@ use super::{
     objects::{api_for, resolve_if_served},
 };
 use crate::doctor::collect;
+use keys::Holder;
 
-/// What cleanup did; `forced` lists what needed its finalizers stripped.
+/// What cleanup did.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct CleanupReport {
     /// Node faults undone before anything else.
     pub reverted: Vec<String>,
     pub deleted: Vec<String>,
+    /// Finalizer keys of the run's own that cleanup removed, each with the
+    /// object (a failed scenario leaves them; a passing one rarely does).
     pub forced: Vec<String>,
+    /// Keys on the run's objects that the run did not add, left in place
+    /// with the object they hold: their owner removes them, not cleanup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<String>,
     pub leaked: Vec<String>,
 }
 
 impl CleanupReport {
+    /// Nothing of the run's is left that the run could have removed.
+    /// Objects held only by others' keys are `left`, not leaked.
     pub fn is_clean(&self) -> bool {
         self.leaked.is_empty()
     }
 }
 
-async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupReport) {
-    // A type no longer served (its CRD deleted) has no objects left to
-    // delete; a failed discovery is asked again, briefly.
-    let mut served = resolve_if_served(client, &c.api_version, &c.kind).await;
-    for _ in 0..5 {
-        if served.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        served = resolve_if_served(client, &c.api_version, &c.kind).await;
+/// One second between reads of the run's objects.
+const TICK: Duration = Duration::from_secs(1);
+/// Bound on waiting for the run's namespaces to go.
+const NAMESPACE_ROUNDS: usize = 60;
+/// Bound on waiting for everything else, after the namespaces.
+const FINAL_ROUNDS: usize = 30;
+/// Rounds of the namespace wait in which the run's own keys are removed:
+/// first after a few seconds (the deletes have had time to act on
+/// their own), then again for what controllers made meanwhile.
+const RELEASE_ROUNDS: [usize; 3] = [3, 15, 35];
+/// How long an object held only by others' keys is still waited on (their
+/// owner may be finishing) before it is reported as left.
+const OTHERS_GRACE: usize = 10;
+
+/// The object of `c`, read by name, if it is still the one this run
+/// created. `Err` says what kept cleanup from telling.
+async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, String> {
+    // A type no longer served (its CRD deleted) has no objects left; a
+    // failed discovery is asked again on the next round.
+    let (ar, caps) = match resolve_if_served(client, &c.api_version, &c.kind).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("discovery of {} failed: {e}", c.api_version)),
+    };
+    match api_for(client, &ar, &caps, c.namespace.as_deref())
+        .get_opt(&c.name)
+        .await
+    {
+        Ok(Some(o)) if o.metadata.uid.as_deref() == Some(c.uid.as_str()) => Ok(Some(o)),
+        // Gone, or the name now holds another object: ours is gone.
+        Ok(_) => Ok(None),
+        Err(e) => Err(format!("reading it failed: {e}")),
     }
-    let Ok(Some((ar, caps))) = served else {
+}
+
+async fn delete(client: &Client, c: &Created, report: &mut CleanupReport) {
+    let Ok(Some(obj)) = read(client, c).await else {
+        // Gone, or unreadable: a leak is caught by the final check.
         return;
     };
-    let api = api_for(client, &ar, &caps, c.namespace.as_deref());
-    let label = c.to_string();
-    // Already gone, or unreadable: nothing cleanup can do here; a leak is
-    // caught by the final check that everything is gone.
-    let Ok(Some(obj)) = api.get_opt(&c.name).await else {
+    if obj.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    let Ok(Some((ar, caps))) = resolve_if_served(client, &c.api_version, &c.kind).await else {
         return;
     };
-    if obj.metadata.uid.as_deref() != Some(c.uid.as_str()) {
-        // Not (or no longer) the object this run created.
-        return;
-    }
-    let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-    if force && !finalizers.is_empty() {
-        let patch = serde_json::json!([
-            {"op": "test", "path": "/metadata/uid", "value": c.uid},
-            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-            {"op": "replace", "path": "/metadata/finalizers", "value": []},
-        ]);
-        if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(patch)
-            && api
-                .patch(&c.name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                .await
-                .is_ok()
-        {
-            report.forced.push(label.clone());
-        }
-    }
     let dp = DeleteParams {
         preconditions: Some(kube::api::Preconditions {
             uid: Some(c.uid.clone()),
@@ -87,34 +117,90 @@ async fn delete(client: &Client, c: &Created, force: bool, report: &mut CleanupR
         }),
         ..DeleteParams::background()
     };
-    if obj.metadata.deletion_timestamp.is_none() && api.delete(&c.name, &dp).await.is_ok() {
-        report.deleted.push(label);
+    if api_for(client, &ar, &caps, c.namespace.as_deref())
+        .delete(&c.name, &dp)
+        .await
+        .is_ok()
+    {
+        report.deleted.push(c.to_string());
     }
 }
 
-/// Whether the object this run created is gone; `Err` says what was
-/// seen instead (the object, or the error that kept cleanup from telling).
-async fn gone(client: &Client, c: &Created) -> Result<(), String> {
-    let (ar, caps) = match resolve_if_served(client, &c.api_version, &c.kind).await {
-        Ok(Some(found)) => found,
-        // Its type is not served any more: no object of it exists.
-        Ok(None) => return Ok(()),
-        // Discovery failed: ask again on the next round.
-        Err(e) => return Err(format!("discovery of {} failed: {e}", c.api_version)),
+/// Removes the run's own keys `ours` from the object `c` names (read by
+/// name, UID checked, the patch `test`s UID and list). Returns what is
+/// there afterwards, or `None` when the object is gone.
+async fn release(
+    client: &Client,
+    c: &Created,
+    ours: &[String],
+    report: &mut CleanupReport,
+) -> Option<DynamicObject> {
+    let obj = read(client, c).await.ok()??;
+    let current = obj.metadata.finalizers.clone().unwrap_or_default();
+    let Some(r) = keys::release(&c.uid, &current, ours) else {
+        return Some(obj);
     };
-    // An object of that name with another UID is not ours: ours is gone.
-    match api_for(client, &ar, &caps, c.namespace.as_deref())
-        .get_opt(&c.name)
+    let (ar, caps) = resolve_if_served(client, &c.api_version, &c.kind)
+        .await
+        .ok()??;
+    let api = api_for(client, &ar, &caps, c.namespace.as_deref());
+    let patch: json_patch::Patch = serde_json::from_value(r.patch).ok()?;
+    match api
+        .patch(&c.name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
     {
-        Ok(None) => Ok(()),
-        Ok(Some(o)) if o.metadata.uid.as_deref() != Some(c.uid.as_str()) => Ok(()),
-        Ok(Some(o)) => Err(format!(
-            "still there (deletionTimestamp {:?}, finalizers {:?})",
-            o.metadata.deletion_timestamp.map(|t| t.0.to_string()),
-            o.metadata.finalizers.unwrap_or_default()
-        )),
-        Err(e) => Err(format!("reading it failed: {e}")),
+        Ok(after) => {
+            report.forced.push(format!(
+                "{c}: removed this run's finalizer(s) {}{}",
+                r.removed.join(", "),
+                if r.kept.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (kept {}: not this run's)", r.kept.join(", "))
+                }
+            ));
+            Some(after)
+        }
+        // Changed since the read (its test failed) or gone: the next
+        // round reads it again.
+        Err(_) => Some(obj),
+    }
+}
+
+/// Drops the run's own `spec.finalizers` tokens of a namespace whose
+/// content is gone (PUT /finalize with the namespace just read: its UID
+/// and resourceVersion bind the write). `kubernetes` is never dropped.
+async fn release_spec(
+    client: &Client,
+    c: &Created,
+    obj: &DynamicObject,
+    report: &mut CleanupReport,
+) {
+    let Ok(mut ns) = serde_json::to_value(obj).and_then(serde_json::from_value::<Namespace>) else {
+        return;
+    };
+    let current = ns
+        .spec
+        .as_ref()
+        .and_then(|s| s.finalizers.clone())
+        .unwrap_or_default();
+    let Some(kept) = keys::spec_release(&current, &c.keys.spec) else {
+        return;
+    };
+    if ns.metadata.uid.as_deref() != Some(c.uid.as_str()) {
+        return;
+    }
+    ns.spec.get_or_insert_default().finalizers = Some(kept.clone());
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api
+        .replace_subresource("finalize", &c.name, &PostParams::default(), &ns)
+        .await
+        .is_ok()
+    {
+        report.forced.push(format!(
+            "{c}: removed this run's spec.finalizers token(s) {} after its content was gone",
+            keys::not_ours(&current, &kept).join(", ")
+        ));
     }
 }
 
@@ -126,98 +212,265 @@ fn is_blocker(c: &Created) -> bool {
     )
 }
 
+/// Every key and token the run added to anything: what [`keys::holder`]
+/// counts as the run's own.
+fn all_keys(created: &[Created]) -> Vec<String> {
+    let mut all = Vec::new();
+    for c in created {
+        keys::merge(&mut all, &c.keys.own);
+        keys::merge(&mut all, &c.keys.spec);
+        keys::merge(&mut all, &c.keys.template);
+    }
+    all
+}
+
 pub async fn cleanup(client: &Client, created: &[Created]) -> CleanupReport {
     let mut report = CleanupReport::default();
+    let ours = all_keys(created);
     // 1. Registrations that block deletes.
     for c in created.iter().rev().filter(|c| is_blocker(c)) {
-        delete(client, c, false, &mut report).await;
+        delete(client, c, &mut report).await;
     }
-    // 2. Namespaced objects and the namespaces, forcing the harness's own stuck leftovers.
+    // 2. Namespaced objects, then the namespaces.
     for c in created.iter().rev().filter(|c| c.namespace.is_some()) {
-        delete(client, c, false, &mut report).await;
+        delete(client, c, &mut report).await;
     }
     for c in created.iter().filter(|c| c.kind == "Namespace") {
-        delete(client, c, false, &mut report).await;
+        delete(client, c, &mut report).await;
     }
-    let namespaces: Vec<&Created> = created.iter().filter(|c| c.kind == "Namespace").collect();
-    for round in 0..60 {
-        let mut pending = Vec::new();
-        for c in &namespaces {
-            if gone(client, c).await.is_err() {
-                pending.push(*c);
-            }
-        }
-        if pending.is_empty() {
-            break;
-        }
-        if round >= 3 {
-            // Still there after a few seconds: something inside holds a
-            // finalizer no one will remove (a failed scenario's fault).
-            force_namespace_content(client, &pending, &mut report).await;
-        }
-        if round >= 10 {
-            // A metadata finalizer the run's own manifest put on the
-            // namespace (a failed namespace-finalizer scenario): the
-            // namespace is this run's (its UID is checked), so is the
-            // finalizer. spec.finalizers stays the namespace
-            // controller's to clear once the content is gone.
-            for c in &pending {
-                delete(client, c, true, &mut report).await;
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    wait_for_namespaces(client, created, &ours, &mut report).await;
     // 3. The rest (CRDs and other cluster-scoped objects), newest first.
     for c in created
         .iter()
         .rev()
         .filter(|c| c.namespace.is_none() && c.kind != "Namespace" && !is_blocker(c))
     {
-        delete(client, c, true, &mut report).await;
+        delete(client, c, &mut report).await;
     }
-    for c in created {
-        let mut left = gone(client, c).await;
-        for _ in 0..30 {
-            if left.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            left = gone(client, c).await;
-        }
-        if let Err(seen) = left {
-            report.leaked.push(format!("{c}: {seen}"));
-        }
-    }
+    wait_for_all(client, created, &ours, &mut report).await;
     report
 }
 
-async fn force_namespace_content(
+/// What holds an object of the run's that is still there.
+fn holder_of(obj: &DynamicObject, ours: &[String]) -> Holder {
+    if obj.metadata.deletion_timestamp.is_none() {
+        return Holder::NotOnlyOthers;
+    }
+    let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+    let spec: Vec<String> = obj.data["spec"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect();
+    let remaining = obj.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "NamespaceFinalizersRemaining" && c["status"] == "True")
+        .and_then(|c| c["message"].as_str());
+    keys::holder(&finalizers, &spec, remaining, ours)
+}
+
+async fn wait_for_namespaces(
     client: &Client,
-    pending: &[&Created],
+    created: &[Created],
+    ours: &[String],
     report: &mut CleanupReport,
 ) {
-    let Ok((snapshot, _)) = collect::collect(client).await else {
-        return;
-    };
-    for c in pending {
-        for rec in snapshot.content_of(&c.name) {
-            if rec
-                .metadata
-                .finalizers
-                .as_ref()
-                .is_some_and(|f| !f.is_empty())
-            {
-                let created = Created {
-                    api_version: rec.api_version.clone(),
-                    kind: rec.kind.clone(),
-                    namespace: rec.metadata.namespace.clone(),
-                    name: rec.metadata.name.clone().unwrap_or_default(),
-                    // Content of this run's namespace (checked by UID
-                    // above), created by it or by controllers for it.
-                    uid: rec.metadata.uid.clone().unwrap_or_default(),
-                };
-                delete(client, &created, true, report).await;
+    let mut pending: Vec<&Created> = created.iter().filter(|c| c.kind == "Namespace").collect();
+    let mut last_release = 0;
+    for round in 0..NAMESPACE_ROUNDS {
+        let mut still = Vec::new();
+        let mut held_by_others = 0;
+        for c in pending {
+            match read(client, c).await {
+                Ok(None) => continue,
+                Ok(Some(obj)) => {
+                    if matches!(holder_of(&obj, ours), Holder::Others(_)) {
+                        held_by_others += 1;
+                    }
+                    if round > RELEASE_ROUNDS[0] {
+                        release_spec(client, c, &obj, report).await;
+                    }
+                }
+                Err(_) => {}
             }
+            still.push(c);
+        }
+        pending = still;
+        if pending.is_empty() {
+            return;
+        }
+        if RELEASE_ROUNDS.contains(&round) {
+            release_in_namespaces(client, created, &pending, report).await;
+            last_release = round;
+        }
+        // Held only by keys of others' since the last release, for a
+        // while: waiting on is waiting for their owner.
+        if held_by_others == pending.len() && round >= last_release + OTHERS_GRACE {
+            return;
+        }
+        tokio::time::sleep(TICK).await;
+    }
+}
+
+/// Removes the run's own keys from what it created in `namespaces`, from
+/// the namespaces themselves, and from the objects controllers made from
+/// its templates there.
+async fn release_in_namespaces(
+    client: &Client,
+    created: &[Created],
+    namespaces: &[&Created],
+    report: &mut CleanupReport,
+) {
+    let names: Vec<&str> = namespaces.iter().map(|c| c.name.as_str()).collect();
+    let inside = |c: &&Created| c.namespace.as_deref().is_some_and(|n| names.contains(&n));
+    for c in created.iter().filter(inside) {
+        release(client, c, &c.keys.own, report).await;
+    }
+    for c in namespaces {
+        release(client, c, &c.keys.own, report).await;
+    }
+    let templates: BTreeMap<String, Vec<String>> = created
+        .iter()
+        .filter(inside)
+        .filter(|c| !c.keys.template.is_empty())
+        .map(|c| (c.uid.clone(), c.keys.template.clone()))
+        .collect();
+    if templates.is_empty() {
+        return;
+    }
+    for (child, keys) in made_from_templates(client, &names, &templates).await {
+        release(client, &child, &keys, report).await;
+    }
+}
+
+/// The objects in `namespaces` whose owners lead to a recorded object with
+/// template keys, each with the keys of those it carries.
+async fn made_from_templates(
+    client: &Client,
+    namespaces: &[&str],
+    templates: &BTreeMap<String, Vec<String>>,
+) -> Vec<(Created, Vec<String>)> {
+    let Ok(discovered) = collect::discover(client).await else {
+        return Vec::new();
+    };
+    let mut found: Vec<(Created, keys::Found)> = Vec::new();
+    for t in discovered.types.iter().filter(|t| t.namespaced) {
+        for ns in namespaces {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), ns, &t.api_resource());
+            let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+                continue;
+            };
+            for o in list.items {
+                let Some(uid) = o.metadata.uid.clone() else {
+                    continue;
+                };
+                // A type served in two versions lists the same object twice.
+                if found.iter().any(|(_, f)| f.uid == uid) {
+                    continue;
+                }
+                found.push((
+                    Created {
+                        api_version: t.api_version.clone(),
+                        kind: t.kind.clone(),
+                        namespace: Some(ns.to_string()),
+                        name: o.metadata.name.clone().unwrap_or_default(),
+                        uid: uid.clone(),
+                        keys: Default::default(),
+                    },
+                    keys::Found {
+                        uid,
+                        owners: o
+                            .metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .map(|r| r.uid.clone())
+                            .collect(),
+                        finalizers: o.metadata.finalizers.clone().unwrap_or_default(),
+                    },
+                ));
+            }
+        }
+    }
+    let plain: Vec<keys::Found> = found.iter().map(|(_, f)| f.clone()).collect();
+    let inherited = keys::inherited_keys(&plain, templates);
+    found
+        .into_iter()
+        .filter_map(|(c, _)| inherited.get(&c.uid).map(|k| (c.clone(), k.clone())))
+        .collect()
+}
+
+/// Waits (bounded) for every object of the run to go, removing the run's
+/// own keys once more from what stays; then reports what is left to
+/// others and what leaked.
+async fn wait_for_all(
+    client: &Client,
+    created: &[Created],
+    ours: &[String],
+    report: &mut CleanupReport,
+) {
+    let mut pending: Vec<(&Created, Result<DynamicObject, String>)> = Vec::new();
+    let mut others_since: Option<usize> = None;
+    for round in 0..FINAL_ROUNDS {
+        let candidates: Vec<&Created> = if round == 0 {
+            created.iter().collect()
+        } else {
+            pending.iter().map(|(c, _)| *c).collect()
+        };
+        pending.clear();
+        for c in candidates {
+            match read(client, c).await {
+                Ok(None) => {}
+                Ok(Some(obj)) => pending.push((c, Ok(obj))),
+                Err(e) => pending.push((c, Err(e))),
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        if round == 3 {
+            for (c, seen) in pending.iter_mut() {
+                if let Some(after) = release(client, c, &c.keys.own, report).await {
+                    *seen = Ok(after);
+                }
+            }
+        }
+        let only_others = pending
+            .iter()
+            .all(|(_, o)| matches!(o, Ok(o) if matches!(holder_of(o, ours), Holder::Others(_))));
+        others_since = if only_others {
+            others_since.or(Some(round))
+        } else {
+            None
+        };
+        if others_since.is_some_and(|since| round >= since + OTHERS_GRACE) {
+            break;
+        }
+        tokio::time::sleep(TICK).await;
+    }
+    for (c, seen) in pending {
+        match seen {
+            Ok(obj) => match holder_of(&obj, ours) {
+                Holder::Others(keys) => report.left.push(format!(
+                    "{c}: held by finalizer(s) {} that this run did not add; left in place for their owner{}",
+                    keys.join(", "),
+                    if c.kind == "Namespace" {
+                        " (the namespace goes once they are removed)"
+                    } else {
+                        ""
+                    }
+                )),
+                Holder::NotOnlyOthers => report.leaked.push(format!(
+                    "{c}: still there (deletionTimestamp {:?}, finalizers {:?})",
+                    obj.metadata.deletion_timestamp.map(|t| t.0.to_string()),
+                    obj.metadata.finalizers.unwrap_or_default()
+                )),
+            },
+            Err(e) => report.leaked.push(format!("{c}: {e}")),
         }
     }
 }

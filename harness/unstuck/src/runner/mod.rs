@@ -262,7 +262,8 @@ pub async fn run_scenario_until(
 }
 
 /// An object this run created, for cleanup: cleanup acts on it only
-/// while the object of that name still has this UID.
+/// while the object of that name still has this UID, and removes only
+/// the finalizer keys its manifest carried.
 #[derive(Clone, Debug)]
 pub struct Created {
     pub api_version: String,
@@ -270,6 +271,9 @@ pub struct Created {
     pub namespace: Option<String>,
     pub name: String,
     pub uid: String,
+    /// The finalizer keys the run's manifest put on it (and in its
+    /// templates), over every apply of it.
+    pub keys: cleanup::keys::ManifestKeys,
 }
 
 impl std::fmt::Display for Created {
@@ -383,6 +387,7 @@ impl ScenarioRun<'_> {
                 namespace: None,
                 name: real,
                 uid: made.metadata.uid.unwrap_or_default(),
+                keys: Default::default(),
             });
         }
         Ok(())
@@ -574,18 +579,26 @@ impl ScenarioRun<'_> {
             let made =
                 create::create_or_replace_ours(&api, &doc, &name, &label, ours.as_deref()).await?;
             let again = ours.is_some() && !made.replaced;
+            // The keys as sent: what cleanup may take off this UID again.
+            let keys = cleanup::keys::manifest_keys(&doc);
             match self
                 .created
                 .iter_mut()
                 .find(|c| c.kind == kind && c.namespace == real_ns && c.name == name)
             {
-                Some(c) => c.uid = made.uid,
+                Some(c) => {
+                    c.uid = made.uid;
+                    cleanup::keys::merge(&mut c.keys.own, &keys.own);
+                    cleanup::keys::merge(&mut c.keys.spec, &keys.spec);
+                    cleanup::keys::merge(&mut c.keys.template, &keys.template);
+                }
                 None => self.created.push(Created {
                     api_version: api_version.clone(),
                     kind: kind.clone(),
                     namespace: real_ns.clone(),
                     name: name.clone(),
                     uid: made.uid,
+                    keys,
                 }),
             }
             evidence.push(format!(

@@ -1,0 +1,641 @@
+//! Whether the Service behind an admission webhook or an aggregated
+//! APIService is proven gone, from the collector's lookup of it
+//! ([`ServiceLookup`]).
+//!
+//! Gone is a strong claim: it lets the doctor make a webhook fail open or
+//! delete an APIService. It needs one of two proofs:
+//! - the Service does not exist (its GET returned 404);
+//! - the Service selects pods and no endpoint of it was ready at two
+//!   reads at least [`SUSTAINED`] apart, while none of the pods its
+//!   selector matches is starting or has restarted recently (a backend
+//!   being rolled out or crash-looping is coming back, or may be).
+//!
+//! Everything else is not proof. An `ExternalName` Service points at a
+//! DNS name the API does not show; a Service without a selector is served
+//! by endpoints someone maintains by hand (or a controller outside the
+//! cluster's own): its EndpointSlices with a ready endpoint show it
+//! serving, and none ready shows nothing either way. A lookup that failed
+//! (403, timeout) proves nothing, and neither does an aggregator's
+//! condition reason on its own.
+
+use std::time::Duration;
+
+use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::webhook::ServiceLookup;
+
+/// How far apart two reads with no ready endpoint must be for the absence
+/// to count as sustained. The collector waits this long between them.
+pub const SUSTAINED: Duration = Duration::from_secs(5);
+
+/// How recent a pod's start or restart must be to count as a backend
+/// coming back (the owner verdict's window for "installed, not shown
+/// running" is the same ten minutes).
+pub const RECENT: Duration = Duration::from_secs(600);
+
+/// One read of a Service's EndpointSlices.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointRead {
+    /// When the list returned.
+    pub at: Timestamp,
+    /// EndpointSlices labelled for the Service.
+    pub slices: u32,
+    /// Endpoints whose `ready` is true or unset (the API's rule).
+    pub ready: u32,
+    /// Endpoints listed with `ready: false`.
+    pub not_ready: u32,
+}
+
+/// What the doctor keeps of a pod the Service's selector matches: enough
+/// to tell a backend coming back from one that is gone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendPod {
+    pub name: String,
+    /// `status.phase`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// `metadata.deletionTimestamp` is set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
+    /// Its `Ready` condition is `True`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready: bool,
+    /// The latest `state.running.startedAt` of its containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_started: Option<Timestamp>,
+    /// The latest `lastState.terminated.finishedAt` of its containers:
+    /// when a container last exited before a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<Timestamp>,
+    /// Sum of the containers' `restartCount`.
+    #[serde(default)]
+    pub restarts: u32,
+    /// `state.waiting.reason` of containers that wait (init ones too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
+}
+
+impl BackendPod {
+    pub fn from_pod(pod: &Pod) -> Self {
+        let status = pod.status.as_ref();
+        let statuses: Vec<_> = status
+            .into_iter()
+            .flat_map(|s| {
+                s.init_container_statuses
+                    .iter()
+                    .flatten()
+                    .chain(s.container_statuses.iter().flatten())
+            })
+            .collect();
+        Self {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            phase: status.and_then(|s| s.phase.clone()),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            ready: status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True"),
+            last_started: statuses
+                .iter()
+                .filter_map(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+                .map(|t| t.0)
+                .max(),
+            last_restart: statuses
+                .iter()
+                .filter_map(|c| {
+                    c.last_state
+                        .as_ref()?
+                        .terminated
+                        .as_ref()?
+                        .finished_at
+                        .as_ref()
+                })
+                .map(|t| t.0)
+                .max(),
+            restarts: statuses
+                .iter()
+                .map(|c| u32::try_from(c.restart_count).unwrap_or(0))
+                .sum(),
+            waiting: statuses
+                .iter()
+                .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+                .map(|w| w.reason.clone().unwrap_or_else(|| "Waiting".into()))
+                .collect(),
+        }
+    }
+
+    /// Why this pod is a backend coming back (or still there), judged at
+    /// `now`; `None` for a pod that is going or gone for good.
+    pub fn coming_back(&self, now: Timestamp) -> Option<String> {
+        let phase = self.phase.as_deref().unwrap_or("Unknown");
+        if self.deleting || matches!(phase, "Succeeded" | "Failed") {
+            return None;
+        }
+        let recent = |t: Timestamp| {
+            now.duration_since(t).unsigned_abs().le(&RECENT).then(|| {
+                format!(
+                    "{t} ({} s before the read)",
+                    now.duration_since(t).as_secs()
+                )
+            })
+        };
+        if self.ready {
+            return Some(format!(
+                "pod {} is Ready (its endpoint may not be published yet)",
+                self.name
+            ));
+        }
+        if phase == "Pending" {
+            return Some(format!("pod {} is Pending (starting)", self.name));
+        }
+        if !self.waiting.is_empty() {
+            return Some(format!(
+                "pod {} has a container waiting ({}), {} restart(s): restarting",
+                self.name,
+                self.waiting.join(", "),
+                self.restarts
+            ));
+        }
+        if let Some(t) = self.last_restart.and_then(recent) {
+            return Some(format!(
+                "pod {} restarted recently: a container last exited at {t}",
+                self.name
+            ));
+        }
+        if let Some(t) = self.last_started.and_then(recent) {
+            return Some(format!(
+                "pod {} started recently (at {t}) and is not ready yet",
+                self.name
+            ));
+        }
+        None
+    }
+}
+
+/// The verdict on a backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendState {
+    /// Proven gone; the reason is `ServiceNotFound` or `NoReadyEndpoints`.
+    Gone(&'static str),
+    /// Shown serving: a ready endpoint.
+    Serving,
+    /// Neither proven gone nor shown serving.
+    Unknown,
+}
+
+/// A verdict and the evidence for it, quoted from the lookup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    pub state: BackendState,
+    pub evidence: Vec<String>,
+}
+
+impl Judgement {
+    fn new(state: BackendState, evidence: Vec<String>) -> Self {
+        Self { state, evidence }
+    }
+
+    pub fn is_gone(&self) -> bool {
+        matches!(self.state, BackendState::Gone(_))
+    }
+}
+
+fn quote_read(r: &EndpointRead) -> String {
+    format!(
+        "{} ready, {} not ready over {} EndpointSlice(s) at {}",
+        r.ready, r.not_ready, r.slices, r.at
+    )
+}
+
+/// Judges the backend from the collector's lookup; `None` (no lookup made)
+/// is never proof.
+pub fn judge(lookup: Option<&ServiceLookup>) -> Judgement {
+    use BackendState::*;
+    let Some(l) = lookup else {
+        return Judgement::new(
+            Unknown,
+            vec!["the collector made no lookup of its Service: not proven gone".into()],
+        );
+    };
+    let svc = &l.service;
+    if let Some(e) = &l.error {
+        return Judgement::new(
+            Unknown,
+            vec![format!(
+                "the collector's lookup of Service {svc} failed ({e}): a failed lookup proves nothing either way"
+            )],
+        );
+    }
+    if !l.exists {
+        return Judgement::new(
+            Gone("ServiceNotFound"),
+            vec![format!("Service {svc} does not exist (GET returned 404)")],
+        );
+    }
+    let last = l.reads.last();
+    let ready_now = last.map(|r| r.ready).or(l.ready_endpoints);
+    if l.service_type.as_deref() == Some("ExternalName") {
+        return Judgement::new(
+            Unknown,
+            vec![format!(
+                "Service {svc} is of type ExternalName (-> {}): it points at a DNS name the API does not show, so its backend is not proven gone",
+                l.external_name.as_deref().unwrap_or("?")
+            )],
+        );
+    }
+    if let Some(n) = ready_now.filter(|n| *n > 0) {
+        let seen = last.map(quote_read).unwrap_or_else(|| format!("{n} ready"));
+        return Judgement::new(
+            Serving,
+            vec![format!(
+                "Service {svc} has ready endpoints in its EndpointSlices{}: {seen}",
+                if l.has_selector == Some(false) {
+                    " (no selector: endpoints maintained by hand)"
+                } else {
+                    ""
+                }
+            )],
+        );
+    }
+    match l.has_selector {
+        Some(true) => {}
+        Some(false) => {
+            return Judgement::new(
+                Unknown,
+                vec![format!(
+                    "Service {svc} has no selector: its endpoints are maintained by hand or by something outside the cluster's controllers, and none is ready in its EndpointSlices{}; that is not proof its backend is gone",
+                    last.map(|r| format!(" ({})", quote_read(r)))
+                        .unwrap_or_default()
+                )],
+            );
+        }
+        None => {
+            return Judgement::new(
+                Unknown,
+                vec![format!(
+                    "Service {svc} exists with no ready endpoint, but the lookup did not record its selector and reads: not proven gone"
+                )],
+            );
+        }
+    }
+    let mut evidence: Vec<String> = l
+        .reads
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "read {} of Service {svc}'s endpoints: {}",
+                i + 1,
+                quote_read(r)
+            )
+        })
+        .collect();
+    if let Some(sel) = &l.selector {
+        evidence.push(format!("its selector: {sel}"));
+    }
+    if let Some(r) = l.reads.iter().find(|r| r.ready > 0) {
+        evidence.push(format!(
+            "it had ready endpoints at {}: the backend is changing, not gone",
+            r.at
+        ));
+        return Judgement::new(Unknown, evidence);
+    }
+    let span = match (l.reads.first(), last) {
+        (Some(a), Some(b)) => b.at.duration_since(a.at),
+        _ => Default::default(),
+    };
+    let sustained = l.reads.len() >= 2 && span.unsigned_abs() >= SUSTAINED;
+    let now = last.map(|r| r.at);
+    let pods = match (&l.pods, &l.pods_error) {
+        (_, Some(e)) => {
+            evidence.push(format!(
+                "the pods its selector matches could not be read ({e}): whether the backend is restarting is unknown"
+            ));
+            return Judgement::new(Unknown, evidence);
+        }
+        (None, None) => {
+            evidence.push("the pods its selector matches were not read".into());
+            return Judgement::new(Unknown, evidence);
+        }
+        (Some(p), None) => p,
+    };
+    let coming: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.coming_back(now.unwrap_or_default()))
+        .collect();
+    if !coming.is_empty() {
+        evidence.extend(coming);
+        evidence.push("a backend that is starting or restarting is not proven gone".into());
+        return Judgement::new(Unknown, evidence);
+    }
+    if !sustained {
+        evidence.push(format!(
+            "no ready endpoint, but not shown for {} s (two reads that far apart are needed): not proven gone",
+            SUSTAINED.as_secs()
+        ));
+        return Judgement::new(Unknown, evidence);
+    }
+    evidence.push(if pods.is_empty() {
+        "no pod matches its selector".to_string()
+    } else {
+        format!(
+            "the pods its selector matches are neither starting nor restarting: {}",
+            pods.iter()
+                .map(|p| format!(
+                    "{} ({}{}, {} restart(s))",
+                    p.name,
+                    p.phase.as_deref().unwrap_or("Unknown"),
+                    if p.deleting { ", deleting" } else { "" },
+                    p.restarts
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    });
+    evidence.push(format!(
+        "no ready endpoint for {} s: the backend is gone",
+        span.as_secs()
+    ));
+    Judgement::new(Gone("NoReadyEndpoints"), evidence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::webhook::ServiceKey;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn read(at: &str, ready: u32, not_ready: u32) -> EndpointRead {
+        EndpointRead {
+            at: t(at),
+            slices: 1,
+            ready,
+            not_ready,
+        }
+    }
+
+    fn base() -> ServiceLookup {
+        ServiceLookup {
+            service: ServiceKey {
+                namespace: "policy-system".into(),
+                name: "policy-webhook".into(),
+            },
+            exists: true,
+            ready_endpoints: Some(0),
+            error: None,
+            service_type: Some("ClusterIP".into()),
+            external_name: None,
+            has_selector: Some(true),
+            selector: Some("app=policy".into()),
+            reads: vec![
+                read("2026-11-25T10:00:00Z", 0, 0),
+                read("2026-11-25T10:00:06Z", 0, 0),
+            ],
+            pods: Some(vec![]),
+            pods_error: None,
+        }
+    }
+
+    /// A pod as recorded from a v1.34 cluster, crash-looping.
+    fn crash_looping() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "policy-7d9f-abcde", "namespace": "policy-system"},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "False"}],
+                "containerStatuses": [{
+                    "name": "webhook", "image": "policy:1", "imageID": "", "ready": false,
+                    "restartCount": 7,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff",
+                              "message": "back-off 5m0s restarting failed container"}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                                  "finishedAt": "2026-11-25T09:58:00Z"}}
+                }]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_missing_service_is_gone_and_a_failed_lookup_proves_nothing() {
+        let missing = ServiceLookup {
+            exists: false,
+            ready_endpoints: None,
+            reads: vec![],
+            ..base()
+        };
+        let j = judge(Some(&missing));
+        assert_eq!(j.state, BackendState::Gone("ServiceNotFound"));
+        assert!(j.evidence[0].contains("returned 404"), "{j:?}");
+
+        for e in [
+            "403 Forbidden: services is forbidden",
+            "operation timed out",
+        ] {
+            let failed = ServiceLookup {
+                exists: false,
+                error: Some(e.into()),
+                ..base()
+            };
+            let j = judge(Some(&failed));
+            assert_eq!(j.state, BackendState::Unknown, "{e}");
+            assert!(j.evidence[0].contains(e), "{j:?}");
+        }
+        assert_eq!(judge(None).state, BackendState::Unknown);
+    }
+
+    #[test]
+    fn external_name_and_selectorless_services_are_never_gone() {
+        let external = ServiceLookup {
+            service_type: Some("ExternalName".into()),
+            external_name: Some("policy.example.net".into()),
+            has_selector: Some(false),
+            ..base()
+        };
+        let j = judge(Some(&external));
+        assert_eq!(j.state, BackendState::Unknown);
+        assert!(j.evidence[0].contains("policy.example.net"), "{j:?}");
+
+        // No selector, a hand-made EndpointSlice with a ready endpoint.
+        let manual = ServiceLookup {
+            has_selector: Some(false),
+            selector: None,
+            reads: vec![read("2026-11-25T10:00:00Z", 1, 0)],
+            ready_endpoints: Some(1),
+            pods: None,
+            ..base()
+        };
+        let j = judge(Some(&manual));
+        assert_eq!(j.state, BackendState::Serving);
+        assert!(j.evidence[0].contains("no selector"), "{j:?}");
+
+        // No selector and nothing ready, however long: unknown.
+        let bare = ServiceLookup {
+            has_selector: Some(false),
+            selector: None,
+            pods: None,
+            ..base()
+        };
+        assert_eq!(judge(Some(&bare)).state, BackendState::Unknown);
+    }
+
+    #[test]
+    fn no_ready_endpoint_is_gone_only_when_sustained_and_nothing_restarts() {
+        let j = judge(Some(&base()));
+        assert_eq!(j.state, BackendState::Gone("NoReadyEndpoints"), "{j:?}");
+        assert!(
+            j.evidence
+                .iter()
+                .any(|e| e.contains("read 2") && e.contains("10:00:06")),
+            "both reads are quoted: {j:?}"
+        );
+        assert!(
+            j.evidence
+                .iter()
+                .any(|e| e == "no pod matches its selector")
+        );
+
+        // One read only, or two too close together: not sustained.
+        let once = ServiceLookup {
+            reads: vec![read("2026-11-25T10:00:00Z", 0, 0)],
+            ..base()
+        };
+        assert_eq!(judge(Some(&once)).state, BackendState::Unknown);
+        let close = ServiceLookup {
+            reads: vec![
+                read("2026-11-25T10:00:00Z", 0, 0),
+                read("2026-11-25T10:00:02Z", 0, 0),
+            ],
+            ..base()
+        };
+        assert_eq!(judge(Some(&close)).state, BackendState::Unknown);
+
+        // Ready at the first read, not at the second: changing.
+        let flapping = ServiceLookup {
+            reads: vec![
+                read("2026-11-25T10:00:00Z", 1, 0),
+                read("2026-11-25T10:00:06Z", 0, 1),
+            ],
+            ..base()
+        };
+        assert_eq!(judge(Some(&flapping)).state, BackendState::Unknown);
+
+        // Ready now: serving, whatever came before.
+        let serving = ServiceLookup {
+            reads: vec![read("2026-11-25T10:00:00Z", 2, 0)],
+            ready_endpoints: Some(2),
+            ..base()
+        };
+        assert_eq!(judge(Some(&serving)).state, BackendState::Serving);
+    }
+
+    #[test]
+    fn a_restarting_backend_is_not_gone() {
+        let looping = ServiceLookup {
+            reads: vec![
+                read("2026-11-25T10:00:00Z", 0, 1),
+                read("2026-11-25T10:00:06Z", 0, 1),
+            ],
+            pods: Some(vec![BackendPod::from_pod(&crash_looping())]),
+            ..base()
+        };
+        let j = judge(Some(&looping));
+        assert_eq!(j.state, BackendState::Unknown, "{j:?}");
+        assert!(
+            j.evidence
+                .iter()
+                .any(|e| e.contains("CrashLoopBackOff") && e.contains("7 restart")),
+            "{j:?}"
+        );
+
+        // Pending (a rollout's new pod) or just started: coming back.
+        let pending = BackendPod {
+            name: "p".into(),
+            phase: Some("Pending".into()),
+            ..Default::default()
+        };
+        let started = BackendPod {
+            name: "s".into(),
+            phase: Some("Running".into()),
+            last_started: Some(t("2026-11-25T09:59:00Z")),
+            ..Default::default()
+        };
+        for p in [pending, started] {
+            let l = ServiceLookup {
+                pods: Some(vec![p.clone()]),
+                ..base()
+            };
+            assert_eq!(judge(Some(&l)).state, BackendState::Unknown, "{p:?}");
+        }
+
+        // The pods could not be read: unknown.
+        let blind = ServiceLookup {
+            pods: None,
+            pods_error: Some("403 Forbidden".into()),
+            ..base()
+        };
+        assert_eq!(judge(Some(&blind)).state, BackendState::Unknown);
+    }
+
+    #[test]
+    fn a_pod_long_not_ready_or_going_away_is_not_coming_back() {
+        let now = t("2026-11-25T10:00:06Z");
+        let stale = BackendPod {
+            name: "old".into(),
+            phase: Some("Running".into()),
+            last_started: Some(t("2026-11-25T08:00:00Z")),
+            restarts: 1,
+            last_restart: Some(t("2026-11-25T07:59:00Z")),
+            ..Default::default()
+        };
+        assert_eq!(stale.coming_back(now), None);
+        let going = BackendPod {
+            name: "going".into(),
+            phase: Some("Running".into()),
+            deleting: true,
+            waiting: vec!["ContainerCreating".into()],
+            ..Default::default()
+        };
+        assert_eq!(going.coming_back(now), None);
+        let done = BackendPod {
+            name: "done".into(),
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        };
+        assert_eq!(done.coming_back(now), None);
+        let l = ServiceLookup {
+            pods: Some(vec![stale, going, done]),
+            ..base()
+        };
+        let j = judge(Some(&l));
+        assert_eq!(j.state, BackendState::Gone("NoReadyEndpoints"), "{j:?}");
+        assert!(
+            j.evidence
+                .iter()
+                .any(|e| e.contains("old (Running, 1 restart(s))"))
+        );
+    }
+
+    #[test]
+    fn an_older_recording_without_the_new_fields_still_reads() {
+        // tests/recorded/real-v1.34.4/dead-admission-webhook.json's lookup.
+        let l: ServiceLookup = serde_json::from_value(serde_json::json!(
+            {"service": {"namespace": "policy-system", "name": "policy-webhook"}, "exists": false}
+        ))
+        .unwrap();
+        assert_eq!(judge(Some(&l)).state, BackendState::Gone("ServiceNotFound"));
+        // An existing Service with 0 ready and nothing else recorded: unproven.
+        let l: ServiceLookup = serde_json::from_value(serde_json::json!(
+            {"service": {"namespace": "a", "name": "b"}, "exists": true, "readyEndpoints": 0}
+        ))
+        .unwrap();
+        assert_eq!(judge(Some(&l)).state, BackendState::Unknown);
+    }
+}
