@@ -158,7 +158,14 @@ struct KeyEvidence {
 pub struct OwnerCache<'a> {
     snapshot: &'a Snapshot,
     by_key: RefCell<HashMap<String, Rc<KeyEvidence>>>,
+    /// Who could act, per key and request: the same for every object of
+    /// one type in one namespace (by name too, where a rule names objects).
+    by_access: RefCell<HashMap<AccessKey, SourceReport>>,
 }
+
+/// Key, group, resource, namespace and (only where some rule has
+/// `resourceNames`) name.
+type AccessKey = (String, String, String, Option<String>, Option<String>);
 
 impl<'a> OwnerCache<'a> {
     /// An empty cache over `snapshot`.
@@ -166,6 +173,7 @@ impl<'a> OwnerCache<'a> {
         OwnerCache {
             snapshot,
             by_key: RefCell::new(HashMap::new()),
+            by_access: RefCell::new(HashMap::new()),
         }
     }
 
@@ -220,7 +228,7 @@ impl<'a> OwnerCache<'a> {
             })
             .unwrap_or_default();
         let mut reports = vec![
-            able::check(&ctx, request.as_ref()),
+            self.able(&ctx, request.as_ref()),
             writes::check(&ctx),
             events::about_object(&ctx),
         ];
@@ -237,6 +245,31 @@ impl<'a> OwnerCache<'a> {
             },
             other => other,
         }
+    }
+
+    /// [`able::check`], once per key and request.
+    fn able(&self, ctx: &Ctx, req: Option<&Request>) -> SourceReport {
+        let Some(req) = req else {
+            return able::check(ctx, None);
+        };
+        let names_matter = self
+            .snapshot
+            .rbac
+            .as_ref()
+            .is_some_and(|r| r.names_objects(req));
+        let key = (
+            ctx.finalizer.to_owned(),
+            req.group.to_owned(),
+            req.resource.to_owned(),
+            req.namespace.map(str::to_owned),
+            names_matter.then(|| req.name.to_owned()),
+        );
+        if let Some(r) = self.by_access.borrow().get(&key) {
+            return r.clone();
+        }
+        let r = able::check(ctx, Some(req));
+        self.by_access.borrow_mut().insert(key, r.clone());
+        r
     }
 
     fn key_evidence(&self, finalizer: &str) -> Rc<KeyEvidence> {

@@ -241,6 +241,27 @@ impl Rbac {
         }
     }
 
+    /// Whether a rule that names the objects it allows (`resourceNames`)
+    /// could allow updating objects of `req`'s type: only then can two
+    /// objects of one type in one namespace differ in who may update them.
+    pub fn names_objects(&self, req: &Request) -> bool {
+        let rules = self
+            .roles
+            .iter()
+            .flat_map(|r| r.rules.iter().flatten())
+            .chain(
+                self.cluster_roles
+                    .iter()
+                    .flat_map(|r| r.rules.iter().flatten()),
+            );
+        rules.into_iter().any(|r| {
+            r.resource_names.as_ref().is_some_and(|n| !n.is_empty())
+                && VERBS.iter().any(|v| has(&r.verbs, v))
+                && has(r.api_groups.as_deref().unwrap_or_default(), req.group)
+                && resource_matches(r, req.resource)
+        })
+    }
+
     /// Every grant of `update` or `patch` on the requested object.
     pub fn grants(&self, req: &Request) -> Grants {
         let mut out = Grants::default();
@@ -423,6 +444,18 @@ mod tests {
                 .to_service_accounts
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn names_matter_only_where_a_rule_names_objects_of_that_type() {
+        let r = rbac(serde_json::json!({
+            "clusterRoles": [{"metadata": {"name": "one"}, "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cm-a"], "verbs": ["update"]},
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s-a"], "verbs": ["get"]}]}]
+        }));
+        assert!(r.names_objects(&req("", "configmaps", Some("x"))));
+        assert!(!r.names_objects(&req("", "secrets", Some("x"))), "only get");
+        assert!(!r.names_objects(&req("apps", "deployments", Some("x"))));
     }
 
     #[test]
