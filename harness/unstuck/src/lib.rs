@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod exec;
 pub mod faults;
 pub mod host;
+pub mod kube_error;
 pub mod node;
 pub mod report;
 pub mod runner;

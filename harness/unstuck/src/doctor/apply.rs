@@ -75,10 +75,11 @@ fn write_refused(e: &kube::Error, json_patch: bool) -> StepOutcome {
             || (json_patch && s.code == 422 && s.message.contains("due to an error in our request")));
     if moved {
         StepOutcome::Failed(format!(
-            "{CHANGED_SINCE_READ}: the server refused the write ({e})"
+            "{CHANGED_SINCE_READ}: the server refused the write ({})",
+            crate::kube_error::text(e)
         ))
     } else {
-        StepOutcome::Failed(e.to_string())
+        StepOutcome::Failed(crate::kube_error::text(e))
     }
 }
 
@@ -133,7 +134,7 @@ fn save_backup(
 fn result_text<T>(r: &Result<T, kube::Error>) -> String {
     match r {
         Ok(_) => "ok".into(),
-        Err(e) => e.to_string(),
+        Err(e) => crate::kube_error::text(e),
     }
 }
 
@@ -362,7 +363,7 @@ impl Recorder {
                 return None;
             }
             Err(e) => {
-                self.early = Some(StepOutcome::Failed(e.to_string()));
+                self.early = Some(StepOutcome::Failed(crate::kube_error::text(&e)));
                 return None;
             }
         };

@@ -123,7 +123,7 @@ pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
             ),
             Err(e) => out.failures.push(DiscoveryFailure {
                 group_version: gv,
-                message: e.to_string(),
+                message: crate::kube_error::text(&e),
             }),
         }
     }
@@ -193,11 +193,11 @@ impl Unread<'_> {
         r.unwrap_or_else(|e| {
             self.blind_spots.push(BlindSpot {
                 what: format!("{resource} ({gv}), all namespaces"),
-                why: e.to_string(),
+                why: crate::kube_error::text(&e),
             });
             self.unreadable.push(Unreadable {
                 resource: kubectl_resource(resource, gv),
-                message: e.to_string(),
+                message: crate::kube_error::text(&e),
             });
             self.failures.push(DiscoveryFailure {
                 group_version: gv.to_string(),
@@ -332,11 +332,11 @@ async fn collect_boxed(
                             ns.as_deref()
                                 .map_or("all namespaces".to_string(), |n| format!("namespace {n}"))
                         ),
-                        why: e.to_string(),
+                        why: crate::kube_error::text(&e),
                     });
                     unreadable.push(Unreadable {
                         resource: kubectl_resource(&t.resource, &t.api_version),
-                        message: e.to_string(),
+                        message: crate::kube_error::text(&e),
                     });
                 }
                 failures.push(DiscoveryFailure {
@@ -501,7 +501,7 @@ async fn look_up_service(client: &Client, key: ServiceKey) -> ServiceLookup {
         Ok(None) => return lookup,
         Ok(Some(s)) => s.spec.unwrap_or_default(),
         Err(e) => {
-            lookup.error = Some(e.to_string());
+            lookup.error = Some(crate::kube_error::text(&e));
             return lookup;
         }
     };
@@ -592,7 +592,7 @@ async fn read_backend_pods(client: &Client, lookup: &mut ServiceLookup) {
         }
         Err(e) => {
             lookup.pods = None;
-            lookup.pods_error = Some(e.to_string());
+            lookup.pods_error = Some(crate::kube_error::text(&e));
         }
     }
 }

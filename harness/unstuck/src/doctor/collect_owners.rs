@@ -46,7 +46,7 @@ fn keep<K>(
     r.unwrap_or_else(|e| {
         unreadable.push(Unreadable {
             resource: resource.to_owned(),
-            message: e.to_string(),
+            message: crate::kube_error::text(&e),
         });
         Vec::new()
     })
@@ -108,7 +108,7 @@ pub async fn collect(client: &Client, snapshot: &mut Snapshot) {
         .map_err(|e| {
             u.push(Unreadable {
                 resource: resource_name::<PersistentVolumeClaim>(),
-                message: e.to_string(),
+                message: crate::kube_error::text(&e),
             })
         })
         .ok();
