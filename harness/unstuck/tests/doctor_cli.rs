@@ -214,7 +214,8 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     assert!(md_text.contains(&format!("(kube-system) {kube_system_uid}")));
     let md_kinds: Vec<String> = md_text
         .lines()
-        .filter_map(|l| l.strip_prefix("- **"))
+        .filter_map(|l| l.strip_prefix("- #"))
+        .filter_map(|l| l.split_once(" **").map(|(_, rest)| rest))
         .filter_map(|l| l.split_once("**").map(|(k, _)| k.to_string()))
         .collect();
     assert_eq!(
@@ -233,7 +234,7 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         .iter()
         .map(|(k, _)| {
             term_text
-                .find(&format!("  {k}: "))
+                .find(&format!(" {k}: "))
                 .unwrap_or_else(|| panic!("{k} in the terminal report\n{term_text}"))
         })
         .collect();

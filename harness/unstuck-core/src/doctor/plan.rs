@@ -436,7 +436,8 @@ impl Plan {
                 i + 1,
                 step.force_level,
                 step.action.name(),
-                step.finding_index
+                // Findings are numbered from 1 where reports list them.
+                step.finding_index + 1
             );
             match &step.action {
                 Action::Wait { reason } => {

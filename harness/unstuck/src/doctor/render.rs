@@ -47,6 +47,8 @@ pub struct Scan {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FindingView {
+    /// From 1, in report order: the plan's steps cite it (`finding #2`).
+    pub number: usize,
     pub kind: String,
     pub subject: String,
     pub summary: String,
@@ -87,7 +89,9 @@ impl View {
         let findings = report
             .initial_findings()
             .iter()
-            .map(|f| FindingView {
+            .enumerate()
+            .map(|(i, f)| FindingView {
+                number: i + 1,
                 kind: f.kind.as_str().to_string(),
                 subject: f.subject.to_string(),
                 summary: f.summary.clone(),
@@ -227,9 +231,13 @@ impl View {
             heading(&mut o, &format!("findings ({})", self.findings.len()));
             for f in &self.findings {
                 if md {
-                    let _ = writeln!(o, "- **{}** `{}`: {}", f.kind, f.subject, f.summary);
+                    let _ = writeln!(
+                        o,
+                        "- #{} **{}** `{}`: {}",
+                        f.number, f.kind, f.subject, f.summary
+                    );
                 } else {
-                    let _ = writeln!(o, "  {}: {}", f.kind, f.summary);
+                    let _ = writeln!(o, "  #{} {}: {}", f.number, f.kind, f.summary);
                 }
                 for e in &f.evidence {
                     item(&mut o, 1, e);
