@@ -201,7 +201,7 @@ impl Unread<'_> {
             });
             self.failures.push(DiscoveryFailure {
                 group_version: gv.to_string(),
-                message: format!("list {resource}: {e}"),
+                message: format!("list {resource}: {}", crate::kube_error::text(&e)),
             });
             Vec::new()
         })
@@ -341,7 +341,7 @@ async fn collect_boxed(
                 }
                 failures.push(DiscoveryFailure {
                     group_version: t.api_version.clone(),
-                    message: format!("list {}: {e}", t.resource),
+                    message: format!("list {}: {}", t.resource, crate::kube_error::text(&e)),
                 });
             }
         }
@@ -468,7 +468,7 @@ async fn collect_webhooks(client: &Client) -> Result<Webhooks, DiscoveryFailure>
     let (validating, mutating) = tokio::join!(list_all(v_api), list_all(m_api));
     let failed = |resource: &str, e: kube::Error| DiscoveryFailure {
         group_version: "admissionregistration.k8s.io/v1".into(),
-        message: format!("list {resource}: {e}"),
+        message: format!("list {resource}: {}", crate::kube_error::text(&e)),
     };
     let validating = validating.map_err(|e| failed("validatingwebhookconfigurations", e))?;
     let mutating = mutating.map_err(|e| failed("mutatingwebhookconfigurations", e))?;
@@ -553,10 +553,12 @@ async fn read_slices(client: &Client, lookup: &mut ServiceLookup) -> Result<(), 
         "kubernetes.io/service-name={}",
         lookup.service.name
     ));
-    let list = slices
-        .list(&lp)
-        .await
-        .map_err(|e| format!("listing its EndpointSlices: {e}"))?;
+    let list = slices.list(&lp).await.map_err(|e| {
+        format!(
+            "listing its EndpointSlices: {}",
+            crate::kube_error::text(&e)
+        )
+    })?;
     // An endpoint whose `ready` is unset counts as ready (the API's rule).
     let endpoints = || list.items.iter().flat_map(|s| &s.endpoints);
     let is_ready = |e: &&k8s_openapi::api::discovery::v1::Endpoint| {
