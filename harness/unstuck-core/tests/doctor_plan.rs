@@ -152,7 +152,7 @@ fn cr_in_terminating_namespace_plan_patches_cr_and_waits_for_namespace() {
         FindingKind::NamespaceBlockedByContent
     );
     assert!(
-        plan.steps[0].rationale.contains("#0 OrphanFinalizer"),
+        plan.steps[0].rationale.contains("#1 OrphanFinalizer"),
         "{}",
         plan.steps[0].rationale
     );

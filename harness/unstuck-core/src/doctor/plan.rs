@@ -829,7 +829,7 @@ fn related_findings(all: &[Finding], pred: impl Fn(&Finding) -> bool) -> String 
         .iter()
         .enumerate()
         .filter(|(_, g)| pred(g))
-        .map(|(j, g)| format!("#{j} {}", g.kind))
+        .map(|(j, g)| format!("#{} {}", j + 1, g.kind))
         .collect();
     if ids.is_empty() {
         String::new()
@@ -930,7 +930,20 @@ fn remove_finalizers(
         });
         match recheck.verdict {
             OwnerVerdict::Dead { evidence } => {
-                why_dead.push(format!("{key}: {}", evidence.join("; ")));
+                // The checks are the finding's evidence, quoted there in
+                // full; the plan says how many were re-read, not them again.
+                why_dead.push(if recheck.assumed_dead {
+                    format!(
+                        "{key}: assumed dead (--assume-dead {key}; the evidence alone is Unknown, see finding #{})",
+                        i + 1
+                    )
+                } else {
+                    format!(
+                        "{key}: owner Dead again on re-check ({} checks, every source read; see finding #{})",
+                        evidence.len(),
+                        i + 1
+                    )
+                });
                 remove.push(key.clone());
             }
             other => notes.push(format!(
