@@ -179,6 +179,9 @@ impl DoctorReport {
                 }
             }
         }
+        // Later rounds repeat what they refuse or leave: each line once.
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|l| seen.insert(l.clone()));
         out
     }
 }
@@ -413,6 +416,57 @@ mod tests {
             snap.terminating.push(r);
             assert_eq!(ageing(&snap, &opts), None);
         }
+    }
+
+    #[test]
+    fn a_refusal_repeated_by_later_rounds_is_said_once() {
+        let round = |done: &str| {
+            Round {
+            snapshot: Default::default(),
+            collect: Default::default(),
+            findings: Vec::new(),
+            plan: Default::default(),
+            applied: vec![
+                AppliedStep {
+                    action: "Refuse".into(),
+                    target: "-".into(),
+                    outcome: StepOutcome::Skipped(
+                        "Pod app/web-0 is not stuck in deletion; what keeps it from starting is fixed in its spec, image or node, not by the doctor".into(),
+                    ),
+                    calls: Vec::new(),
+                    backup: None,
+                },
+                AppliedStep {
+                    action: "RemoveFinalizers".into(),
+                    target: done.into(),
+                    outcome: StepOutcome::Done("removed [x.example.com/f]".into()),
+                    calls: Vec::new(),
+                    backup: None,
+                },
+            ],
+        }
+        };
+        let report = DoctorReport {
+            applied_changes: true,
+            rounds: vec![round("configmaps/app/a"), round("configmaps/app/b")],
+            duration: Duration::ZERO,
+        };
+        let lines = report.summary_lines();
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains("refused: Pod app/web-0"))
+                .count(),
+            1,
+            "{lines:#?}"
+        );
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains("RemoveFinalizers"))
+                .count(),
+            2
+        );
     }
 
     /// The collector's reads run together; unboxed, their joined future

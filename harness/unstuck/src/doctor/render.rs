@@ -124,10 +124,11 @@ impl View {
                 _ => None,
             })
             .collect();
-        // A step left in one round is usually planned, and left, again in
-        // the next: say it once.
+        // A step left or refused in one round is usually planned, and
+        // left or refused, again in the next (a pod that cannot start is
+        // refused every round): say each line once.
         let mut seen = std::collections::HashSet::new();
-        applied.retain(|l| !l.starts_with("left ") || seen.insert(l.clone()));
+        applied.retain(|l| seen.insert(l.clone()));
         let backups = report.backups().map(|b| b.display().to_string()).collect();
         let nothing = report.initial_findings().is_empty() && nodes.is_empty();
         let gated = first.is_some_and(|r| {
