@@ -206,6 +206,11 @@ async fn operator_writing(client: &Client, after: i64) -> i64 {
     .expect("operator writes")
 }
 
+/// Where the doctor saves what it changes (removed by the test).
+fn backup_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("it-quarry-backups-{}", std::process::id()))
+}
+
 fn doctor(kubeconfig: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .args([
@@ -222,7 +227,7 @@ fn doctor(kubeconfig: &str) -> Output {
             "json",
             "--backup-dir",
         ])
-        .arg(std::env::temp_dir().join(format!("it-quarry-backups-{}", std::process::id())))
+        .arg(backup_dir())
         .stdin(Stdio::null())
         .env("UNSTUCK_LOG", "warn")
         .output()
@@ -313,6 +318,7 @@ async fn assert_left_alone(client: &Client, kubeconfig: &str, pod: &str, lease: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_one_is() {
+    let _ = std::fs::remove_dir_all(backup_dir());
     let name = common::cluster_name("it-owner-live");
     let mut opts = UpOptions::new(&name);
     opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
@@ -479,6 +485,19 @@ async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_
     .await
     .unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(o.status.code(), Some(0), "{text}");
+    // It backed the object up before the strip, and only then.
+    let backups: Vec<String> = std::fs::read_dir(backup_dir())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        backups.len() == 1 && backups[0].starts_with(&format!("xtracluster.{NS}.{CR}.")),
+        "{backups:?}"
+    );
+    std::fs::remove_dir_all(backup_dir()).expect("remove the backups");
 
     let layout = cluster.layout().clone();
     let report = cluster.down().await;
