@@ -228,10 +228,25 @@ fn a_service_without_endpoints_that_blocks_nothing_is_left_to_its_owner() {
     let (findings, p) = run(&s);
     assert_eq!(of_kind(&findings, FindingKind::DeadWebhook).len(), 1);
     let step = step_for(&p, &findings, FindingKind::DeadWebhook);
-    let Action::Refuse { reason } = &step.action else {
+    let Action::Wait { reason } = &step.action else {
         panic!("{step:#?}")
     };
-    assert!(reason.contains("restore the backend"), "{reason}");
+    assert!(reason.contains("keeps nothing stuck"), "{reason}");
+    assert!(step.rationale.contains("restore its backend"), "{step:#?}");
+    assert_eq!(p.mutating_steps().count(), 0);
+}
+
+/// A webhook whose Service is gone outright but that keeps nothing stuck
+/// is left too: a whole-cluster run must not make every dead webhook fail
+/// open (issue 18).
+#[test]
+fn a_dead_webhook_that_keeps_nothing_stuck_is_left_as_it_is() {
+    let mut s = built(Some(lookup(false, None)));
+    s.namespaces.clear();
+    let (findings, p) = run(&s);
+    assert_eq!(of_kind(&findings, FindingKind::DeadWebhook).len(), 1);
+    let step = step_for(&p, &findings, FindingKind::DeadWebhook);
+    assert!(matches!(step.action, Action::Wait { .. }), "{step:#?}");
     assert_eq!(p.mutating_steps().count(), 0);
 }
 

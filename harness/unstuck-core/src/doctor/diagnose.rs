@@ -106,6 +106,9 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
         super::namespace_stall::namespaces_not_progressing(snapshot, d.threshold, &findings);
     findings.extend(stalled);
 
+    // Last but the sort: the writes that would release what is stuck are
+    // only known once every finding is.
+    super::rejected::link(&mut findings, snapshot);
     findings.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
     findings
 }
@@ -280,6 +283,7 @@ impl<'a> Diagnosis<'a> {
                     backend: backend.to_owned(),
                     rules: w.rules_line(),
                     blocks_namespaces: blocks,
+                    rejects: Vec::new(),
                 },
             });
         }

@@ -303,6 +303,11 @@ pub enum FindingDetail {
         /// Terminating namespaces whose content deletion fails because of
         /// it (their `NamespaceDeletionContentFailure` names it).
         blocks_namespaces: Vec<String>,
+        /// The writes that would release stuck objects (a finalizer
+        /// removed, a namespace finalized) that it rejects
+        /// ([`super::rejected`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rejects: Vec<super::rejected::RejectedWrite>,
     },
     /// For [`FindingKind::NamespaceContentDeletionFailed`].
     NamespaceContentFailure {

@@ -12,6 +12,8 @@
 //! - [`apiservice`]: whether an unavailable APIService's backend is gone.
 //! - [`backend`]: whether a webhook's or APIService's Service is proven gone.
 //! - [`webhook`]: admission webhooks and the errors of calling them.
+//! - [`admission`]: which webhooks a write goes through.
+//! - [`rejected`]: dead webhooks that reject the write a stuck object's release needs.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
 //! - [`namespace_stall`]: why the namespace controller is not progressing.
@@ -19,6 +21,7 @@
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
 
+pub mod admission;
 pub mod apiservice;
 pub mod backend;
 pub mod blind;
@@ -30,6 +33,7 @@ pub mod node;
 pub mod owner;
 pub mod plan;
 pub mod redact;
+pub mod rejected;
 pub mod snapshot;
 pub mod starting;
 pub mod webhook;
@@ -41,8 +45,8 @@ pub use finding::{
 };
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
 pub use plan::{
-    Action, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan, PlannedStep,
-    RemoveFinalizers, SetWebhookFailurePolicy, plan,
+    Action, BlockedStep, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan,
+    PlannedStep, RemoveFinalizers, SetWebhookFailurePolicy, plan,
 };
 pub use snapshot::{DiscoveryFailure, ObjectRecord, Snapshot};
 pub use webhook::{ServiceKey, ServiceLookup, WebhookConfigKind};

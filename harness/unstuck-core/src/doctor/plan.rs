@@ -53,6 +53,33 @@ pub struct Plan {
     /// Steps that change nothing first, then a dead webhook's fail-open
     /// (it unblocks the rest), then by `force_level`, then by finding index.
     pub steps: Vec<PlannedStep>,
+    /// Steps a webhook that fails closed with its backend gone rejects:
+    /// they are written only once that webhook fails open.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedStep>,
+}
+
+/// A step that a dead webhook rejects until it fails open.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedStep {
+    /// The finding whose step is rejected.
+    pub finding_index: usize,
+    /// The DeadWebhook finding that rejects it.
+    pub webhook_finding: usize,
+    /// The webhook's name.
+    pub webhook: String,
+    /// The Service it calls, `namespace/name`.
+    pub service: String,
+}
+
+impl Plan {
+    /// The dead webhooks that reject the step made for `finding_index`.
+    pub fn blockers_of(&self, finding_index: usize) -> impl Iterator<Item = &BlockedStep> {
+        self.blocked
+            .iter()
+            .filter(move |b| b.finding_index == finding_index)
+    }
 }
 
 /// One step of a [`Plan`].
@@ -529,6 +556,20 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
         .enumerate()
         .map(|(i, f)| step_for(i, f, findings, snapshot, &owners))
         .collect();
+    let blocked = blocked_steps(findings, &steps);
+    for b in &blocked {
+        if let Some(step) = steps
+            .iter_mut()
+            .find(|s| s.finding_index == b.finding_index && s.action.is_mutating())
+        {
+            step.rationale.push_str(&format!(
+                ". Webhook {:?} (finding #{}) rejects this write while it fails closed with its backend (Service {}) gone: its fail-open comes first and needs --allow-webhook-changes; or restore the Service",
+                b.webhook,
+                b.webhook_finding + 1,
+                b.service
+            ));
+        }
+    }
     // Least force first, except that making a dead webhook fail open
     // comes before the other changes: while it fails closed it rejects
     // the very patches and deletes they make (every call to it fails
@@ -542,7 +583,36 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
             s.finding_index,
         )
     });
-    Plan { steps }
+    Plan { steps, blocked }
+}
+
+/// Which planned writes each dead webhook rejects (from the findings'
+/// [`super::rejected`] links).
+fn blocked_steps(findings: &[Finding], steps: &[PlannedStep]) -> Vec<BlockedStep> {
+    let mut out = Vec::new();
+    for (wi, w) in findings.iter().enumerate() {
+        let FindingDetail::Webhook {
+            webhook,
+            service,
+            rejects,
+            ..
+        } = &w.detail
+        else {
+            continue;
+        };
+        for s in steps.iter().filter(|s| s.action.is_mutating()) {
+            let subject = &findings[s.finding_index].subject;
+            if rejects.iter().any(|r| r.subject == *subject) {
+                out.push(BlockedStep {
+                    finding_index: s.finding_index,
+                    webhook_finding: wi,
+                    webhook: webhook.clone(),
+                    service: service.to_string(),
+                });
+            }
+        }
+    }
+    out
 }
 
 fn observe(finding_index: usize, action: Action, rationale: String) -> PlannedStep {
@@ -669,7 +739,7 @@ fn step_for(
                 f.subject
             ),
         ),
-        FindingKind::DeadWebhook => webhook_fail_open(i, f, snapshot),
+        FindingKind::DeadWebhook => webhook_fail_open(i, f, all, snapshot),
         FindingKind::WaitingOnDependents => {
             let leaves = match &f.detail {
                 FindingDetail::Dependents { leaves, .. } => leaves.clone(),
@@ -1000,7 +1070,7 @@ fn remove_finalizers(
     }
 }
 
-fn webhook_fail_open(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
+fn webhook_fail_open(i: usize, f: &Finding, all: &[Finding], snapshot: &Snapshot) -> PlannedStep {
     let FindingDetail::Webhook {
         configuration,
         configuration_name,
@@ -1009,6 +1079,7 @@ fn webhook_fail_open(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep 
         service,
         backend,
         blocks_namespaces,
+        rejects,
         ..
     } = &f.detail
     else {
@@ -1045,11 +1116,27 @@ fn webhook_fail_open(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep 
             format!("the backend of webhook {webhook:?} (Service {service}) is not proven gone"),
         );
     }
-    if blocks_namespaces.is_empty() && backend != "ServiceNotFound" {
-        return refuse(
+    // A dead webhook is changed only for what it keeps stuck: a namespace
+    // whose content deletes it rejects, a write that would release a stuck
+    // object, or a stuck pod's final DELETE. One that blocks nothing stuck
+    // is left as it is, whatever else it would reject.
+    let blocks_pod_delete = w.matches_operation_on_pods("DELETE")
+        && all.iter().any(|g| {
+            matches!(
+                g.detail,
+                FindingDetail::Pod {
+                    hint: PodStuckHint::DeleteRejected,
+                    ..
+                }
+            )
+        });
+    if blocks_namespaces.is_empty() && rejects.is_empty() && !blocks_pod_delete {
+        return wait(
             i,
+            format!("webhook {webhook:?} keeps nothing stuck; it is left as it is"),
             format!(
-                "webhook {webhook:?}'s Service {service} has no ready endpoint but it blocks no Terminating namespace: restore the backend (e.g. scale it up) rather than change the webhook"
+                "webhook {webhook:?} fails closed with its Service {service} gone ({backend}), so it rejects everything it matches ({}), but no stuck object waits on it: restore its backend (or remove the configuration if its product is gone); the doctor changes a webhook only for what it keeps stuck",
+                w.rules_line()
             ),
         );
     }
@@ -1075,17 +1162,35 @@ fn webhook_fail_open(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep 
         }),
         rationale: format!(
             "webhook {webhook:?} in {kind} {configuration_name} rejects what it matches because its Service {service} is gone ({backend}){}; restoring the backend is the gentler fix. Failing open keeps the registration (and any other webhook in it) and is undone by re-applying the saved manifest; deleting the configuration is never planned",
-            if blocks_namespaces.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " and blocks deletion of namespace(s) {}",
-                    blocks_namespaces.join(", ")
-                )
-            }
+            keeps_stuck(blocks_namespaces, rejects, blocks_pod_delete)
         ),
         force_level: FORCE_WEBHOOK_FAIL_OPEN,
     }
+}
+
+/// What a dead webhook keeps stuck, for the fail-open's rationale.
+fn keeps_stuck(
+    blocks_namespaces: &[String],
+    rejects: &[super::rejected::RejectedWrite],
+    blocks_pod_delete: bool,
+) -> String {
+    let mut parts = Vec::new();
+    if !blocks_namespaces.is_empty() {
+        parts.push(format!(
+            "blocks deletion of namespace(s) {}",
+            blocks_namespaces.join(", ")
+        ));
+    }
+    for r in rejects {
+        parts.push(format!(
+            "rejects {} {} of {} ({})",
+            r.operation, r.resource, r.subject, r.purpose
+        ));
+    }
+    if blocks_pod_delete {
+        parts.push("rejects a stuck pod's final DELETE".into());
+    }
+    format!(" and {}", parts.join("; "))
 }
 
 fn delete_api_service(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {

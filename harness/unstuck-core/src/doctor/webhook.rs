@@ -16,6 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
     WebhookClientConfig,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::Snapshot;
@@ -127,6 +128,14 @@ pub struct WebhookView<'a> {
     pub client_config: &'a WebhookClientConfig,
     /// `rules`.
     pub rules: &'a [RuleWithOperations],
+    /// `namespaceSelector` (`None`: every namespace).
+    pub namespace_selector: Option<&'a LabelSelector>,
+    /// `objectSelector` (`None`: every object).
+    pub object_selector: Option<&'a LabelSelector>,
+    /// `matchPolicy`; the v1 default is `Equivalent`.
+    pub match_policy: &'a str,
+    /// How many `matchConditions` (CEL) it has.
+    pub match_conditions: usize,
 }
 
 impl WebhookView<'_> {
@@ -213,6 +222,10 @@ pub fn webhooks(snapshot: &Snapshot) -> Vec<WebhookView<'_>> {
                 failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
                 client_config: &w.client_config,
                 rules: w.rules.as_deref().unwrap_or_default(),
+                namespace_selector: w.namespace_selector.as_ref(),
+                object_selector: w.object_selector.as_ref(),
+                match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
+                match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
             });
         }
     }
@@ -229,6 +242,10 @@ pub fn webhooks(snapshot: &Snapshot) -> Vec<WebhookView<'_>> {
                 failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
                 client_config: &w.client_config,
                 rules: w.rules.as_deref().unwrap_or_default(),
+                namespace_selector: w.namespace_selector.as_ref(),
+                object_selector: w.object_selector.as_ref(),
+                match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
+                match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
             });
         }
     }
@@ -324,6 +341,10 @@ mod tests {
             failure_policy: "Fail",
             client_config: &config,
             rules: &rules,
+            namespace_selector: None,
+            object_selector: None,
+            match_policy: "Equivalent",
+            match_conditions: 0,
         };
         assert!(!view.matches_operation_on_pods("DELETE"));
         assert!(view.matches_operation_on_pods("UPDATE"));

@@ -35,8 +35,9 @@ pub mod exit {
     /// With --apply: the confirmation was declined or could not be asked,
     /// or came more than [`super::MAX_PLAN_AGE`] after the plan was shown.
     pub const DECLINED: u8 = 5;
-    /// With --apply: a later round found steps the confirmed plan did not
-    /// hold, and they were left (not confirmed); the rest was applied.
+    /// With --apply: steps were left, the rest applied: a later round found
+    /// steps the confirmed plan did not hold (not confirmed), or a dead
+    /// webhook rejects a step and changing it was not allowed.
     pub const LEFT: u8 = 6;
 }
 
@@ -48,8 +49,10 @@ pub const EXIT_CODES_HELP: &str = "Exit codes:
   4  a remedy failed (with --apply)
   5  declined: --apply was not confirmed (no terminal to ask and no --yes),
      or the confirmation came more than 5 minutes after the plan was shown
-  6  left: with --apply, a later round found steps that were not in the
-     confirmed plan and left them (run the doctor again to review them)";
+  6  left: with --apply, steps were left: a later round found steps that
+     were not in the confirmed plan (run the doctor again to review them),
+     or a dead webhook rejects a step and --allow-webhook-changes was not
+     given";
 
 #[derive(clap::Args)]
 #[command(after_help = EXIT_CODES_HELP)]
@@ -327,6 +330,7 @@ impl AskAgain for AskOnTerminal {
         }
         let plan = Plan {
             steps: steps.to_vec(),
+            ..Default::default()
         };
         let shown_at = Timestamp::now();
         let mut err = std::io::stderr();

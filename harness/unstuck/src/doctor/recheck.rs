@@ -174,7 +174,22 @@ pub(super) async fn apply_round(
         unaged: None,
     });
     let mut out = Vec::new();
+    // Webhooks made to fail open this round: what they rejected may go now.
+    let mut opened: BTreeSet<String> = BTreeSet::new();
     for d in gated.decisions {
+        if let Decision::Apply(step) = &d
+            && let Some(why) = blocked(step, round_plan, opts, &opened)
+        {
+            let target = claim(step).map(|c| c.path).unwrap_or_else(|| "-".into());
+            out.push(AppliedStep {
+                action: step.action.name().to_owned(),
+                target,
+                outcome: StepOutcome::Left(why),
+                calls: Vec::new(),
+                backup: None,
+            });
+            continue;
+        }
         match d {
             Decision::Observe(step) => {
                 out.push(apply::apply_step(client, &step, &opts.backup_dir).await)
@@ -192,11 +207,51 @@ pub(super) async fn apply_round(
                 out.push(apply::not_consented(&step))
             }
             Decision::Apply(step) => {
-                out.extend(write_rechecked(client, opts, &step, &mut fresh).await?)
+                let written = write_rechecked(client, opts, &step, &mut fresh).await?;
+                if let Action::SetWebhookFailurePolicy(w) = &step.action
+                    && written
+                        .iter()
+                        .any(|a| matches!(a.outcome, StepOutcome::Done(_)))
+                {
+                    opened.insert(w.webhook.clone());
+                    // The apiserver's admission reads webhook configurations
+                    // from its informer: give it a moment, and argue the
+                    // writes it unblocks on a read taken after it.
+                    fresh = None;
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                out.extend(written);
             }
         }
     }
     Ok(out)
+}
+
+/// Why `step` is not written this round: a webhook that fails closed with
+/// its backend gone rejects it, and was not made to fail open first
+/// (not allowed, or its own step did not go through). Writing it anyway
+/// would only collect the admission error.
+fn blocked(
+    step: &PlannedStep,
+    plan: &Plan,
+    opts: &DoctorOptions,
+    opened: &BTreeSet<String>,
+) -> Option<String> {
+    let b = plan
+        .blockers_of(step.finding_index)
+        .find(|b| !opened.contains(&b.webhook))?;
+    let webhook = &b.webhook;
+    let number = b.webhook_finding + 1;
+    let service = &b.service;
+    Some(if opts.allow_webhook_changes {
+        format!(
+            "not written: webhook {webhook:?} (finding #{number}) rejects it and was not made to fail open this round (see its step); restore Service {service} or run again"
+        )
+    } else {
+        format!(
+            "not written: webhook {webhook:?} (finding #{number}) rejects it while it fails closed with Service {service} gone; run again with --allow-webhook-changes to make it fail open first, or restore the Service"
+        )
+    })
 }
 
 /// Writes `shown` as the fresh plan still has it, reading again when

@@ -68,11 +68,29 @@ impl Scope {
                 _,
                 FindingDetail::ApiService {
                     blocks_namespaces, ..
-                }
-                | FindingDetail::Webhook {
-                    blocks_namespaces, ..
                 },
             ) => blocks_namespaces.iter().any(|b| names.contains(b)),
+            // A webhook also when it rejects the write that would release
+            // a stuck object among them (a finalizer patch, the namespace's
+            // own finalizers): that is a blocker of what was asked about.
+            (
+                None,
+                _,
+                FindingDetail::Webhook {
+                    blocks_namespaces,
+                    rejects,
+                    ..
+                },
+            ) => {
+                blocks_namespaces.iter().any(|b| names.contains(b))
+                    || rejects.iter().any(|r| {
+                        let s = &r.subject;
+                        match &s.namespace {
+                            Some(ns) => names.contains(ns),
+                            None => s.kind == "Namespace" && names.contains(&s.name),
+                        }
+                    })
+            }
             (None, _, _) => false,
         }
     }

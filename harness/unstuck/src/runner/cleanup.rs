@@ -95,7 +95,10 @@ async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, Str
         Ok(Some(o)) if o.metadata.uid.as_deref() == Some(c.uid.as_str()) => Ok(Some(o)),
         // Gone, or the name now holds another object: ours is gone.
         Ok(_) => Ok(None),
-        Err(e) => Err(format!("reading it failed: {e}")),
+        Err(e) => Err(format!(
+            "reading it failed: {}",
+            crate::kube_error::text(&e)
+        )),
     }
 }
 

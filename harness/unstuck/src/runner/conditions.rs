@@ -248,7 +248,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
                 let items = api
                     .list_metadata(&lp)
                     .await
-                    .map_err(|e| format!("list {}: {e}", t.resource))?
+                    .map_err(|e| format!("list {}: {}", t.resource, crate::kube_error::text(&e)))?
                     .items;
                 left.extend(
                     items

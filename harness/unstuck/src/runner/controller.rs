@@ -255,7 +255,10 @@ impl Job<'_> {
             )),
             Err(e) => Err((
                 "CleanupFailed".to_string(),
-                format!("creating ConfigMap cleanup-{name}: {e}"),
+                format!(
+                    "creating ConfigMap cleanup-{name}: {}",
+                    crate::kube_error::text(&e)
+                ),
             )),
         }
     }

@@ -377,10 +377,9 @@ impl ScenarioRun<'_> {
                 "metadata": {"name": real, "labels": {"unstuck.dev/scenario": self.scenario.name.as_str()}}
             }))
             .expect("static namespace");
-            let made = api
-                .create(&Default::default(), &obj)
-                .await
-                .map_err(|e| format!("creating namespace {real}: {e}"))?;
+            let made = api.create(&Default::default(), &obj).await.map_err(|e| {
+                format!("creating namespace {real}: {}", crate::kube_error::text(&e))
+            })?;
             self.created.push(Created {
                 api_version: "v1".into(),
                 kind: "Namespace".into(),
@@ -434,9 +433,13 @@ impl ScenarioRun<'_> {
                     }),
                     ..DeleteParams::default()
                 };
-                api.delete(&name, &dp)
-                    .await
-                    .map_err(|e| format!("deleting {} {name}: {e}", *r.kind))?;
+                api.delete(&name, &dp).await.map_err(|e| {
+                    format!(
+                        "deleting {} {name}: {}",
+                        *r.kind,
+                        crate::kube_error::text(&e)
+                    )
+                })?;
                 self.last_injection = Some(Instant::now());
                 Ok(vec![format!(
                     "DELETE {} {}{name} accepted{}",

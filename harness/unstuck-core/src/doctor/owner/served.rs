@@ -7,9 +7,12 @@
 use k8s_openapi::api::admissionregistration::v1::WebhookClientConfig;
 
 use super::{Ctx, unreadable, verdict::SourceReport};
+use crate::doctor::backend::{BackendState, judge};
 use crate::doctor::webhook::ServiceKey;
 
-fn backend(ctx: &Ctx, config: &WebhookClientConfig) -> (Option<String>, Option<bool>) {
+/// Where a webhook calls, and what [`crate::doctor::backend::judge`]
+/// makes of it (`None`: a URL, not looked up).
+fn backend(ctx: &Ctx, config: &WebhookClientConfig) -> (Option<String>, Option<BackendState>) {
     let Some(svc) = &config.service else {
         return (config.url.clone(), None);
     };
@@ -17,13 +20,13 @@ fn backend(ctx: &Ctx, config: &WebhookClientConfig) -> (Option<String>, Option<b
         namespace: svc.namespace.clone(),
         name: svc.name.clone(),
     };
-    let ready = ctx
+    let state = ctx
         .snapshot
         .service_lookup(&key)
-        .map(|l| l.ready_endpoints.unwrap_or(0) > 0);
+        .map(|l| judge(Some(l)).state);
     (
         Some(format!("service {}/{}", svc.namespace, svc.name)),
-        ready,
+        state,
     )
 }
 
@@ -70,6 +73,7 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         })
     });
     let mut webhooks = 0;
+    let mut left_over: Vec<String> = Vec::new();
     for (kind, config, name, client) in validating.chain(mutating) {
         webhooks += 1;
         let config = config.unwrap_or_default();
@@ -85,11 +89,16 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         };
         let via = svc.unwrap_or_else(|| "no service".to_owned());
         match ready {
-            Some(true) => r.alive.push(format!(
+            Some(BackendState::Serving) => r.alive.push(format!(
                 "{kind} {config} webhook {name} ({how}) is served by {via}, which has ready endpoints"
             )),
-            Some(false) => r.installed.push(format!(
-                "{kind} {config} webhook {name} ({how}) calls {via}, which has no ready endpoint: installed but not shown running"
+            // A registration whose backend is proven gone is what an
+            // uninstall left behind, not an installation: no Unknown.
+            Some(BackendState::Gone(why)) => left_over.push(format!(
+                "{kind} {config} webhook {name} ({how}) is left with {via} proven gone ({why})"
+            )),
+            Some(BackendState::Unknown) => r.installed.push(format!(
+                "{kind} {config} webhook {name} ({how}) calls {via}, which is not shown serving nor proven gone: installed but not shown running"
             )),
             None => r.installed.push(format!(
                 "{kind} {config} webhook {name} ({how}) calls {via}, not looked up: installed, not shown running"
@@ -137,8 +146,13 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         }
     }
     r.checked = format!(
-        "webhooks and APIServices: none names {} ({webhooks} webhooks, {aggregated} aggregated APIServices checked)",
-        t.describe()
+        "webhooks and APIServices: none names {} with a backend that is not proven gone ({webhooks} webhooks, {aggregated} aggregated APIServices checked){}",
+        t.describe(),
+        if left_over.is_empty() {
+            String::new()
+        } else {
+            format!("; left behind: {}", left_over.join("; "))
+        }
     );
     r
 }

@@ -58,7 +58,10 @@ fn finding(kind: FindingKind, name: &str, uid: &str) -> Finding {
 }
 
 fn plan_of(steps: Vec<PlannedStep>) -> Plan {
-    Plan { steps }
+    Plan {
+        steps,
+        ..Default::default()
+    }
 }
 
 fn target(step: &PlannedStep) -> &RemoveFinalizers {

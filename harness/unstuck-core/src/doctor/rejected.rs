@@ -1,0 +1,209 @@
+//! Blockers behind blockers: a stuck object is released by a write (a
+//! finalizer removed, a namespace finalized), and a webhook that fails
+//! closed with its backend gone rejects that write before anyone (the
+//! doctor, or a live controller) can make it. Namespace conditions never
+//! name such a webhook: it rejects an UPDATE, not the namespace
+//! controller's DELETE. So every dead webhook is matched ([`admission`])
+//! against the write each stuck finding's release needs, and both sides
+//! say so: the webhook which writes it rejects, the stuck object which
+//! webhook stands in the way.
+
+use serde::{Deserialize, Serialize};
+
+use super::admission::{self, Match, Write};
+use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use super::snapshot::Snapshot;
+use super::webhook::webhooks;
+
+/// A write a stuck object's release needs, rejected by a webhook that
+/// fails closed with its backend gone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectedWrite {
+    /// The stuck object.
+    pub subject: ObjectRef,
+    /// `UPDATE`.
+    pub operation: String,
+    /// `resource[/subresource]` as the webhook's rules name it.
+    pub resource: String,
+    /// What the write is for, e.g. `removing its finalizers`.
+    pub purpose: String,
+    /// Set when the match rests on what could not be evaluated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assumed: Option<String>,
+}
+
+/// The write that would release a stuck finding's subject.
+struct Release<'a> {
+    finding: usize,
+    resource: &'a str,
+    subresource: &'static str,
+    purpose: &'static str,
+}
+
+fn release_of(i: usize, f: &Finding) -> Option<Release<'_>> {
+    let (resource, subresource, purpose) = match (&f.kind, &f.detail) {
+        (FindingKind::NamespaceOrphanMetadataFinalizer, _) => {
+            ("namespaces", "", "removing its metadata finalizers")
+        }
+        (FindingKind::NamespaceSpecFinalizerStuck, _) => {
+            ("namespaces", "finalize", "finalizing it (/finalize)")
+        }
+        (_, FindingDetail::OrphanFinalizer(rem)) => {
+            (rem.resource.as_str(), "", "removing its finalizers")
+        }
+        (
+            FindingKind::UnknownFinalizerOwner | FindingKind::WaitingOnLiveController,
+            FindingDetail::Finalizers { resource, .. },
+        ) => (resource.as_str(), "", "removing its finalizers"),
+        _ => return None,
+    };
+    Some(Release {
+        finding: i,
+        resource,
+        subresource,
+        purpose,
+    })
+}
+
+/// Links dead webhooks to the releases they reject, in place: the
+/// webhook's detail lists them and both findings say it in their evidence.
+pub fn link(findings: &mut [Finding], snapshot: &Snapshot) {
+    let releases: Vec<Release<'_>> = findings
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| release_of(i, f))
+        .collect();
+    let all = webhooks(snapshot);
+    // (webhook finding, stuck finding, the rejected write)
+    let mut links: Vec<(usize, usize, RejectedWrite)> = Vec::new();
+    for (wi, wf) in findings.iter().enumerate() {
+        let FindingDetail::Webhook {
+            configuration,
+            configuration_name,
+            index,
+            ..
+        } = &wf.detail
+        else {
+            continue;
+        };
+        let Some(view) = all.iter().find(|w| {
+            w.config_kind == *configuration
+                && w.config_name == configuration_name
+                && w.index == *index
+        }) else {
+            continue;
+        };
+        for r in &releases {
+            let subject = &findings[r.finding].subject;
+            let labels = labels_of(subject, snapshot);
+            let write = Write {
+                operation: "UPDATE",
+                api_version: &subject.api_version,
+                resource: r.resource,
+                subresource: r.subresource,
+                namespace: subject.namespace.as_deref(),
+                name: &subject.name,
+                labels,
+            };
+            let assumed = match admission::matches(view, &write, snapshot) {
+                Match::No => continue,
+                Match::Yes => None,
+                Match::Assumed(why) => Some(why),
+            };
+            let resource = if r.subresource.is_empty() {
+                r.resource.to_owned()
+            } else {
+                format!("{}/{}", r.resource, r.subresource)
+            };
+            links.push((
+                wi,
+                r.finding,
+                RejectedWrite {
+                    subject: subject.clone(),
+                    operation: "UPDATE".into(),
+                    resource,
+                    purpose: r.purpose.into(),
+                    assumed,
+                },
+            ));
+        }
+    }
+    for (wi, si, write) in links {
+        let (webhook_line, stuck_line) = {
+            let (w, s) = (&findings[wi], &findings[si]);
+            let name = match &w.detail {
+                FindingDetail::Webhook { webhook, .. } => webhook.as_str(),
+                _ => "",
+            };
+            let maybe = write
+                .assumed
+                .as_deref()
+                .map(|why| format!(" (assumed: {why})"))
+                .unwrap_or_default();
+            (
+                format!(
+                    "rejects {} {} of {}: {}{maybe}",
+                    write.operation, write.resource, s.subject, write.purpose
+                ),
+                format!(
+                    "{} needs {} {}, which webhook {name:?} ({} {}) rejects while it fails closed with its backend gone{maybe}",
+                    write.purpose, write.operation, write.resource, w.subject.kind, w.subject.name
+                ),
+            )
+        };
+        findings[si].evidence.push(stuck_line);
+        let w = &mut findings[wi];
+        w.evidence.push(webhook_line);
+        if let FindingDetail::Webhook { rejects, .. } = &mut w.detail {
+            rejects.push(write);
+        }
+    }
+    for f in findings.iter_mut() {
+        if let FindingDetail::Webhook {
+            rejects,
+            blocks_namespaces,
+            ..
+        } = &f.detail
+            && !rejects.is_empty()
+        {
+            let n = rejects.len();
+            f.summary.push_str(&format!(
+                "; it rejects the write that would release {n} stuck object(s){}",
+                if blocks_namespaces.is_empty() {
+                    ""
+                } else {
+                    " as well"
+                }
+            ));
+        }
+    }
+}
+
+fn labels_of<'a>(
+    subject: &ObjectRef,
+    snapshot: &'a Snapshot,
+) -> Option<&'a std::collections::BTreeMap<String, String>> {
+    if subject.kind == "Namespace" && subject.api_version == "v1" {
+        return snapshot
+            .namespace(&subject.name)
+            .map(|n| n.metadata.labels.as_ref().unwrap_or(empty()));
+    }
+    let meta = snapshot
+        .terminating
+        .iter()
+        .map(|r| &r.metadata)
+        .chain(snapshot.pods.iter().map(|p| &p.metadata))
+        .find(|m| {
+            m.name.as_deref() == Some(subject.name.as_str())
+                && m.namespace == subject.namespace
+                && (subject.uid.is_none() || m.uid == subject.uid)
+        })?;
+    Some(meta.labels.as_ref().unwrap_or(empty()))
+}
+
+fn empty() -> &'static std::collections::BTreeMap<String, String> {
+    static EMPTY: std::sync::OnceLock<std::collections::BTreeMap<String, String>> =
+        std::sync::OnceLock::new();
+    EMPTY.get_or_init(Default::default)
+}
