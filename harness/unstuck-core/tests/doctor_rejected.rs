@@ -1,0 +1,133 @@
+//! A dead webhook behind the doctor's own fix, on snapshots recorded from
+//! a real v1.34.4 local cluster (scenarios 34 and 35): cert-manager's
+//! validating webhook rejects the Challenge's finalizer patch, Gatekeeper's
+//! check-ignore-label rejects the namespace's. Neither webhook is named by
+//! any namespace condition; the doctor finds them by matching the writes
+//! it plans, orders the fail-open first, and leaves the webhooks that keep
+//! nothing stuck.
+
+mod doctor_support;
+
+use std::time::Duration;
+
+use doctor_support::load_snapshot;
+use unstuck_core::doctor::{
+    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, diagnose, plan,
+};
+
+fn run(name: &str) -> (Vec<Finding>, Plan) {
+    let s = load_snapshot(&format!("real-v1.34.4/{name}"));
+    let opts = DiagnoseOptions {
+        stuck_after: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let findings = diagnose(&s, &opts);
+    let p = plan(&findings, &s);
+    (findings, p)
+}
+
+fn webhook_finding<'a>(findings: &'a [Finding], config_kind: &str) -> (usize, &'a Finding) {
+    findings
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.kind == FindingKind::DeadWebhook && f.subject.kind == config_kind)
+        .unwrap_or_else(|| panic!("no dead {config_kind} in {findings:#?}"))
+}
+
+fn step_index(p: &Plan, finding: usize) -> usize {
+    p.steps
+        .iter()
+        .position(|s| s.finding_index == finding)
+        .unwrap_or_else(|| panic!("no step for finding {finding}: {p:#?}"))
+}
+
+#[test]
+fn cert_managers_webhook_is_found_behind_the_challenges_finalizer_patch() {
+    let (findings, p) = run("cert-manager-webhook-rejects-patch");
+    let (vi, validating) = webhook_finding(&findings, "ValidatingWebhookConfiguration");
+    let FindingDetail::Webhook {
+        rejects,
+        blocks_namespaces,
+        ..
+    } = &validating.detail
+    else {
+        panic!("{validating:#?}")
+    };
+    assert!(blocks_namespaces.is_empty(), "no namespace names it");
+    assert_eq!(rejects.len(), 1, "{rejects:#?}");
+    assert_eq!(rejects[0].subject.kind, "Challenge");
+    assert_eq!(rejects[0].resource, "challenges");
+    assert_eq!(rejects[0].assumed, None, "rules and selector evaluated");
+    let (oi, orphan) = findings
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.kind == FindingKind::OrphanFinalizer && f.subject.kind == "Challenge")
+        .expect("the Challenge's finalizer is an orphan");
+    assert!(
+        orphan
+            .evidence
+            .iter()
+            .any(|e| e.contains("webhook \"webhook.cert-manager.io\"") && e.contains("rejects")),
+        "{:#?}",
+        orphan.evidence
+    );
+    // Fail open first, then the patch, which names its blocker.
+    let open = step_index(&p, vi);
+    let strip = step_index(&p, oi);
+    assert!(matches!(
+        p.steps[open].action,
+        Action::SetWebhookFailurePolicy(_)
+    ));
+    assert!(matches!(p.steps[strip].action, Action::RemoveFinalizers(_)));
+    assert!(open < strip, "{p:#?}");
+    let blockers: Vec<_> = p.blockers_of(oi).collect();
+    assert_eq!(blockers.len(), 1);
+    assert_eq!(blockers[0].webhook_finding, vi);
+    assert!(
+        p.steps[strip]
+            .rationale
+            .contains(&format!("(finding #{})", vi + 1)),
+        "{}",
+        p.steps[strip].rationale
+    );
+    // The mutating webhook (CREATE of certificaterequests) is as dead and
+    // keeps nothing stuck: left as it is.
+    let (mi, _) = webhook_finding(&findings, "MutatingWebhookConfiguration");
+    let left = &p.steps[step_index(&p, mi)];
+    assert!(
+        matches!(&left.action, Action::Wait { reason } if reason.contains("keeps nothing stuck")),
+        "{left:#?}"
+    );
+    assert_eq!(p.mutating_steps().count(), 2, "{p:#?}");
+}
+
+#[test]
+fn gatekeepers_label_check_is_found_behind_the_namespace_finalizer_patch() {
+    let (findings, p) = run("gatekeeper-webhook-rejects-ns-patch");
+    let dead: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::DeadWebhook)
+        .collect();
+    // validation.gatekeeper.sh fails open already: not dead, not reported.
+    assert_eq!(dead.len(), 1, "{dead:#?}");
+    let FindingDetail::Webhook {
+        webhook, rejects, ..
+    } = &dead[0].detail
+    else {
+        unreachable!()
+    };
+    assert_eq!(webhook, "check-ignore-label.gatekeeper.sh");
+    assert_eq!(rejects.len(), 1);
+    assert_eq!(rejects[0].subject.kind, "Namespace");
+    assert_eq!(rejects[0].resource, "namespaces");
+    let ns = findings
+        .iter()
+        .position(|f| f.kind == FindingKind::NamespaceOrphanMetadataFinalizer)
+        .expect("the Rancher finalizer");
+    assert_eq!(p.blockers_of(ns).count(), 1);
+    let wi = findings
+        .iter()
+        .position(|f| f.kind == FindingKind::DeadWebhook)
+        .unwrap();
+    assert!(step_index(&p, wi) < step_index(&p, ns));
+}
