@@ -39,6 +39,9 @@ pub mod exit {
     /// steps the confirmed plan did not hold (not confirmed), or a dead
     /// webhook rejects a step and changing it was not allowed.
     pub const LEFT: u8 = 6;
+    /// With --apply: every step went through or was refused, and a stuck
+    /// target is still there (the report says what holds each).
+    pub const STILL_STUCK: u8 = 7;
 }
 
 pub const EXIT_CODES_HELP: &str = "Exit codes:
@@ -52,7 +55,9 @@ pub const EXIT_CODES_HELP: &str = "Exit codes:
   6  left: with --apply, steps were left: a later round found steps that
      were not in the confirmed plan (run the doctor again to review them),
      or a dead webhook rejects a step and --allow-webhook-changes was not
-     given";
+     given
+  7  still stuck: with --apply, a stuck target is still there at the end
+     (refused, or waiting on something; the report says what, per target)";
 
 #[derive(clap::Args)]
 #[command(after_help = EXIT_CODES_HELP)]
@@ -74,8 +79,9 @@ pub struct DoctorArgs {
     #[arg(long)]
     pub apply: bool,
     /// With --apply: do not ask. Needed when no terminal can be asked
-    /// (CI). Covers only the plan printed before it: steps a later round
-    /// finds are left (exit 6).
+    /// (CI). Covers the plan printed before it, and removing dead
+    /// finalizers from what later hangs in the Terminating namespaces that
+    /// plan is about; other steps a later round finds are left (exit 6).
     #[arg(long, short = 'y', requires = "apply")]
     pub yes: bool,
     /// With --apply, also change admission webhooks: a webhook that fails
@@ -194,7 +200,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     if args.yes {
         // What --yes covers is what was printed before it.
         eprintln!(
-            "Applying to {} (--yes covers this plan only; steps a later round finds are left):\n{}",
+            "Applying to {} (--yes covers this plan, and removing dead finalizers from what later hangs in the Terminating namespaces it is about; other steps a later round finds are left):\n{}",
             target.line(),
             plan_steps_text(&shown)
         );
@@ -220,8 +226,13 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     // on a fresh read just before its write, which tests what that read
     // saw (UID, resourceVersion, finalizers): a change in between makes
     // the server refuse it rather than have it acted on blind.
+    let target_namespaces = looked
+        .rounds
+        .first()
+        .map(|r| doctor::settle::target_namespaces(&r.findings, &r.plan, &r.snapshot))
+        .unwrap_or_default();
     opts.consent = match Consent::confirmed(&shown.steps, shown_at, Timestamp::now()) {
-        Ok(c) => c,
+        Ok(c) => c.covering_namespaces(target_namespaces),
         Err(stale) => {
             eprintln!("refusing to apply: {stale}. Nothing was changed.");
             return Ok(ExitCode::from(exit::DECLINED));
@@ -272,6 +283,12 @@ fn exit_after_apply(
         exit::REMEDY_FAILED
     } else if !report.left().is_empty() {
         exit::LEFT
+    } else if report
+        .outcomes
+        .iter()
+        .any(|t| t.state != doctor::settle::TargetState::Gone)
+    {
+        exit::STILL_STUCK
     } else if fail_on_findings && still_found {
         exit::FINDINGS
     } else {

@@ -8,7 +8,12 @@
 //! the same object (kind, namespace, name, UID) and, for a step that
 //! removes keys (finalizers, spec tokens, a webhook in a configuration),
 //! only keys that were shown. What is not covered is shown and asked about
-//! again when a person can be asked, otherwise left, saying so.
+//! again when a person can be asked, otherwise left, saying so. One
+//! exception finishes what was confirmed: removing dead finalizers from
+//! what later hangs inside a Terminating namespace the confirmed plan was
+//! about (a custom resource the namespace controller could delete only
+//! once a webhook failed open) is covered; it is still argued on a fresh
+//! read with the same proof, and reported.
 //!
 //! A scenario run (`unstuck run`) is its own consent: the scenario set the
 //! stuck state up on objects the run owns, so every step within the run's
@@ -199,6 +204,11 @@ impl Default for Consent {
 pub struct Confirmed {
     granted: BTreeMap<StepTarget, BTreeSet<String>>,
     declined: BTreeMap<StepTarget, BTreeSet<String>>,
+    /// Terminating namespaces the confirmed plan was about: removing dead
+    /// finalizers from what hangs in them later (or from the namespace
+    /// itself) is covered, as finishing what was confirmed. Changes to
+    /// cluster-wide objects (webhooks, APIServices) never are.
+    namespaces: BTreeSet<String>,
 }
 
 impl Confirmed {
@@ -219,6 +229,9 @@ impl Confirmed {
     /// The keys of `c` that are covered and those that are not. A claim
     /// without keys is covered whole when its target was confirmed.
     fn split(&self, c: &Claim) -> (BTreeSet<String>, BTreeSet<String>, bool) {
+        if self.under_confirmed_namespace(c) {
+            return (c.keys.clone(), BTreeSet::new(), true);
+        }
         let Some(granted) = self.granted.get(&c.target) else {
             return (BTreeSet::new(), c.keys.clone(), false);
         };
@@ -226,6 +239,19 @@ impl Confirmed {
         let rest: BTreeSet<String> = c.keys.difference(granted).cloned().collect();
         let whole = rest.is_empty();
         (covered, rest, whole)
+    }
+
+    /// A finalizer removal (or `/finalize`) on an object in, or on, a
+    /// namespace the confirmed plan was about.
+    fn under_confirmed_namespace(&self, c: &Claim) -> bool {
+        let t = &c.target;
+        match t.action {
+            "RemoveFinalizers" | "FinalizeNamespace" => match &t.namespace {
+                Some(ns) => self.namespaces.contains(ns),
+                None => t.kind == "Namespace" && self.namespaces.contains(&t.name),
+            },
+            _ => false,
+        }
     }
 
     fn was_declined(&self, c: &Claim) -> bool {
@@ -250,6 +276,16 @@ impl Consent {
             c.grant(&claim);
         }
         Ok(Consent::Confirmed(c))
+    }
+
+    /// Extends a confirmation to what later hangs in these Terminating
+    /// namespaces ([`Confirmed`]'s `namespaces`): the targets of the plan
+    /// shown ([`super::settle::target_namespaces`]).
+    pub fn covering_namespaces(mut self, namespaces: impl IntoIterator<Item = String>) -> Self {
+        if let Consent::Confirmed(c) = &mut self {
+            c.namespaces.extend(namespaces);
+        }
+        self
     }
 
     /// Sorts a round's plan into what is applied and what is left. Steps

@@ -13,6 +13,7 @@ mod pages;
 pub mod recheck;
 pub mod render;
 mod scope;
+pub mod settle;
 pub mod target;
 mod versions;
 
@@ -43,8 +44,11 @@ pub struct DoctorOptions {
     pub backup_dir: PathBuf,
     pub diagnose: DiagnoseOptions,
     /// Rounds of collect → diagnose → plan → apply; a round that finds
-    /// nothing to change ends early.
+    /// nothing to change (and nothing to wait for) ends the run.
     pub max_rounds: usize,
+    /// The longest a run with `apply` goes on waiting for the cluster to
+    /// answer its remedies ([`settle`]) before it reports where it stands.
+    pub settle_budget: Duration,
     /// May change admission webhooks (make a dead one fail open). Separate
     /// from `apply` on purpose: it weakens a policy, so it is asked for by
     /// name (`--allow-webhook-changes`).
@@ -65,7 +69,8 @@ impl DoctorOptions {
             apply: false,
             backup_dir,
             diagnose: DiagnoseOptions::default(),
-            max_rounds: 3,
+            max_rounds: 10,
+            settle_budget: Duration::from_secs(5 * 60),
             allow_webhook_changes: false,
             local_cluster: None,
             consent: Consent::default(),
@@ -92,6 +97,8 @@ pub struct DoctorReport {
     pub applied_changes: bool,
     pub rounds: Vec<Round>,
     pub duration: Duration,
+    /// With `apply`: how each stuck target of the first round ended.
+    pub outcomes: Vec<settle::TargetOutcome>,
 }
 
 impl DoctorReport {
@@ -251,9 +258,11 @@ pub async fn run_asking(
     ask: &mut dyn AskAgain,
 ) -> Result<DoctorReport, DoctorError> {
     let start = Instant::now();
+    let deadline = start + opts.settle_budget;
     let mut consent = opts.consent.clone();
-    let mut rounds = Vec::new();
-    let mut waited_for_ageing = false;
+    let mut rounds: Vec<Round> = Vec::new();
+    let mut ageing_waits = 0;
+    let mut pending_waits = 0;
     let mut rounds_left = opts.max_rounds.max(1);
     let mut discovery_retries = 0;
     while rounds_left > 0 {
@@ -284,58 +293,96 @@ pub async fn run_asking(
         if !opts.apply {
             break;
         }
-        if !changed {
-            // A remedy can set more deletions going (the garbage collector
-            // deletes a foreground chain's next pods): objects that began
-            // terminating during this run and are held by a finalizer
-            // become "stuck" only once they have aged. Wait for the
-            // earliest of them, once, rather than stop with them left.
-            let remedied = rounds.iter().any(|r| {
-                r.applied
-                    .iter()
-                    .any(|a| matches!(a.outcome, StepOutcome::Done(_)))
-            });
-            match rounds.last().map(|r| ageing(&r.snapshot, opts)) {
-                Some(Some(wait)) if remedied && !waited_for_ageing => {
-                    waited_for_ageing = true;
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
-                _ => {}
-            }
-            // A step refused only because discovery failed at that moment
-            // (a CRD somewhere being created or removed) is asked again,
-            // briefly: a remedy that needs complete discovery, such as
-            // /finalize, is taken once discovery answers, never without.
-            let blocked_by_discovery = rounds.last().is_some_and(|r| {
-                !r.snapshot.discovery_failures.is_empty()
-                    && r.plan
-                        .steps
-                        .iter()
-                        .any(|s| matches!(&s.action, Action::Refuse { reason } if reason.contains(REFUSED_ON_DISCOVERY)))
-            });
-            if remedied && blocked_by_discovery && discovery_retries < DISCOVERY_RETRIES {
-                discovery_retries += 1;
+        let last = rounds.last().expect("just pushed");
+        if changed {
+            // Let the cluster answer (the namespace controller's next
+            // pass, the garbage collector, a kubelet's sync) before
+            // looking again: until what was stuck moves, or a bound.
+            let before = settle::fingerprint(&last.snapshot, &opts.scope);
+            settle::wait_for_change(client, opts, &before, deadline).await;
+            continue;
+        }
+        // A remedy can set more deletions going (the garbage collector
+        // deletes a foreground chain's next pods, the namespace controller
+        // deletes what a webhook no longer rejects): objects that began
+        // terminating during this run and are held by a finalizer become
+        // "stuck" only once they have aged. Wait for the earliest of them
+        // rather than stop with them left.
+        let remedied = rounds.iter().any(|r| {
+            r.applied
+                .iter()
+                .any(|a| matches!(a.outcome, StepOutcome::Done(_)))
+        });
+        let last = rounds.last().expect("a round");
+        let left = deadline.saturating_duration_since(Instant::now());
+        if remedied
+            && ageing_waits < MAX_AGEING_WAITS
+            && let Some(wait) = ageing(&last.snapshot, opts, left)
+        {
+            ageing_waits += 1;
+            rounds_left += 1;
+            tokio::time::sleep(wait).await;
+            continue;
+        }
+        // A namespace waits on its controller's next pass: wait for
+        // anything to move, and look again if it did.
+        if remedied && pending_waits < MAX_PENDING_WAITS && settle::namespace_pending(&rounds) {
+            pending_waits += 1;
+            let last = rounds.last().expect("a round");
+            let before = settle::fingerprint(&last.snapshot, &opts.scope);
+            if settle::wait_for_change(client, opts, &before, deadline).await {
                 rounds_left += 1;
-                tokio::time::sleep(Duration::from_secs(2)).await;
                 continue;
             }
             break;
         }
-        // Let controllers react (the namespace controller re-syncs, objects go) before looking again.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let last = rounds.last().expect("a round");
+        // A step refused only because discovery failed at that moment
+        // (a CRD somewhere being created or removed) is asked again,
+        // briefly: a remedy that needs complete discovery, such as
+        // /finalize, is taken once discovery answers, never without.
+        let blocked_by_discovery = !last.snapshot.discovery_failures.is_empty()
+            && last
+                .plan
+                .steps
+                .iter()
+                .any(|s| matches!(&s.action, Action::Refuse { reason } if reason.contains(REFUSED_ON_DISCOVERY)));
+        if remedied && blocked_by_discovery && discovery_retries < DISCOVERY_RETRIES {
+            discovery_retries += 1;
+            rounds_left += 1;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        break;
     }
+    let outcomes = if opts.apply {
+        settle::outcomes(&rounds)
+    } else {
+        Vec::new()
+    };
     Ok(DoctorReport {
         applied_changes: opts.apply,
         rounds,
         duration: start.elapsed(),
+        outcomes,
     })
 }
 
+/// How often one run waits, with nothing left to change, for a namespace
+/// it worked on to be finished by its controller.
+const MAX_PENDING_WAITS: usize = 3;
+
+/// How often one run waits for late deletions to age (see [`ageing`]).
+const MAX_AGEING_WAITS: usize = 3;
+
 /// How long until the earliest in-scope object that is terminating with a
 /// finalizer, but not yet for `stuck_after`, has aged enough to be judged;
-/// `None` when there is none within [`MAX_AGEING_WAIT`].
-fn ageing(snapshot: &unstuck_core::doctor::Snapshot, opts: &DoctorOptions) -> Option<Duration> {
+/// `None` when there is none within `at_most` (and [`MAX_AGEING_WAIT`]).
+fn ageing(
+    snapshot: &unstuck_core::doctor::Snapshot,
+    opts: &DoctorOptions,
+    at_most: Duration,
+) -> Option<Duration> {
     let now = k8s_openapi::jiff::Timestamp::now();
     let threshold = opts.diagnose.stuck_after;
     snapshot
@@ -359,12 +406,13 @@ fn ageing(snapshot: &unstuck_core::doctor::Snapshot, opts: &DoctorOptions) -> Op
             let due = ts + threshold + Duration::from_millis(250);
             Duration::try_from(due.duration_since(now)).ok()
         })
-        .filter(|left| !left.is_zero() && *left <= MAX_AGEING_WAIT)
+        .filter(|left| !left.is_zero() && *left <= at_most.min(MAX_AGEING_WAIT))
         .min()
 }
 
-/// The longest the doctor waits for a late deletion to age (see [`ageing`]).
-const MAX_AGEING_WAIT: Duration = Duration::from_secs(30);
+/// The longest the doctor waits for a late deletion to age (see
+/// [`ageing`]): the CLI's default threshold is a minute.
+const MAX_AGEING_WAIT: Duration = Duration::from_secs(75);
 
 #[cfg(test)]
 mod tests {
@@ -401,7 +449,8 @@ mod tests {
         let mut snap = unstuck_core::doctor::Snapshot::default();
         snap.terminating
             .push(pod_deleted("app-x", 1, &["pods.guard.example.com/protect"]));
-        let wait = ageing(&snap, &opts).expect("a pod one second into its deletion");
+        let wait = ageing(&snap, &opts, Duration::from_secs(60))
+            .expect("a pod one second into its deletion");
         assert!(
             wait <= Duration::from_millis(2250) && wait >= Duration::from_millis(1000),
             "{wait:?}"
@@ -414,7 +463,7 @@ mod tests {
         ] {
             let mut snap = unstuck_core::doctor::Snapshot::default();
             snap.terminating.push(r);
-            assert_eq!(ageing(&snap, &opts), None);
+            assert_eq!(ageing(&snap, &opts, Duration::from_secs(60)), None);
         }
     }
 
@@ -450,6 +499,7 @@ mod tests {
             applied_changes: true,
             rounds: vec![round("configmaps/app/a"), round("configmaps/app/b")],
             duration: Duration::ZERO,
+            outcomes: Vec::new(),
         };
         let lines = report.summary_lines();
         assert_eq!(

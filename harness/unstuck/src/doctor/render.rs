@@ -32,6 +32,9 @@ pub struct View {
     /// What was done, one line each (empty in a dry run).
     pub applied: Vec<String>,
     pub backups: Vec<String>,
+    /// With --apply: how each stuck target ended (gone, still stuck and
+    /// why, refused and why).
+    pub targets: Vec<super::settle::TargetOutcome>,
     /// The closing sentence.
     pub outcome: String,
 }
@@ -141,9 +144,15 @@ impl View {
             "nothing stuck found".to_string()
         } else if report.applied_changes {
             let left = report.left().len();
+            let gone = report
+                .outcomes
+                .iter()
+                .filter(|t| t.state == super::settle::TargetState::Gone)
+                .count();
             format!(
-                "applied in {} round(s){}",
+                "applied in {} round(s): {gone} of {} stuck target(s) gone{}",
                 report.rounds.len(),
+                report.outcomes.len(),
                 if left > 0 {
                     format!(
                         "; {left} step(s) left, not in the confirmed plan: run the doctor again to review them"
@@ -171,6 +180,7 @@ impl View {
             node,
             applied,
             backups,
+            targets: report.outcomes.clone(),
             outcome,
         }
     }
@@ -288,6 +298,12 @@ impl View {
             }
             for b in &self.backups {
                 item(&mut o, 0, &format!("backup: {b}"));
+            }
+        }
+        if !self.targets.is_empty() {
+            heading(&mut o, "targets");
+            for t in &self.targets {
+                item(&mut o, 0, &t.line());
             }
         }
         let _ = writeln!(o, "\n{}", self.outcome);

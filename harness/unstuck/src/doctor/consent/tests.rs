@@ -348,3 +348,27 @@ fn restrict_keeps_order_and_drops_a_step_with_no_key_left() {
     let api = delete_api("v1beta1.metrics.k8s.io", "a1");
     assert_eq!(restrict(&api, &BTreeSet::new()), Some(api));
 }
+
+#[test]
+fn a_finalizer_removal_in_a_confirmed_terminating_namespace_is_covered_and_nothing_else() {
+    // The plan shown was about namespace `app` (say, a webhook failed open
+    // for it); the custom resource the namespace controller then deletes
+    // hangs there on a dead finalizer.
+    let mut consent = consent_to(&[]).covering_namespaces(["app".to_owned()]);
+    let later = strip("web-2", "u2", &[KEY], &[KEY]);
+    let g = consent.gate(std::slice::from_ref(&later), false, &mut NobodyToAsk);
+    assert_eq!(applied(&g), vec![&later]);
+    // The namespace's own /finalize is covered too.
+    let fin = finalize("app", "ns-uid", &["kubernetes"]);
+    let g = consent.gate(std::slice::from_ref(&fin), false, &mut NobodyToAsk);
+    assert_eq!(applied(&g), vec![&fin]);
+    // Not another namespace, and never a cluster-wide change.
+    let mut elsewhere = strip("db-0", "u3", &[KEY], &[KEY]);
+    if let Action::RemoveFinalizers(r) = &mut elsewhere.action {
+        r.target.namespace = Some("other".into());
+    }
+    let api = delete_api("v1beta1.metrics.k8s.io", "a1");
+    let g = consent.gate(&[elsewhere, api], false, &mut NobodyToAsk);
+    assert!(applied(&g).is_empty(), "{g:?}");
+    assert_eq!(left(&g).len(), 2);
+}

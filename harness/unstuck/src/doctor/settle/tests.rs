@@ -1,0 +1,141 @@
+//! Targets, their outcome and what a confirmation covers, on the snapshot
+//! recorded from scenario 34 (a Challenge behind cert-manager's webhook).
+
+use std::time::Duration;
+
+use unstuck_core::doctor::{DiagnoseOptions, Snapshot, diagnose, plan};
+
+use super::*;
+use crate::doctor::{AppliedStep, CollectStats};
+
+fn recorded() -> Snapshot {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../unstuck-core/tests/recorded/real-v1.34.4/cert-manager-webhook-rejects-patch.json",
+    );
+    let text = std::fs::read_to_string(&path).expect("recorded snapshot");
+    serde_json::from_str(&text).expect("a snapshot")
+}
+
+fn round(snapshot: Snapshot, applied: Vec<AppliedStep>) -> Round {
+    let opts = DiagnoseOptions {
+        stuck_after: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let findings = diagnose(&snapshot, &opts);
+    let plan = plan(&findings, &snapshot);
+    Round {
+        snapshot,
+        collect: CollectStats::default(),
+        findings,
+        plan,
+        applied,
+    }
+}
+
+fn challenge_gone(mut s: Snapshot) -> Snapshot {
+    s.terminating.retain(|r| r.kind != "Challenge");
+    s
+}
+
+#[test]
+fn the_stuck_challenge_is_the_target_and_gone_once_its_record_is() {
+    let first = round(recorded(), Vec::new());
+    let t = targets(&first.findings);
+    assert_eq!(t.len(), 1, "{t:#?}");
+    assert_eq!(t[0].kind, "Challenge");
+    let last = round(challenge_gone(recorded()), Vec::new());
+    let out = outcomes(&[first, last]);
+    assert_eq!(out[0].state, TargetState::Gone, "{out:#?}");
+    assert_eq!(
+        out[0].line(),
+        format!(
+            "Challenge {}/{}: gone",
+            t[0].namespace.as_deref().unwrap(),
+            t[0].name
+        )
+    );
+}
+
+#[test]
+fn a_target_still_there_says_what_holds_it() {
+    let first = round(recorded(), Vec::new());
+    let left = AppliedStep {
+        action: "RemoveFinalizers".into(),
+        target: "/apis/x".into(),
+        outcome: StepOutcome::Left(
+            "not written: webhook \"webhook.cert-manager.io\" (finding #2) rejects it".into(),
+        ),
+        calls: Vec::new(),
+        backup: None,
+    };
+    let last = round(recorded(), vec![left]);
+    let out = outcomes(&[first, last]);
+    assert_eq!(out[0].state, TargetState::StillStuck);
+    assert!(
+        out[0].detail.contains("webhook.cert-manager.io"),
+        "{}",
+        out[0].detail
+    );
+    assert!(
+        out[0].detail.contains("RemoveFinalizers planned"),
+        "{}",
+        out[0].detail
+    );
+}
+
+#[test]
+fn the_fingerprint_moves_when_a_stuck_object_goes_and_only_in_scope() {
+    let s = recorded();
+    let ns = s
+        .terminating
+        .iter()
+        .find(|r| r.kind == "Challenge")
+        .and_then(|r| r.namespace())
+        .unwrap()
+        .to_owned();
+    let scope = Scope::Namespaces(vec![ns]);
+    assert_ne!(
+        fingerprint(&s, &scope),
+        fingerprint(&challenge_gone(s.clone()), &scope)
+    );
+    let elsewhere = Scope::Namespaces(vec!["no-such-namespace".into()]);
+    assert_eq!(
+        fingerprint(&s, &elsewhere),
+        fingerprint(&challenge_gone(s.clone()), &elsewhere)
+    );
+}
+
+#[test]
+fn a_plan_on_an_object_in_a_live_namespace_covers_no_namespace() {
+    // The Challenge's namespace is not Terminating: the confirmation is
+    // about the Challenge alone.
+    let r = round(recorded(), Vec::new());
+    assert!(target_namespaces(&r.findings, &r.plan, &r.snapshot).is_empty());
+    // Terminating, it is covered.
+    let mut s = recorded();
+    let ns = r
+        .findings
+        .iter()
+        .find(|f| f.subject.kind == "Challenge")
+        .unwrap()
+        .subject
+        .namespace
+        .clone()
+        .unwrap();
+    for n in s
+        .namespaces
+        .iter_mut()
+        .filter(|n| n.metadata.name.as_deref() == Some(ns.as_str()))
+    {
+        n.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            s.taken_at,
+        ));
+    }
+    let r = round(s, Vec::new());
+    assert_eq!(
+        target_namespaces(&r.findings, &r.plan, &r.snapshot)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![ns]
+    );
+}
