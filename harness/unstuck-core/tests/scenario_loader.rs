@@ -131,7 +131,7 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "finding-kind-not-pascal-case.yaml",
         "5:31",
         Invalid,
-        r#"finding kind "orphan-finalizer""#,
+        r#""orphan-finalizer" is not a finding the doctor reports"#,
     ),
     (
         "fixture-path-escapes.yaml",
@@ -739,7 +739,7 @@ steps:
         - terminating: {kind: Pod, name: web, namespace: app}
         - kubeletLog: {contains: "target is busy", pod: web, namespace: app}
         - event: {namespace: app, involvedName: web, messageContains: "device or resource busy"}
-  - doctor: {expectFindings: [BusyVolume, StuckPod], apply: false}
+  - doctor: {expectFindings: [BusyVolume, PodStuckTerminating], apply: false}
   - fault:
       wedgeShim:
         pod: web
@@ -770,7 +770,7 @@ fn faults_make_a_scenario_run_alone() {
     );
     assert_eq!(
         s.steps[5].summary(),
-        "doctor: expect BusyVolume, StuckPod (diagnose only)"
+        "doctor: expect BusyVolume, PodStuckTerminating (diagnose only)"
     );
 
     let serial = load_str(

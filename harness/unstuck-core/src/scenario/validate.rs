@@ -19,6 +19,7 @@ use super::{
     located::{Located, Position},
     model::{DoctorCheck, Expect, Fault, ObjectRef, Phase, Scenario, Step},
 };
+use crate::doctor::{FindingKind, node::diagnose::NodeCause};
 use crate::duration::Duration;
 
 /// Longest scenario name, leaving room in a 63-character namespace name for
@@ -471,17 +472,23 @@ fn fixture_path(file: &Located<std::path::PathBuf>) -> Check {
     Ok(())
 }
 
+/// Whether `name` is a finding the doctor can report: an API finding
+/// ([`FindingKind`]) or a node finding's cause ([`NodeCause`]).
+fn is_finding_name(name: &str) -> bool {
+    name.parse::<FindingKind>().is_ok()
+        || serde_json::from_value::<NodeCause>(serde_json::Value::String(name.to_owned())).is_ok()
+}
+
 fn doctor_check(doctor: &DoctorCheck) -> Check {
     for kind in &doctor.expect_findings {
-        let mut chars = kind.chars();
-        let pascal = chars.next().is_some_and(|c| c.is_ascii_uppercase())
-            && chars.all(|c| c.is_ascii_alphanumeric());
-        if !pascal {
+        if !is_finding_name(kind.as_str()) {
+            let known: Vec<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();
             return Err(problem(
                 kind.position,
                 format!(
-                    "finding kind {:?} is not a finding kind name; they are PascalCase, like OrphanFinalizer",
-                    kind.as_str()
+                    "{:?} is not a finding the doctor reports; API findings: {}; node findings: the causes of the node doctor (BusyVolume, WedgedRuntime, KubeletDown, ...)",
+                    kind.as_str(),
+                    known.join(", ")
                 ),
             ));
         }
