@@ -18,6 +18,8 @@
 //! - [`kernel`]: the pod's processes as the kernel shows them: a process
 //!   in `D` that no kill can end (a frozen filesystem) is not a runtime
 //!   fault, and restarting the runtime does not help.
+//! - [`freezer`]: the pod's cgroups as the cgroup freezer shows them: a
+//!   frozen pod cgroup holds every signal, and when it may be thawed.
 //! - [`diagnose`](diagnose_pod): [`NodeFacts`] -> [`NodeFinding`].
 //! - [`plan`](plan_node): [`NodeFinding`] -> the remedy ladder
 //!   ([`NodeStep`]s): busy mount: release the holder, then a lazy unmount;
@@ -26,6 +28,7 @@
 //!   again; a force delete of the pod object always last, and loud.
 
 pub mod diagnose;
+pub mod freezer;
 pub mod kernel;
 pub mod klog;
 pub mod mounts;
@@ -41,6 +44,9 @@ use serde::{Deserialize, Serialize};
 pub use diagnose::{
     BusyVolume, DiagnoseNodeOptions, NodeCause, NodeFinding, ProcessTarget, diagnose_pod,
     is_cni_teardown_failure,
+};
+pub use freezer::{
+    CgroupFact, CgroupVersion, FreezerState, FrozenPod, ThawTarget, ThawVerdict, frozen_pod,
 };
 pub use kernel::{KernelTask, KernelWait, kernel_stalls};
 pub use klog::{
@@ -119,6 +125,10 @@ pub struct NodeFacts {
     /// was collected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cni: Option<CniFacts>,
+    /// The freezer of every cgroup of the pod (its own, its containers')
+    /// and of those above it; empty when not collected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<CgroupFact>,
 }
 
 /// What the node shows of its CNI configuration.
