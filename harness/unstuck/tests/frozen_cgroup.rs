@@ -151,6 +151,25 @@ async fn runc_thaws_a_frozen_container_but_a_frozen_pod_cgroup_needs_the_doctor(
     // `web`: the pod's own cgroup frozen, the way the fault does it.
     let web = running_pod(&client, "web").await;
     let uid = web.metadata.uid.clone().unwrap();
+    // Revert undoes the fault (what a failed run's cleanup does), once.
+    let first = freeze_cgroup::inject(&client, &node, "default", "web")
+        .await
+        .expect("freeze the pod's cgroup");
+    let Injected::FrozenCgroup(f1) = &first else {
+        panic!("wrong fault: {first:?}")
+    };
+    let f1_path = f1.path.clone();
+    guard.0.push(f1_path.clone());
+    let undone = first.revert(&node).await.expect("revert");
+    assert!(
+        undone.len() == 1 && undone[0].starts_with("thawed"),
+        "{undone:?}"
+    );
+    let after = cgroup::read_cgroup(&node, &f1_path, CgroupVersion::V1)
+        .await
+        .unwrap();
+    assert_eq!(after.state(), FreezerState::Thawed, "{after:?}");
+    assert!(first.revert(&node).await.unwrap().is_empty());
     let injected = freeze_cgroup::inject(&client, &node, "default", "web")
         .await
         .expect("freeze the pod's cgroup");

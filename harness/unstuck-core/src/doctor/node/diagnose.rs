@@ -5,11 +5,11 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::freezer::{FrozenPod, frozen_pod};
 use super::kernel::{KernelTask, KernelWait, kernel_stalls};
 use super::klog::{KubeletEvent, RuntimeCall, VolumeFailureKind, is_busy_error, parse_kubelet_log};
 use super::mounts::{MountRole, PodMount, classify_pod_mounts, pod_dir};
 use super::runtime::{ShimFact, TaskFact};
+use super::thaw::{FrozenPod, frozen_pod};
 use super::{CniConfigFile, Holder, NodeFacts};
 use crate::doctor::snapshot::status_container_ids;
 use crate::doctor::{ObjectRef, PodStuckHint};

@@ -38,7 +38,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::diagnose::{NodeCause, NodeFinding, ProcessTarget, kubelet_mounts_of};
-use super::freezer::{ThawTarget, ThawVerdict};
+use super::thaw::{ThawTarget, ThawVerdict};
 
 /// One remedy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
