@@ -97,7 +97,8 @@ fn the_same_pod_without_the_d_state_is_no_kernel_stall() {
 
 #[test]
 fn a_cgroup_freezer_wait_is_not_a_stall() {
-    // runc thaws a frozen cgroup when it kills it (checked on this kernel).
+    // A freezer wait is judged from the cgroup's own files (finding
+    // CgroupFrozen, tests/node_frozen_cgroup.rs), never as a kernel stall.
     let mut f = facts("frozen-filesystem");
     let w = writer(&mut f);
     w.wchan = Some("__refrigerator".into());

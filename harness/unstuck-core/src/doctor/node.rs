@@ -18,6 +18,9 @@
 //! - [`kernel`]: the pod's processes as the kernel shows them: a process
 //!   in `D` that no kill can end (a frozen filesystem) is not a runtime
 //!   fault, and restarting the runtime does not help.
+//! - [`freezer`]: the pod's cgroups as the cgroup freezer shows them: a
+//!   frozen pod cgroup holds every signal; [`thaw`]: when the doctor may
+//!   thaw it.
 //! - [`diagnose`](diagnose_pod): [`NodeFacts`] -> [`NodeFinding`].
 //! - [`plan`](plan_node): [`NodeFinding`] -> the remedy ladder
 //!   ([`NodeStep`]s): busy mount: release the holder, then a lazy unmount;
@@ -26,11 +29,13 @@
 //!   again; a force delete of the pod object always last, and loud.
 
 pub mod diagnose;
+pub mod freezer;
 pub mod kernel;
 pub mod klog;
 pub mod mounts;
 pub mod plan;
 pub mod runtime;
+pub mod thaw;
 
 use std::path::PathBuf;
 
@@ -42,6 +47,7 @@ pub use diagnose::{
     BusyVolume, DiagnoseNodeOptions, NodeCause, NodeFinding, ProcessTarget, diagnose_pod,
     is_cni_teardown_failure,
 };
+pub use freezer::{CgroupFact, CgroupVersion, FreezerState};
 pub use kernel::{KernelTask, KernelWait, kernel_stalls};
 pub use klog::{
     KlogLine, KubeletEvent, KubeletLogEntry, RuntimeCall, Severity, SyncFailure, SyncLoopOp,
@@ -53,6 +59,7 @@ pub use runtime::{
     ContainerKind, RuntimeContainer, ShimFact, TaskFact, parse_ctr_container_info, parse_ctr_tasks,
     parse_shim_cmdline,
 };
+pub use thaw::{FrozenPod, ThawTarget, ThawVerdict, frozen_pod};
 
 /// Everything the node doctor looks at for one pod, taken at one moment.
 /// Serialisable so a collection can be saved beside a report and replayed
@@ -119,6 +126,10 @@ pub struct NodeFacts {
     /// was collected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cni: Option<CniFacts>,
+    /// The freezer of every cgroup of the pod (its own, its containers')
+    /// and of those above it; empty when not collected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<CgroupFact>,
 }
 
 /// What the node shows of its CNI configuration.

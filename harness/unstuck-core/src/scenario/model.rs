@@ -442,6 +442,11 @@ pub enum Fault {
     /// Terminating (projectcalico/calico#7958, containerd/containerd#8774).
     /// The node turns NotReady for new pods too.
     RemoveCniConfig(PodRef),
+    /// Freeze the pod's cgroup with the cgroup freezer (v1
+    /// `freezer.state` FROZEN, v2 `cgroup.freeze` 1), so its processes
+    /// take no signal and the runtime's kill never finishes: the deleted
+    /// pod stays Terminating with `FailedKillPod ... DeadlineExceeded`.
+    FreezeCgroup(PodRef),
 }
 
 impl Fault {
@@ -453,6 +458,7 @@ impl Fault {
             Fault::StopKubelet(_) => "stopKubelet",
             Fault::HoldVolume(_) => "holdVolume",
             Fault::RemoveCniConfig(_) => "removeCniConfig",
+            Fault::FreezeCgroup(_) => "freezeCgroup",
         }
     }
 
@@ -462,7 +468,8 @@ impl Fault {
             Fault::BusyMount(pod)
             | Fault::WedgeShim(pod)
             | Fault::StopKubelet(pod)
-            | Fault::RemoveCniConfig(pod) => pod.clone(),
+            | Fault::RemoveCniConfig(pod)
+            | Fault::FreezeCgroup(pod) => pod.clone(),
             Fault::HoldVolume(v) => PodRef {
                 pod: v.pod.clone(),
                 namespace: v.namespace.clone(),
@@ -478,7 +485,8 @@ impl Fault {
             | Fault::WedgeShim(_)
             | Fault::StopKubelet(_)
             | Fault::HoldVolume(_)
-            | Fault::RemoveCniConfig(_) => true,
+            | Fault::RemoveCniConfig(_)
+            | Fault::FreezeCgroup(_) => true,
         }
     }
 }

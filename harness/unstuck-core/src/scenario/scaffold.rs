@@ -174,7 +174,7 @@ pub fn scaffold(name: &str, snapshot: &Snapshot) -> Result<Scaffold, ScaffoldErr
         }
         if r.kind == "Pod" {
             notes.push(format!(
-                "pod {} is left out: a pod stuck on its node needs a node fault (busyMount, holdVolume, wedgeShim, stopKubelet, removeCniConfig) chosen from the node doctor's finding",
+                "pod {} is left out: a pod stuck on its node needs a node fault (busyMount, holdVolume, wedgeShim, stopKubelet, removeCniConfig, freezeCgroup) chosen from the node doctor's finding",
                 display_name(&r.metadata)
             ));
             continue;

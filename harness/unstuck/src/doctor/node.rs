@@ -9,6 +9,8 @@
 //! Dry-run unless [`HealOptions::apply`]; a force delete only with
 //! [`HealOptions::allow_force`], and then reported as such.
 
+mod freezer;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::{
@@ -290,6 +292,7 @@ pub async fn gather(
     };
     let (node_ready, node_lease_renewed) = node_standing(client, node.name()).await;
     let cni = cni_facts(node).await;
+    let cgroups = freezer::cgroup_facts(node, &uid).await;
     Ok(Some(NodeFacts {
         taken_at,
         node: node.name().to_owned(),
@@ -306,6 +309,7 @@ pub async fn gather(
         node_lease_renewed,
         processes,
         cni,
+        cgroups,
     }))
 }
 
@@ -519,7 +523,8 @@ fn wait_budget(remedy: &NodeRemedy, finding: &NodeFinding, opts: &HealOptions) -
         NodeRemedy::KillShim { .. }
         | NodeRemedy::RestartRuntime
         | NodeRemedy::RestartKubelet
-        | NodeRemedy::RestoreCniConfig { .. } => opts.settle,
+        | NodeRemedy::RestoreCniConfig { .. }
+        | NodeRemedy::ThawCgroup { .. } => opts.settle,
     }
 }
 
@@ -612,6 +617,11 @@ async fn apply_step(
                 };
                 lines.push(line);
             }
+        }
+        NodeRemedy::ThawCgroup { cgroups } => {
+            let (thawed, done) = freezer::thaw(node, cgroups).await;
+            ok &= thawed;
+            lines.extend(done);
         }
         NodeRemedy::RestartRuntime => {
             lines.push(match node.restart_runtime().await {
@@ -838,6 +848,16 @@ async fn prove(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    if report
+        .steps
+        .iter()
+        .any(|s| matches!(s.step.remedy, NodeRemedy::ThawCgroup { .. }))
+    {
+        match freezer::proof(node, &uid).await {
+            Ok(line) => report.proof.push(line),
+            Err(left) => report.leftovers.extend(left),
+        }
+    }
     // The kubelet's own words that it finished the pod.
     if let Some(log) = node.kubelet_log_tail(opts.log_tail_bytes).await? {
         let key = format!("{namespace}/{name}");
@@ -876,6 +896,7 @@ mod tests {
         assert_send(&heal_node(client, node, &opts));
         assert_send(&faults::wedge_shim::inject(client, node, "ns", "p"));
         assert_send(&faults::stop_kubelet::inject(client, node, "ns", "p"));
+        assert_send(&faults::freeze_cgroup::inject(client, node, "ns", "p"));
         let busy = faults::busy_mount::BusyMountOptions::default();
         assert_send(&faults::busy_mount::inject(client, node, "ns", "p", &busy));
     }

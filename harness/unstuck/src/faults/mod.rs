@@ -12,6 +12,9 @@
 //!   lost to the control plane (`Ready=Unknown`, `Kubelet stopped posting
 //!   node status.`) and nothing confirms the pod's containers are gone
 //!   (seed 004's pods on a NotReady node). Revert starts it again.
+//! - [`freeze_cgroup`]: freeze the pod's cgroup with the cgroup freezer,
+//!   so its processes take no signal and the runtime's kill never
+//!   finishes. Revert thaws it.
 //!
 //! An injector returns an [`Injected`] that records exactly what it did;
 //! [`Injected::revert`] undoes it. Revert is idempotent and tolerates the
@@ -19,6 +22,7 @@
 //! path. No injector deletes the pod: the scenario does that.
 
 pub mod busy_mount;
+pub mod freeze_cgroup;
 pub mod remove_cni_config;
 pub mod stop_kubelet;
 pub mod wedge_shim;
@@ -134,6 +138,7 @@ pub enum Injected {
     WedgedShim(wedge_shim::WedgedShim),
     StoppedKubelet(stop_kubelet::StoppedKubelet),
     RemovedCniConfig(remove_cni_config::RemovedCniConfig),
+    FrozenCgroup(freeze_cgroup::FrozenCgroup),
 }
 
 impl Injected {
@@ -144,6 +149,7 @@ impl Injected {
             Injected::WedgedShim(w) => &w.pod,
             Injected::StoppedKubelet(k) => &k.pod,
             Injected::RemovedCniConfig(c) => &c.pod,
+            Injected::FrozenCgroup(f) => &f.pod,
         }
     }
 
@@ -154,6 +160,7 @@ impl Injected {
             Injected::WedgedShim(w) => w.describe(),
             Injected::StoppedKubelet(k) => k.describe(),
             Injected::RemovedCniConfig(c) => c.describe(),
+            Injected::FrozenCgroup(f) => f.describe(),
         }
     }
 
@@ -165,6 +172,7 @@ impl Injected {
             Injected::WedgedShim(w) => w.revert(node).await,
             Injected::StoppedKubelet(k) => k.revert(node).await,
             Injected::RemovedCniConfig(c) => c.revert(node).await,
+            Injected::FrozenCgroup(f) => f.revert(node).await,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! [`AnyNode`] is the one a run holds, whichever provider made it.
 
 mod any;
+pub mod cgroup;
 pub mod kind;
 pub mod local;
 

@@ -34,7 +34,7 @@ use self::{
 use crate::{
     cluster::exits::{ComponentExit, ExitLog},
     doctor::DoctorReport,
-    faults::{Injected, busy_mount, remove_cni_config, stop_kubelet, wedge_shim},
+    faults::{Injected, busy_mount, freeze_cgroup, remove_cni_config, stop_kubelet, wedge_shim},
     node::AnyNode,
     wait::{self, Poll},
 };
@@ -469,6 +469,9 @@ impl ScenarioRun<'_> {
                     }
                     Fault::WedgeShim(_) => {
                         wedge_shim::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
+                    }
+                    Fault::FreezeCgroup(_) => {
+                        freeze_cgroup::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
                     }
                     Fault::StopKubelet(_) => {
                         stop_kubelet::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await

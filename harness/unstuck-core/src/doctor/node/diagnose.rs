@@ -9,6 +9,7 @@ use super::kernel::{KernelTask, KernelWait, kernel_stalls};
 use super::klog::{KubeletEvent, RuntimeCall, VolumeFailureKind, is_busy_error, parse_kubelet_log};
 use super::mounts::{MountRole, PodMount, classify_pod_mounts, pod_dir};
 use super::runtime::{ShimFact, TaskFact};
+use super::thaw::{FrozenPod, frozen_pod};
 use super::{CniConfigFile, Holder, NodeFacts};
 use crate::doctor::snapshot::status_container_ids;
 use crate::doctor::{ObjectRef, PodStuckHint};
@@ -49,6 +50,14 @@ pub enum NodeCause {
     /// runtime cannot stop the container however healthy it is. No runtime
     /// remedy helps; what the process waits for must be released.
     KernelStall,
+    /// The pod's cgroup is frozen (the cgroup freezer): its processes sit
+    /// in the freezer, no signal reaches them (cgroup v1), and the
+    /// runtime's kill runs into its deadline (`FailedKillPod ...
+    /// KillContainerError ... DeadlineExceeded`, `KillPodSandboxError`)
+    /// while the runtime lists its tasks `RUNNING`. Thawing it, when the
+    /// freeze is the pod's own and not the runtime's pause, lets the
+    /// kubelet's next kill finish ([`super::freezer`]).
+    CgroupFrozen,
     /// A volume cannot be torn down: the kubelet's TearDown fails (EBUSY,
     /// target is busy), or something not the kubelet's is mounted or held
     /// under the pod's directory (catalog case 4, seeds 003 and 004).
@@ -167,6 +176,9 @@ pub struct NodeFinding {
     /// directory is empty and the cluster's own configuration is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cni_restore: Option<CniConfigFile>,
+    /// The freezer's hold on the pod, when a cgroup of it is frozen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<FrozenPod>,
 }
 
 /// Whether a kill failure is the network plugin's DEL failing (the
@@ -182,7 +194,9 @@ impl NodeFinding {
     pub fn hint(&self) -> PodStuckHint {
         match self.causes.first() {
             Some(NodeCause::KubeletDown) => PodStuckHint::NodeLost,
-            Some(NodeCause::WedgedRuntime | NodeCause::KernelStall) => PodStuckHint::RuntimeKill,
+            Some(NodeCause::WedgedRuntime | NodeCause::KernelStall | NodeCause::CgroupFrozen) => {
+                PodStuckHint::RuntimeKill
+            }
             Some(NodeCause::BusyVolume) => PodStuckHint::VolumeTeardown,
             _ => PodStuckHint::Unknown,
         }
@@ -481,13 +495,25 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
     evidence.extend(kill_failures.iter().skip(shown).cloned());
 
     // What the kernel says about the pod's processes, read before any
-    // runtime remedy is considered.
+    // runtime remedy is considered. A frozen task shows `D` too, in
+    // whatever sleep it was frozen in: the freezer, not a kernel call,
+    // holds it.
+    let frozen = frozen_pod(&uid, &facts.cgroups, &facts.runtime);
+    let frozen_pids = frozen.as_ref().map_or(&[][..], |f| &f.frozen_pids[..]);
     let stalls: Vec<(KernelTask, KernelWait)> = kernel_stalls(&facts.processes)
         .into_iter()
+        .filter(|(t, _)| !frozen_pids.contains(&t.pid))
         .map(|(t, w)| (t.clone(), w))
         .collect();
-    for t in facts.processes.iter().filter(|t| t.is_uninterruptible()) {
+    for t in facts
+        .processes
+        .iter()
+        .filter(|t| t.is_uninterruptible() && !frozen_pids.contains(&t.pid))
+    {
         evidence.push(format!("kernel: {}", t.describe()));
+    }
+    if let Some(f) = &frozen {
+        evidence.extend(f.evidence(&facts.processes));
     }
 
     // Causes.
@@ -505,6 +531,9 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         if kernel_stalled {
             causes.push(NodeCause::KernelStall);
         }
+        if frozen.is_some() {
+            causes.push(NodeCause::CgroupFrozen);
+        }
         // A failing network DEL fails StopPodSandbox with a healthy
         // runtime: the runtime rungs do not apply unless a shim is
         // itself stopped.
@@ -514,6 +543,7 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         }
         let runtime_wedged = !wedged_shims.is_empty()
             || (!kernel_stalled
+                && frozen.is_none()
                 && !cni_failing
                 && (!unknown.is_empty()
                     || (!kill_failures.is_empty()
@@ -594,6 +624,12 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
             }
             why.push(line);
         }
+        if let Some(f) = frozen
+            .as_ref()
+            .filter(|_| causes.contains(&NodeCause::CgroupFrozen))
+        {
+            why.push(f.why());
+        }
         if causes.contains(&NodeCause::WedgedRuntime) {
             why.push(if wedged_shims.iter().any(ShimFact::is_stopped) {
                 "its containerd shim is stopped, so the runtime cannot stop its containers"
@@ -666,6 +702,7 @@ pub fn diagnose_pod(facts: &NodeFacts, opts: &DiagnoseNodeOptions) -> NodeFindin
         kubelet_running: facts.kubelet_running,
         kernel_stalls: stalls,
         cni_restore,
+        frozen,
     }
 }
 

@@ -14,9 +14,17 @@
 //! frozen with FIFREEZE stays `D` in `percpu_rwsem_wait` after SIGKILL,
 //! blocked in `openat(2)` for a shell's `>>` redirect (the path is only in
 //! the process's memory), and the kubelet reports the same words as for a
-//! wedged shim (`FailedKillPod ... KillContainerError`). A cgroup-v1
-//! frozen task (`__refrigerator`) is *not* such a cause: runc thaws the
-//! cgroup when it kills it.
+//! wedged shim (`FailedKillPod ... KillContainerError`).
+//!
+//! A task frozen by the cgroup freezer shows `D` too, but is not such a
+//! cause: it waits for a thaw, not for a kernel call, and [`super::freezer`]
+//! reads it from the cgroup's own files. Run here (cgroup v1, runc 1.1.5):
+//! runc thaws a *container's* frozen cgroup when it sends SIGKILL, so that
+//! pod dies; a frozen *pod* cgroup (the container's parent) it cannot
+//! thaw, and that pod stays Terminating (finding `CgroupFrozen`). A frozen
+//! task's `wchan` is `__refrigerator` only when it was frozen on its way
+//! back to user space; one frozen inside a sleep shows that sleep
+//! (`hrtimer_nanosleep`), so the wait channel alone does not tell.
 
 use std::path::{Path, PathBuf};
 
@@ -65,7 +73,8 @@ pub enum KernelWait {
     Fuse,
     /// An NFS/RPC call to a server that does not answer.
     Network,
-    /// A cgroup freezer (does not keep a pod from dying: runc thaws).
+    /// The cgroup freezer (`__refrigerator`, `do_freezer_trap`): a wait
+    /// for a thaw, which [`super::freezer`] judges from the cgroup itself.
     Freezer,
     /// Anything else: disk I/O, a driver, a lock.
     Other,
@@ -262,7 +271,7 @@ impl KernelTask {
 }
 
 /// The pod's processes stuck in the kernel, with what they wait for,
-/// freezer waits left out (they do not keep a container from dying).
+/// freezer waits left out (a frozen cgroup is its own finding).
 pub fn kernel_stalls(tasks: &[KernelTask]) -> Vec<(&KernelTask, KernelWait)> {
     tasks
         .iter()

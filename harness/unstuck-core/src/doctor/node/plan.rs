@@ -20,6 +20,10 @@
 //! - kernel stall (a process of the pod in `D`, e.g. writing to a
 //!   frozen filesystem): no runtime rung at all, since no kill ends such
 //!   a process; the finding says what it waits for;
+//! - frozen cgroup: [`NodeRemedy::ThawCgroup`], only on the proof
+//!   [`super::freezer`] gives (the freeze is the pod's own, not a shared
+//!   cgroup's and not the runtime's pause); the kubelet's next kill then
+//!   finishes the pod;
 //! - always last, and only when allowed: [`NodeRemedy::ForceDelete`],
 //!   which removes the object without the kubelet and leaves the node
 //!   dirty.
@@ -34,6 +38,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::diagnose::{NodeCause, NodeFinding, ProcessTarget, kubelet_mounts_of};
+use super::thaw::{ThawTarget, ThawVerdict};
 
 /// One remedy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,6 +50,9 @@ pub enum NodeRemedy {
     KillShim { shims: Vec<ProcessTarget> },
     /// Restart the node's container runtime daemon.
     RestartRuntime,
+    /// Thaw these cgroups (v1 `THAWED` to `freezer.state`, v2 `0` to
+    /// `cgroup.freeze`), outermost first.
+    ThawCgroup { cgroups: Vec<ThawTarget> },
     /// Stop these processes (SIGTERM, then SIGKILL), then unmount these
     /// stray mounts (deepest first, not lazily).
     ReleaseHolder {
@@ -75,6 +83,7 @@ impl NodeRemedy {
             NodeRemedy::RestartKubelet => "RestartKubelet",
             NodeRemedy::KillShim { .. } => "KillShim",
             NodeRemedy::RestartRuntime => "RestartRuntime",
+            NodeRemedy::ThawCgroup { .. } => "ThawCgroup",
             NodeRemedy::ReleaseHolder { .. } => "ReleaseHolder",
             NodeRemedy::LazyUnmount { .. } => "LazyUnmount",
             NodeRemedy::AwaitKubelet { .. } => "AwaitKubelet",
@@ -120,6 +129,24 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
                     "the kubelet stopped posting node status"
                 },
                 f.node
+            ),
+        ));
+    }
+
+    if f.causes.contains(&NodeCause::CgroupFrozen)
+        && let Some(ThawVerdict::Thaw { targets, .. }) = f.frozen.as_ref().map(|z| &z.verdict)
+    {
+        let paths: Vec<String> = targets
+            .iter()
+            .map(|t| t.path.display().to_string())
+            .collect();
+        steps.push(step(
+            NodeRemedy::ThawCgroup {
+                cgroups: targets.clone(),
+            },
+            format!(
+                "{} frozen by a write to the pod's own cgroup, no shared cgroup above it frozen and no task paused by the runtime (the thaw proof in the evidence); thawed, its processes take the kill and the kubelet's next kill finishes the pod",
+                paths.join(", ")
             ),
         ));
     }
