@@ -513,7 +513,7 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
     // did not hold `late`.
     let stderr = String::from_utf8_lossy(&applied.stderr);
     let printed = stderr
-        .split_once("--yes covers this plan only")
+        .split_once("--yes covers this plan")
         .map(|(_, plan)| plan)
         .unwrap_or_else(|| panic!("no plan printed before applying: {}", text(&applied)));
     assert!(printed.contains("/configmaps/shown"), "{}", text(&applied));
