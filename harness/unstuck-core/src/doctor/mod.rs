@@ -18,6 +18,8 @@
 //! - [`redact`]: a snapshot without the values workloads were given.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
+//! - [`graph`]: findings, plan and snapshot -> [`BlockerGraph`]: what
+//!   waits on what, down to the root causes.
 
 pub mod apiservice;
 pub mod backend;
@@ -25,6 +27,7 @@ pub mod blind;
 pub mod conditions;
 pub mod diagnose;
 pub mod finding;
+pub mod graph;
 pub mod namespace_stall;
 pub mod node;
 pub mod owner;
@@ -39,6 +42,7 @@ pub use finding::{
     FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PodStuckHint,
     UnknownFindingKind,
 };
+pub use graph::BlockerGraph;
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
 pub use plan::{
     Action, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan, PlannedStep,
