@@ -13,7 +13,7 @@ use super::{BlockerGraph, GraphNode};
 /// The most nodes one diagram draws; the JSON report has the rest.
 pub const MAX_NODES: usize = 60;
 /// The longest label, in characters.
-const MAX_LABEL: usize = 100;
+const MAX_LABEL: usize = 140;
 
 /// A diagram and how much of the graph it leaves out.
 #[derive(Clone, Debug, PartialEq, Eq)]
