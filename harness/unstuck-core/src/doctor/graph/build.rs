@@ -7,11 +7,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::{BlockerGraph, GraphEdge, GraphNode, NodeKind, NodeState, RootCause};
 use crate::doctor::backend::{BackendState, judge};
-use crate::doctor::finding::{Finding, ObjectRef};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::doctor::finding::{Finding, FindingDetail, ObjectRef};
 use crate::doctor::node::NodeFinding;
 use crate::doctor::owner::fmt_secs;
 use crate::doctor::plan::Plan;
-use crate::doctor::snapshot::Snapshot;
+use crate::doctor::snapshot::{ObjectRecord, Snapshot};
 use crate::doctor::webhook::{ServiceKey, WebhookConfigKind, webhooks};
 
 /// `object:<apiVersion>:<Kind>:<namespace>/<name>`, or without the
@@ -60,7 +63,19 @@ pub(super) struct Builder<'a> {
     /// Finalizer key (or spec token) of each finalizer (or token) node:
     /// a step acts on such a root only if it removes that key.
     pub(super) keys: HashMap<String, String>,
+    /// The snapshot's Terminating objects and those in Terminating
+    /// namespaces, by kind, namespace and name (found once each, not by a
+    /// scan per object: a namespace may hold thousands).
+    records: HashMap<RecordKey<'a>, Vec<&'a ObjectRecord>>,
+    pods: HashMap<(Option<&'a str>, &'a str), &'a Pod>,
+    /// Terminating objects by the owner UID they block
+    /// (`blockOwnerDeletion`).
+    dependents: HashMap<&'a str, Vec<&'a ObjectRecord>>,
+    /// The first WaitingOnDependents finding about each owner UID.
+    dependents_findings: HashMap<&'a str, usize>,
 }
+
+type RecordKey<'a> = (&'a str, Option<&'a str>, &'a str);
 
 impl<'a> Builder<'a> {
     pub fn new(
@@ -68,9 +83,47 @@ impl<'a> Builder<'a> {
         findings: &'a [Finding],
         node_findings: &[&NodeFinding],
     ) -> Self {
+        let mut records: HashMap<RecordKey<'a>, Vec<&'a ObjectRecord>> = HashMap::new();
+        let mut dependents: HashMap<&'a str, Vec<&'a ObjectRecord>> = HashMap::new();
+        for rec in snapshot
+            .terminating
+            .iter()
+            .chain(&snapshot.namespace_content)
+        {
+            records
+                .entry((rec.kind.as_str(), rec.namespace(), rec.name()))
+                .or_default()
+                .push(rec);
+        }
+        for rec in &snapshot.terminating {
+            for o in rec.metadata.owner_references.iter().flatten() {
+                if o.block_owner_deletion == Some(true) {
+                    dependents.entry(o.uid.as_str()).or_default().push(rec);
+                }
+            }
+        }
+        let mut dependents_findings = HashMap::new();
+        for (i, f) in findings.iter().enumerate() {
+            if let (FindingDetail::Dependents { .. }, Some(uid)) = (&f.detail, &f.subject.uid) {
+                dependents_findings.entry(uid.as_str()).or_insert(i);
+            }
+        }
         Builder {
             snapshot,
             findings,
+            records,
+            pods: snapshot
+                .pods
+                .iter()
+                .filter_map(|p| {
+                    Some((
+                        (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()?),
+                        p,
+                    ))
+                })
+                .collect(),
+            dependents,
+            dependents_findings,
             node_pods: node_findings.iter().map(|f| pod_key(&f.pod)).collect(),
             graph: BlockerGraph::default(),
             index: HashMap::new(),
@@ -164,12 +217,8 @@ impl<'a> Builder<'a> {
         let meta = if r.kind == "Namespace" && r.namespace.is_none() {
             s.namespace(&r.name).map(|n| &n.metadata)
         } else if r.kind == "Pod" && r.api_version == "v1" {
-            s.pods
-                .iter()
-                .find(|p| {
-                    p.metadata.namespace == r.namespace
-                        && p.metadata.name.as_deref() == Some(r.name.as_str())
-                })
+            self.pods
+                .get(&(r.namespace.as_deref(), r.name.as_str()))
                 .map(|p| &p.metadata)
                 .or_else(|| self.record_meta(r))
         } else {
@@ -180,21 +229,29 @@ impl<'a> Builder<'a> {
         Some((age >= 0).then(|| fmt_secs(age)))
     }
 
-    fn record_meta(
-        &self,
-        r: &ObjectRef,
-    ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
-        self.snapshot
-            .terminating
+    /// The snapshot's record of `r` (a Terminating object, or one in a
+    /// Terminating namespace), by kind, namespace, name and, when known,
+    /// UID.
+    pub fn record(&self, r: &ObjectRef) -> Option<&'a ObjectRecord> {
+        self.records
+            .get(&(r.kind.as_str(), r.namespace.as_deref(), r.name.as_str()))?
             .iter()
-            .chain(&self.snapshot.namespace_content)
-            .find(|rec| {
-                rec.kind == r.kind
-                    && rec.name() == r.name
-                    && rec.namespace() == r.namespace.as_deref()
-                    && (r.uid.is_none() || rec.metadata.uid == r.uid)
-            })
-            .map(|rec| &rec.metadata)
+            .find(|rec| r.uid.is_none() || rec.metadata.uid == r.uid)
+            .copied()
+    }
+
+    fn record_meta(&self, r: &ObjectRef) -> Option<&'a ObjectMeta> {
+        self.record(r).map(|rec| &rec.metadata)
+    }
+
+    /// Terminating objects that name owner `uid` with `blockOwnerDeletion`.
+    pub fn blocking_dependents(&self, uid: &str) -> &[&'a ObjectRecord] {
+        self.dependents.get(uid).map_or(&[], Vec::as_slice)
+    }
+
+    /// The first WaitingOnDependents finding (0-based) about owner `uid`.
+    pub fn dependents_finding(&self, uid: &str) -> Option<usize> {
+        self.dependents_findings.get(uid).copied()
     }
 
     /// Finalizer `key` on the object `object` (an id), its owner's verdict
@@ -445,6 +502,7 @@ impl<'a> Builder<'a> {
 
     /// Adds the roots, with the plan's step for each, and the targets.
     pub fn finish(mut self, plan: &Plan) -> BlockerGraph {
+        let steps = super::steps_by_finding(plan);
         let g = &mut self.graph;
         let waits: HashSet<&str> = g.edges.iter().map(|e| e.from.as_str()).collect();
         let waited_on: HashSet<&str> = g.edges.iter().map(|e| e.to.as_str()).collect();
@@ -466,7 +524,7 @@ impl<'a> Builder<'a> {
                 id: n.id.clone(),
                 state: n.state,
                 findings: argued.iter().map(|i| i + 1).collect(),
-                remedy: super::remedy_for(plan, &argued, n, &self.keys),
+                remedy: super::remedy_for(&steps, &argued, n, &self.keys),
             });
         }
         g.roots = roots;

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 
 use super::tree::shorten;
-use super::{BlockerGraph, GraphNode};
+use super::{BlockerGraph, GraphIndex, GraphNode};
 
 /// The most nodes one diagram draws; the JSON report has the rest.
 pub const MAX_NODES: usize = 60;
@@ -46,7 +46,8 @@ impl Diagram {
 /// breadth first, at most [`MAX_NODES`] nodes. Nodes no edge touches are
 /// drawn only if they are targets.
 pub fn flowchart(graph: &BlockerGraph) -> Diagram {
-    let order = drawing_order(graph);
+    let index = GraphIndex::new(graph);
+    let order = drawing_order(&index);
     let wanted = order.len();
     let order: Vec<&GraphNode> = order.into_iter().take(MAX_NODES).collect();
     let ids: HashMap<&str, String> = order
@@ -57,7 +58,7 @@ pub fn flowchart(graph: &BlockerGraph) -> Diagram {
     let mut text = String::from("flowchart TD\n");
     for n in &order {
         let mut label = shorten(&n.describe(), MAX_LABEL);
-        if let Some(r) = graph.root(&n.id) {
+        if let Some(r) = index.root(&n.id) {
             label.push_str(&match &r.remedy {
                 Some(m) => format!(" · root: {}", m.line()),
                 None => " · root".to_owned(),
@@ -82,8 +83,9 @@ pub fn flowchart(graph: &BlockerGraph) -> Diagram {
             .map(|n| ids[n.id.as_str()].as_str())
             .collect()
     };
-    let targets = class(&|n| graph.targets.contains(&n.id));
-    let roots = class(&|n| graph.root(&n.id).is_some());
+    let target_ids: HashSet<&str> = graph.targets.iter().map(String::as_str).collect();
+    let targets = class(&|n| target_ids.contains(n.id.as_str()));
+    let roots = class(&|n| index.root(&n.id).is_some());
     text.push_str("  classDef target fill:#e8f0fe,stroke:#1a73e8,color:#202124\n");
     text.push_str("  classDef root fill:#fce8e6,stroke:#d93025,stroke-width:3px,color:#202124\n");
     if !targets.is_empty() {
@@ -101,10 +103,11 @@ pub fn flowchart(graph: &BlockerGraph) -> Diagram {
 
 /// Tops first, then breadth first along the edges; then whatever edges
 /// touch that no top reaches (a cycle).
-fn drawing_order(graph: &BlockerGraph) -> Vec<&GraphNode> {
+fn drawing_order<'a>(index: &GraphIndex<'a>) -> Vec<&'a GraphNode> {
+    let graph = index.graph;
     let mut seen: HashSet<&str> = HashSet::new();
     let mut out = Vec::new();
-    let mut queue: VecDeque<&GraphNode> = graph.tops().into_iter().collect();
+    let mut queue: VecDeque<&GraphNode> = index.tops().into_iter().collect();
     let touched: HashSet<&str> = graph
         .edges
         .iter()
@@ -114,15 +117,24 @@ fn drawing_order(graph: &BlockerGraph) -> Vec<&GraphNode> {
         .nodes
         .iter()
         .filter(|n| touched.contains(n.id.as_str()));
+    let mut rest = rest.peekable();
     loop {
         while let Some(n) = queue.pop_front() {
             if !seen.insert(n.id.as_str()) {
                 continue;
             }
             out.push(n);
-            queue.extend(graph.waits_on(&n.id).filter_map(|e| graph.node(&e.to)));
+            queue.extend(
+                index
+                    .waits_on(&n.id)
+                    .iter()
+                    .filter_map(|e| index.node(&e.to)),
+            );
         }
-        match rest.clone().find(|n| !seen.contains(n.id.as_str())) {
+        while rest.peek().is_some_and(|n| seen.contains(n.id.as_str())) {
+            rest.next();
+        }
+        match rest.next() {
             Some(n) => queue.push_back(n),
             None => break,
         }

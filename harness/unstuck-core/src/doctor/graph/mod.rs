@@ -10,9 +10,9 @@
 //! them), and each root carries the plan step that acts on it, if any.
 //!
 //! - [`build`]: the nodes and their ids; [`edges`]: one function per
-//!   [`FindingDetail`](super::FindingDetail) variant (a new variant adds
-//!   one match arm there); [`node_causes`]: the node doctor's causes of a
-//!   stuck pod.
+//!   [`FindingDetail`](super::FindingDetail) variant, one file per blocker
+//!   family (a new variant adds one match arm in `edges/mod.rs`);
+//!   [`node_causes`]: the node doctor's causes of a stuck pod.
 //! - [`tree`]: each stuck target as a tree down to its root causes, for
 //!   the terminal; [`mermaid`]: a `flowchart TD` for Markdown reports.
 //!
@@ -21,19 +21,21 @@
 
 mod build;
 mod edges;
+mod index;
 pub mod mermaid;
 mod node_causes;
 pub mod tree;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::finding::Finding;
 use super::node::NodeFinding;
-use super::plan::{Action, Plan};
+use super::plan::{Action, Plan, PlannedStep};
 use super::snapshot::Snapshot;
 pub use build::{object_id, object_label};
+pub use index::GraphIndex;
 
 /// What waits on what, from one diagnosis.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,31 +266,16 @@ impl BlockerGraph {
         self.nodes.is_empty()
     }
 
-    /// The tops the renderers start from: the stuck targets first, then
-    /// anything else nothing waits on that waits on something itself (a
-    /// dead webhook no Terminating namespace names yet).
+    /// The tops the renderers start from ([`GraphIndex::tops`]).
     pub fn tops(&self) -> Vec<&GraphNode> {
-        let waited_on: HashSet<&str> = self.edges.iter().map(|e| e.to.as_str()).collect();
-        let waits: HashSet<&str> = self.edges.iter().map(|e| e.from.as_str()).collect();
-        let targets = self.targets.iter().filter_map(|t| self.node(t));
-        let others = self.nodes.iter().filter(|n| {
-            !waited_on.contains(n.id.as_str())
-                && waits.contains(n.id.as_str())
-                && !self.targets.contains(&n.id)
-        });
-        targets.chain(others).collect()
-    }
-
-    /// `label` with its state, for people: `namespace app-x (Terminating
-    /// 5m0s)`, `finalizer example.com/cleanup: owner dead`, `Service
-    /// monitoring/adapter: gone (ServiceNotFound)`.
-    pub fn describe(&self, n: &GraphNode) -> String {
-        n.describe()
+        GraphIndex::new(self).tops()
     }
 }
 
 impl GraphNode {
-    /// See [`BlockerGraph::describe`].
+    /// `label` with its state, for people: `namespace app-x (Terminating
+    /// 5m0s)`, `finalizer example.com/cleanup: owner dead`, `Service
+    /// monitoring/adapter: gone (ServiceNotFound)`.
     pub fn describe(&self) -> String {
         let detail = |s: String| match &self.detail {
             Some(d) => format!("{s} ({d})"),
@@ -315,30 +302,43 @@ impl Remedy {
     }
 }
 
-/// The plan step that acts on root `id` among the steps planned for
+/// Plan steps by the finding (0-based) they were planned for, each with
+/// its position in the plan.
+type StepsByFinding<'p> = HashMap<usize, Vec<(usize, &'p PlannedStep)>>;
+
+fn steps_by_finding(plan: &Plan) -> StepsByFinding<'_> {
+    let mut out: StepsByFinding = HashMap::new();
+    for (pos, s) in plan.steps.iter().enumerate() {
+        out.entry(s.finding_index).or_default().push((pos, s));
+    }
+    out
+}
+
+/// The plan step that acts on `root` among the steps planned for
 /// `findings` (0-based): a step that changes the cluster first, else the
-/// first (a wait or a refusal says why nothing is changed).
+/// first (a wait or a refusal says why nothing is changed). A step
+/// removing finalizers (or spec tokens) acts on a key's root only if it
+/// removes that key.
 fn remedy_for(
-    plan: &Plan,
+    steps: &StepsByFinding,
     findings: &BTreeSet<usize>,
     root: &GraphNode,
     keys: &HashMap<String, String>,
 ) -> Option<Remedy> {
+    let key = keys.get(&root.id);
     let acts_on = |action: &Action| match action {
-        Action::RemoveFinalizers(r) => keys
-            .get(&root.id)
-            .is_none_or(|k| r.remove.iter().any(|x| x == k)),
-        Action::FinalizeNamespace(f) => keys
-            .get(&root.id)
-            .is_none_or(|k| f.remove_tokens.iter().any(|x| x == k)),
+        Action::RemoveFinalizers(r) => key.is_none_or(|k| r.remove.contains(k)),
+        Action::FinalizeNamespace(f) => key.is_none_or(|k| f.remove_tokens.contains(k)),
         _ => true,
     };
-    let candidates: Vec<(usize, &super::plan::PlannedStep)> = plan
-        .steps
+    let mut candidates: Vec<(usize, &PlannedStep)> = findings
         .iter()
-        .enumerate()
-        .filter(|(_, s)| findings.contains(&s.finding_index) && acts_on(&s.action))
+        .filter_map(|i| steps.get(i))
+        .flatten()
+        .filter(|(_, s)| acts_on(&s.action))
+        .copied()
         .collect();
+    candidates.sort_by_key(|(pos, _)| *pos);
     let (pos, step) = candidates
         .iter()
         .find(|(_, s)| s.action.is_mutating())

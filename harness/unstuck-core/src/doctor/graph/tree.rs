@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use super::{BlockerGraph, GraphEdge, GraphNode};
+use super::{BlockerGraph, GraphEdge, GraphIndex, GraphNode};
 
 /// The longest line the tree prints, in characters.
 pub const LINE_WIDTH: usize = 160;
@@ -23,28 +23,29 @@ const MAX_DEPTH: usize = 12;
 
 /// The trees, one line each, without indentation of their own.
 pub fn lines(graph: &BlockerGraph) -> Vec<String> {
+    let graph = GraphIndex::new(graph);
     let mut out = Vec::new();
     for top in graph.tops() {
         let mut seen = HashSet::new();
         seen.insert(top.id.as_str());
         out.push(fit(
-            &format!("{}{}", top.describe(), root_mark(graph, top)),
+            &format!("{}{}", top.describe(), root_mark(&graph, top)),
             "",
         ));
-        walk(graph, top, "", 1, &mut seen, &mut out);
+        walk(&graph, top, "", 1, &mut seen, &mut out);
     }
     out
 }
 
 fn walk<'a>(
-    graph: &'a BlockerGraph,
+    graph: &GraphIndex<'a>,
     node: &'a GraphNode,
     indent: &str,
     depth: usize,
     seen: &mut HashSet<&'a str>,
     out: &mut Vec<String>,
 ) {
-    let edges: Vec<&GraphEdge> = graph.waits_on(&node.id).collect();
+    let edges: &[&GraphEdge] = graph.waits_on(&node.id);
     let shown = edges.len().min(MAX_CHILDREN);
     for (k, e) in edges.iter().take(shown).enumerate() {
         let last = k + 1 == edges.len();
@@ -72,7 +73,7 @@ fn walk<'a>(
         }
         let below = format!("{indent}{}", if last { "   " } else { "│  " });
         if depth >= MAX_DEPTH {
-            if graph.waits_on(&child.id).next().is_some() {
+            if !graph.waits_on(&child.id).is_empty() {
                 out.push(format!("{below}└─ … (deeper; see the JSON report)"));
             }
             continue;
@@ -88,7 +89,7 @@ fn walk<'a>(
 }
 
 /// `  ← root: RemoveFinalizers (step 1)` for a root cause.
-fn root_mark(graph: &BlockerGraph, node: &GraphNode) -> String {
+fn root_mark(graph: &GraphIndex, node: &GraphNode) -> String {
     match graph.root(&node.id) {
         None => String::new(),
         Some(r) => match &r.remedy {
