@@ -11,9 +11,12 @@ use std::{
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
-use unstuck_core::scenario::incident_url;
+use unstuck_core::{
+    doctor::graph::{NodeKind, mermaid},
+    scenario::incident_url,
+};
 
-use crate::runner::{Outcome, ScenarioReport};
+use crate::runner::{Outcome, ScenarioReport, StepGraph};
 
 pub mod drift;
 pub mod matrix;
@@ -145,6 +148,7 @@ impl RunReport {
                 out.push_str(&format!("\n- meanwhile {}\n", md_cell(&exit.to_string())));
             }
         }
+        out.push_str(&graphs_markdown(&self.scenarios));
         out
     }
 
@@ -260,6 +264,155 @@ fn evidence_text(s: &ScenarioReport) -> String {
     out
 }
 
+/// One Mermaid diagram per doctor step of each scenario: what waited on
+/// what, down to the root causes, each folded under a line that names
+/// the roots (readable where Mermaid is not drawn).
+fn graphs_markdown(scenarios: &[ScenarioReport]) -> String {
+    let steps: Vec<(&ScenarioReport, &StepGraph)> = scenarios
+        .iter()
+        .flat_map(|s| s.graphs.iter().map(move |g| (s, g)))
+        .filter(|(_, g)| !g.graph.is_empty())
+        .collect();
+    if steps.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n### What waited on what\n");
+    for (s, g) in steps {
+        let roots: Vec<String> = g
+            .graph
+            .roots
+            .iter()
+            .filter_map(|r| {
+                let n = g.graph.node(&r.id)?;
+                // A key is named with the object it holds: two pods held
+                // by the same dead key are two roots.
+                let mut n = n.clone();
+                if n.kind == NodeKind::Finalizer
+                    && let Some(p) = g
+                        .graph
+                        .edges
+                        .iter()
+                        .find(|e| e.to == n.id)
+                        .and_then(|e| g.graph.node(&e.from))
+                {
+                    n.label = format!("{} on {}", n.label, p.label);
+                }
+                Some(match &r.remedy {
+                    Some(m) => format!("{} ({})", n.describe(), m.line()),
+                    None => n.describe(),
+                })
+            })
+            .collect();
+        let named = match roots.len() {
+            0 => "no root cause".to_owned(),
+            1..=3 => format!("root cause: {}", roots.join("; ")),
+            n => format!("root causes: {}; and {} more", roots[..3].join("; "), n - 3),
+        };
+        out.push_str(&format!(
+            "\n<details><summary><b>{}</b>, doctor step {}: {}</summary>\n\n{}\n</details>\n",
+            html_text(&s.name),
+            g.step,
+            html_text(&named),
+            mermaid::flowchart(&g.graph).fenced()
+        ));
+    }
+    out
+}
+
+/// Text inside HTML (a `<summary>`): `&`, `<` and `>` as entities.
+fn html_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\n', " ")
+}
+
 fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use unstuck_core::doctor::{BlockerGraph, DiagnoseOptions, Snapshot, diagnose, plan};
+
+    /// A snapshot recorded while scenario dead-admission-webhook's webhook
+    /// rejected its namespace's deletes (the core's test fixture).
+    fn recorded_graph() -> BlockerGraph {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../unstuck-core/tests/recorded/real-v1.34.4/dead-admission-webhook.json");
+        let s: Snapshot = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let opts = DiagnoseOptions {
+            stuck_after: std::time::Duration::from_secs(3),
+            ..Default::default()
+        };
+        let findings = diagnose(&s, &opts);
+        BlockerGraph::build(&findings, &plan(&findings, &s), &s)
+    }
+
+    fn run_with(graphs: Vec<StepGraph>) -> RunReport {
+        let mut s: ScenarioReport = serde_json::from_value(serde_json::json!({
+            "name": "dead-admission-webhook", "description": "", "catalog_case": null,
+            "file": "/s/10.yaml", "namespaces": {"map": {"shop": "shop"}},
+            "outcome": {"result": "passed"}, "steps": [], "symptoms": [],
+            "findings": [], "remedies": [], "time_to_detect_ms": null,
+            "time_to_recover_ms": null, "duration_ms": 5,
+            "cleanup": {"reverted": [], "deleted": [], "forced": [], "leaked": []},
+            "out_dir": "/o"
+        }))
+        .unwrap();
+        s.graphs = graphs;
+        RunReport {
+            started_at: String::new(),
+            cluster: "local cluster 'run-x'".into(),
+            k8s_version: "v1.34.4".into(),
+            provider: Default::default(),
+            shard: None,
+            duration_ms: 1,
+            scenarios: vec![s],
+        }
+    }
+
+    #[test]
+    fn the_markdown_draws_each_doctor_steps_graph_naming_its_root_cause() {
+        let report = run_with(vec![StepGraph {
+            step: 4,
+            graph: recorded_graph(),
+        }]);
+        let md = report.markdown();
+        assert!(md.contains("### What waited on what"), "{md}");
+        assert!(
+            md.contains("<summary><b>dead-admission-webhook</b>, doctor step 4: root cause: Service policy-system/policy-webhook: gone (ServiceNotFound) (SetWebhookFailurePolicy (step "),
+            "{md}"
+        );
+        let block = md
+            .split("```mermaid\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .unwrap_or_else(|| panic!("a mermaid block: {md}"));
+        assert!(block.starts_with("flowchart TD\n"));
+        let root = block
+            .lines()
+            .find(|l| l.contains("Service policy-system/policy-webhook: gone"))
+            .unwrap_or_else(|| panic!("{block}"));
+        let id = root.trim().split('[').next().unwrap();
+        assert!(block.contains(&format!("class {id} root")), "{block}");
+        // The JSON report keeps it, and a merge reads it back.
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["scenarios"][0]["graphs"][0]["step"], 4);
+        let back: RunReport = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            back.scenarios[0].graphs[0].graph,
+            report.scenarios[0].graphs[0].graph
+        );
+    }
+
+    #[test]
+    fn without_a_doctor_step_there_is_no_graph_section() {
+        assert!(
+            !run_with(Vec::new())
+                .markdown()
+                .contains("What waited on what")
+        );
+    }
 }

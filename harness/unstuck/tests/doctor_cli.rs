@@ -206,6 +206,18 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         text(&whole)
     );
 
+    // What waits on what: the held ConfigMap's key is a root cause, dead,
+    // that the plan's RemoveFinalizers acts on.
+    let key_root = format!("finalizer:{KEY}@object:v1:ConfigMap:{NS}/{CM}");
+    let root = report["graph"]["roots"]
+        .as_array()
+        .expect("graph.roots")
+        .iter()
+        .find(|r| r["id"] == key_root.as_str())
+        .unwrap_or_else(|| panic!("{key_root} among the roots: {:#}", report["graph"]));
+    assert_eq!(root["state"], "dead");
+    assert_eq!(root["remedy"]["action"], "RemoveFinalizers");
+
     // The same facts in the same order in every format.
     let kinds = finding_kinds(&report);
     let md = run(with(&["-o", "markdown"]));
@@ -239,6 +251,21 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         })
         .collect();
     assert!(positions.is_sorted(), "terminal order {positions:?}");
+    // The tree comes after the findings and before the plan.
+    let tree = term_text
+        .find("what waits on what (")
+        .unwrap_or_else(|| panic!("the tree\n{term_text}"));
+    let key_line = term_text
+        .find(&format!(
+            "waits on finalizer {KEY}: owner dead  ← root: RemoveFinalizers (step "
+        ))
+        .unwrap_or_else(|| panic!("the key as a root\n{term_text}"));
+    let plan_at = term_text.find("\nplan:").expect("the plan");
+    assert!(
+        positions.last().unwrap() < &tree && tree < key_line && key_line < plan_at,
+        "{term_text}"
+    );
+    assert!(md_text.contains("```mermaid\nflowchart TD\n"), "{md_text}");
     let json_text = String::from_utf8_lossy(&whole.stdout).to_string();
     let order: Vec<usize> = [
         "\"target\"",

@@ -20,6 +20,8 @@
 //! - [`redact`]: a snapshot without the values workloads were given.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
+//! - [`graph`]: findings, plan and snapshot -> [`BlockerGraph`]: what
+//!   waits on what, down to the root causes.
 
 pub mod admission;
 pub mod apiservice;
@@ -28,6 +30,7 @@ pub mod blind;
 pub mod conditions;
 pub mod diagnose;
 pub mod finding;
+pub mod graph;
 pub mod namespace_stall;
 pub mod node;
 pub mod owner;
@@ -43,6 +46,7 @@ pub use finding::{
     FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PodStuckHint,
     UnknownFindingKind,
 };
+pub use graph::BlockerGraph;
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
 pub use plan::{
     Action, BlockedStep, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan,

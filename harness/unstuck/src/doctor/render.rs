@@ -6,6 +6,10 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use unstuck_core::doctor::{
+    BlockerGraph,
+    graph::{mermaid, tree},
+};
 
 use super::{BlindSpot, DoctorReport, StepOutcome, node::NodeDoctorReport, target::Target};
 
@@ -26,6 +30,9 @@ pub struct View {
     pub blind_spots: Vec<BlindSpot>,
     pub scan: Scan,
     pub findings: Vec<FindingView>,
+    /// What waits on what, from each stuck target down to its root causes
+    /// (the first round's findings and plan, and the node doctor's).
+    pub graph: BlockerGraph,
     /// The dry-run plan, one line each (empty when the plan was applied).
     pub plan: Vec<String>,
     pub node: Vec<NodeView>,
@@ -108,6 +115,10 @@ impl View {
             _ => Vec::new(),
         };
         let node = nodes.iter().map(node_view).collect();
+        let graph = first.map_or_else(BlockerGraph::default, |r| {
+            let on_nodes: Vec<_> = nodes.iter().filter_map(|n| n.initial.as_ref()).collect();
+            BlockerGraph::build_with_nodes(&r.findings, &r.plan, &r.snapshot, &on_nodes)
+        });
         let mut applied: Vec<String> = report
             .rounds
             .iter()
@@ -176,6 +187,7 @@ impl View {
             blind_spots,
             scan,
             findings,
+            graph,
             plan,
             node,
             applied,
@@ -252,6 +264,24 @@ impl View {
                 }
                 for e in &f.evidence {
                     item(&mut o, 1, e);
+                }
+            }
+        }
+        let trees = tree::lines(&self.graph);
+        if !trees.is_empty() {
+            heading(
+                &mut o,
+                &format!(
+                    "what waits on what ({} stuck target(s), {} root cause(s))",
+                    self.graph.targets.len(),
+                    self.graph.roots.len()
+                ),
+            );
+            if md {
+                o.push_str(&mermaid::flowchart(&self.graph).fenced());
+            } else {
+                for l in &trees {
+                    let _ = writeln!(o, "  {l}");
                 }
             }
         }

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use unstuck_core::doctor::FindingKind;
+use unstuck_core::doctor::{BlockerGraph, FindingKind, node::NodeFinding};
 use unstuck_core::scenario::DoctorCheck;
 
-use super::{MAX_SETTLE, STUCK_AFTER, ScenarioRun};
+use super::{MAX_SETTLE, STUCK_AFTER, ScenarioRun, StepGraph};
 use crate::doctor::{
     self, DoctorOptions, Scope,
     node::{HealOptions, HealOutcome, heal_pod, stuck_pods},
@@ -107,8 +107,24 @@ impl ScenarioRun<'_> {
             .map(|f| f.kind.as_str())
             .collect();
         let failed = report.failures();
+        let mut on_nodes = Vec::new();
+        let (node_found, node_failed) = self
+            .node_doctor(d.apply, &mut evidence, &mut on_nodes)
+            .await;
+        if let Some(first) = report.rounds.first() {
+            let on_nodes: Vec<&NodeFinding> = on_nodes.iter().collect();
+            self.report.graphs.push(StepGraph {
+                // Steps are recorded once done: this one is the next.
+                step: self.report.steps.len() + 1,
+                graph: BlockerGraph::build_with_nodes(
+                    &first.findings,
+                    &first.plan,
+                    &first.snapshot,
+                    &on_nodes,
+                ),
+            });
+        }
         self.report.doctor = Some(report);
-        let (node_found, node_failed) = self.node_doctor(d.apply, &mut evidence).await;
         let found: Vec<&str> = found
             .into_iter()
             .chain(node_found.iter().map(String::as_str))
@@ -188,6 +204,7 @@ impl ScenarioRun<'_> {
         &mut self,
         apply: bool,
         evidence: &mut Vec<String>,
+        on_nodes: &mut Vec<NodeFinding>,
     ) -> (Vec<String>, Vec<String>) {
         let Some(node) = self.ctx.node.clone() else {
             return (Vec::new(), Vec::new());
@@ -235,6 +252,7 @@ impl ScenarioRun<'_> {
                         .push(format!("{cause:?}: {}", f.summary));
                 }
                 evidence.extend(f.evidence.iter().cloned());
+                on_nodes.push(f.clone());
             }
             for step in &report.steps {
                 let line = format!("{}: {}", step.step.remedy.name(), step.actions.join("; "));

@@ -117,8 +117,20 @@ pub struct ScenarioReport {
     /// the scenario's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_exits: Vec<ComponentExit>,
+    /// What waited on what when each doctor step looked, before any
+    /// remedy: the graph of its first round, with the node doctor's causes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<StepGraph>,
     #[serde(skip)]
     pub doctor: Option<DoctorReport>,
+}
+
+/// The blocker graph one doctor step saw.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StepGraph {
+    /// The step's number in the scenario (from 1, as `steps` lists them).
+    pub step: usize,
+    pub graph: unstuck_core::doctor::BlockerGraph,
 }
 
 impl ScenarioReport {
@@ -163,6 +175,7 @@ impl ScenarioReport {
             out_dir,
             isolated: None,
             cluster_exits: Vec::new(),
+            graphs: Vec::new(),
             doctor: None,
         }
     }

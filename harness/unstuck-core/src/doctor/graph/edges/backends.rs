@@ -1,0 +1,88 @@
+//! Backends: an APIService or a webhook waits on the Service it calls;
+//! the namespaces it blocks wait on it.
+
+use super::super::NodeState;
+use super::super::build::Builder;
+use super::namespace_ref;
+use crate::doctor::finding::{Finding, FindingKind};
+use crate::doctor::webhook::{ServiceKey, WebhookConfigKind};
+
+/// An unavailable APIService waits on its Service; the namespaces whose
+/// discovery it breaks wait on it.
+pub(super) fn api_service(
+    b: &mut Builder,
+    i: usize,
+    f: &Finding,
+    service: &str,
+    group_version: &str,
+    blocks: &[String],
+) {
+    let api = b.api_service(&f.subject.name);
+    if let Some((namespace, name)) = service.split_once('/') {
+        let key = ServiceKey {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        let svc = b.service(&key);
+        let why = match f.kind {
+            FindingKind::DeadApiService => {
+                format!("serves {group_version} from Service {key}, proven gone")
+            }
+            _ => format!("serves {group_version} from Service {key}, not proven gone"),
+        };
+        b.edge(&api, &svc, why, Some(i));
+    }
+    for ns in blocks {
+        let from = b.stuck(&namespace_ref(ns));
+        b.edge(
+            &from,
+            &api,
+            format!("NamespaceDeletionDiscoveryFailure names {group_version}"),
+            Some(i),
+        );
+    }
+}
+
+/// The facts of a [`FindingDetail::Webhook`].
+pub(super) struct DeadWebhook<'a> {
+    pub kind: WebhookConfigKind,
+    pub configuration: &'a str,
+    pub name: &'a str,
+    pub service: &'a ServiceKey,
+    pub backend: &'a str,
+    pub blocks: &'a [String],
+}
+
+/// A webhook failing closed waits on its Service; the namespaces whose
+/// content deletes it rejects wait on it.
+pub(super) fn dead_webhook(b: &mut Builder, i: usize, w: DeadWebhook) {
+    let hook = b.webhook(
+        w.kind,
+        w.configuration,
+        w.name,
+        NodeState::FailingClosed,
+        None,
+    );
+    let svc = b.service(w.service);
+    b.edge(
+        &hook,
+        &svc,
+        format!(
+            "failurePolicy Fail and its Service {} has no backend ({})",
+            w.service, w.backend
+        ),
+        Some(i),
+    );
+    for ns in w.blocks {
+        let from = b.stuck(&namespace_ref(ns));
+        b.edge(
+            &from,
+            &hook,
+            format!(
+                "NamespaceDeletionContentFailure: failed calling webhook \"{}\"",
+                w.name
+            ),
+            Some(i),
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! The edges each finding argues: one function per [`FindingDetail`]
+//! variant. A new variant adds one arm to [`add`] (and, if it names a new
+//! kind of thing, one constructor in `build.rs`); until then the catch-all
+//! arm puts the finding's subject in the graph, so nothing is lost.
+
+//!
+//! By blocker family: [`finalizers`] (keys, foreground chains,
+//! protection), [`namespace`] (what a Terminating namespace's conditions
+//! name), [`backends`] (APIServices and webhooks and their Services),
+//! [`pods`] (a pod on its node).
+
+mod backends;
+mod finalizers;
+mod namespace;
+mod pods;
+
+use super::build::{Builder, object_id, object_label};
+use super::{NodeKind, NodeState};
+use crate::doctor::finding::{Finding, FindingDetail, ObjectRef};
+use backends::{DeadWebhook, api_service, dead_webhook};
+use finalizers::{finalizers, foreground, orphan_finalizer, protected};
+use namespace::{
+    content_failure, namespace_content, namespace_discovery, namespace_stall, spec_tokens,
+};
+use pods::pod_stuck;
+
+/// Adds what finding `i` (0-based, in report order) argues.
+pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
+    b.argue(&object_id(&f.subject), i);
+    match &f.detail {
+        FindingDetail::OrphanFinalizer(rem) => orphan_finalizer(b, i, f, rem),
+        FindingDetail::Finalizers { verdicts, .. } => finalizers(b, i, f, verdicts),
+        FindingDetail::Dependents { dependents, leaves } => foreground(b, i, f, dependents, leaves),
+        FindingDetail::Protected { finalizer, used_by } => protected(b, i, f, finalizer, used_by),
+        FindingDetail::NamespaceContent {
+            remaining_resources,
+            remaining_finalizers,
+            blocking_objects,
+        } => namespace_content(
+            b,
+            i,
+            f,
+            blocking_objects,
+            remaining_resources,
+            remaining_finalizers,
+        ),
+        FindingDetail::NamespaceDiscovery {
+            group_versions,
+            api_services,
+            ..
+        } => namespace_discovery(b, i, f, group_versions, api_services),
+        FindingDetail::ApiService {
+            service,
+            group_version,
+            blocks_namespaces,
+            ..
+        } => api_service(b, i, f, service, group_version, blocks_namespaces),
+        FindingDetail::Webhook {
+            configuration,
+            configuration_name,
+            webhook,
+            service,
+            backend,
+            blocks_namespaces,
+            ..
+        } => dead_webhook(
+            b,
+            i,
+            DeadWebhook {
+                kind: *configuration,
+                configuration: configuration_name,
+                name: webhook,
+                service,
+                backend,
+                blocks: blocks_namespaces,
+            },
+        ),
+        FindingDetail::NamespaceContentFailure { message, webhooks } => {
+            content_failure(b, i, f, message, webhooks)
+        }
+        FindingDetail::NamespaceSpec { stuck_tokens, .. } => spec_tokens(b, i, f, stuck_tokens),
+        FindingDetail::Pod { node, hint, .. } => pod_stuck(b, i, f, node.as_deref(), *hint),
+        FindingDetail::PodStart { .. } => {
+            let r = &f.subject;
+            b.node(
+                object_id(r),
+                NodeKind::Object,
+                object_label(r),
+                NodeState::NotStarting,
+                None,
+            );
+        }
+        FindingDetail::NamespaceStall(stall) => namespace_stall(b, i, f, stall),
+        // Variants added after this module was written: their subject is
+        // in the graph, their edges come with their own arm above.
+        #[allow(unreachable_patterns)]
+        _ => {
+            b.object(&f.subject);
+        }
+    }
+}
+
+/// The Namespace called `name`.
+fn namespace_ref(name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: name.to_owned(),
+        uid: None,
+    }
+}
