@@ -131,3 +131,34 @@ fn gatekeepers_label_check_is_found_behind_the_namespace_finalizer_patch() {
         .unwrap();
     assert!(step_index(&p, wi) < step_index(&p, ns));
 }
+
+#[test]
+fn the_graph_shows_the_challenge_waiting_on_its_key_and_on_the_webhook() {
+    let s = load_snapshot("real-v1.34.4/cert-manager-webhook-rejects-patch");
+    let opts = DiagnoseOptions {
+        stuck_after: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let findings = diagnose(&s, &opts);
+    let p = plan(&findings, &s);
+    let g = unstuck_core::doctor::BlockerGraph::build(&findings, &p, &s);
+    let json = serde_json::to_value(&g).unwrap();
+    let edges = json["edges"].as_array().unwrap();
+    assert!(
+        edges
+            .iter()
+            .any(|e| e["from"].as_str().unwrap().contains("Challenge")
+                && e["to"].as_str().unwrap().starts_with("webhook:")
+                && e["why"].as_str().unwrap().contains("rejects")),
+        "{json:#}"
+    );
+    // Both roots: the dead key (RemoveFinalizers) and the webhook's gone
+    // Service (its fail-open).
+    let roots = json["roots"].as_array().unwrap();
+    let actions: Vec<&str> = roots
+        .iter()
+        .filter_map(|r| r["remedy"]["action"].as_str())
+        .collect();
+    assert!(actions.contains(&"RemoveFinalizers"), "{roots:#?}");
+    assert!(actions.contains(&"SetWebhookFailurePolicy"), "{roots:#?}");
+}

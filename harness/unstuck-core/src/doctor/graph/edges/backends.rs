@@ -51,6 +51,8 @@ pub(super) struct DeadWebhook<'a> {
     pub service: &'a ServiceKey,
     pub backend: &'a str,
     pub blocks: &'a [String],
+    /// The writes that would release stuck objects, which it rejects.
+    pub rejects: &'a [crate::doctor::rejected::RejectedWrite],
 }
 
 /// A webhook failing closed waits on its Service; the namespaces whose
@@ -73,6 +75,20 @@ pub(super) fn dead_webhook(b: &mut Builder, i: usize, w: DeadWebhook) {
         ),
         Some(i),
     );
+    // Behind the fix: the stuck object's release (its finalizer patch,
+    // the namespace's own finalizers) waits on the webhook too.
+    for r in w.rejects {
+        let from = b.stuck(&r.subject);
+        b.edge(
+            &from,
+            &hook,
+            format!(
+                "{} needs {} {}, which webhook \"{}\" rejects",
+                r.purpose, r.operation, r.resource, w.name
+            ),
+            Some(i),
+        );
+    }
     for ns in w.blocks {
         let from = b.stuck(&namespace_ref(ns));
         b.edge(

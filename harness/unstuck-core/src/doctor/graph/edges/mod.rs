@@ -62,6 +62,7 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
             service,
             backend,
             blocks_namespaces,
+            rejects,
             ..
         } => dead_webhook(
             b,
@@ -73,6 +74,7 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
                 service,
                 backend,
                 blocks: blocks_namespaces,
+                rejects,
             },
         ),
         FindingDetail::NamespaceContentFailure { message, webhooks } => {
