@@ -12,6 +12,7 @@
 //! - [`apiservice`]: whether an unavailable APIService's backend is gone.
 //! - [`backend`]: whether a webhook's or APIService's Service is proven gone.
 //! - [`webhook`]: admission webhooks and the errors of calling them.
+//! - [`conversion`]: CRD conversion webhooks whose backend is gone.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
 //! - [`namespace_stall`]: why the namespace controller is not progressing.
@@ -23,6 +24,7 @@ pub mod apiservice;
 pub mod backend;
 pub mod blind;
 pub mod conditions;
+pub mod conversion;
 pub mod diagnose;
 pub mod finding;
 pub mod namespace_stall;
@@ -42,7 +44,7 @@ pub use finding::{
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
 pub use plan::{
     Action, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan, PlannedStep,
-    RemoveFinalizers, SetWebhookFailurePolicy, plan,
+    RemoveFinalizers, SetCrdConversionNone, SetWebhookFailurePolicy, plan,
 };
 pub use snapshot::{DiscoveryFailure, ObjectRecord, Snapshot};
 pub use webhook::{ServiceKey, ServiceLookup, WebhookConfigKind};

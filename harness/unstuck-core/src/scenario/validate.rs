@@ -111,7 +111,7 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
             Step::Fault(fault) => ctx.fault(fault)?,
             Step::Expect(expect) => ctx.expect(expect, at, doctor_seen)?,
             Step::Doctor(doctor) => {
-                doctor_check(doctor)?;
+                doctor_check(doctor, at)?;
                 doctor_seen = true;
             }
             Step::Controller(c) => {
@@ -471,7 +471,13 @@ fn fixture_path(file: &Located<std::path::PathBuf>) -> Check {
     Ok(())
 }
 
-fn doctor_check(doctor: &DoctorCheck) -> Check {
+fn doctor_check(doctor: &DoctorCheck, at: Position) -> Check {
+    if doctor.allow_conversion_changes && !doctor.apply {
+        return Err(problem(
+            at,
+            "allowConversionChanges needs apply: true (a doctor that only diagnoses changes nothing)",
+        ));
+    }
     for kind in &doctor.expect_findings {
         let mut chars = kind.chars();
         let pascal = chars.next().is_some_and(|c| c.is_ascii_uppercase())

@@ -71,6 +71,9 @@ impl Scope {
                 }
                 | FindingDetail::Webhook {
                     blocks_namespaces, ..
+                }
+                | FindingDetail::ConversionWebhook {
+                    blocks_namespaces, ..
                 },
             ) => blocks_namespaces.iter().any(|b| names.contains(b)),
             (None, _, _) => false,
