@@ -142,6 +142,8 @@ pub struct NoneProof {
     pub lossless: bool,
     /// The argument, one fact a line.
     pub evidence: Vec<String>,
+    /// In one line: what proves it, or what stands in the way.
+    pub reason: String,
 }
 
 /// Argues whether switching `crd` to strategy `None` is lossless: every
@@ -187,6 +189,9 @@ pub fn strategy_none_proof(crd: &CustomResourceDefinition) -> NoneProof {
     if why_not.is_empty() {
         return NoneProof {
             lossless: true,
+            reason: format!(
+                "every version in {list} has the same schema and subresources, and every stored version {stored_list} is one of them"
+            ),
             evidence: vec![
                 "strategy None runs apiextensions-apiserver's nopConverter, which only rewrites apiVersion; the object is then pruned and defaulted with the schema of the version it is read in".into(),
                 format!(
@@ -198,10 +203,12 @@ pub fn strategy_none_proof(crd: &CustomResourceDefinition) -> NoneProof {
     let mut evidence = vec![format!(
         "strategy None is not proven lossless (spec.versions {list}, status.storedVersions {stored_list}): it only rewrites apiVersion and the version read in prunes with its own schema"
     )];
+    let reason = why_not.join("; ");
     evidence.extend(why_not);
     NoneProof {
         lossless: false,
         evidence,
+        reason,
     }
 }
 

@@ -784,8 +784,12 @@ fn step_for(
         FindingKind::NamespaceNotProgressing => refuse(
             i,
             format!(
-                "{} waits on the namespace controller, which is not progressing; get kube-controller-manager running and leading again (or clear the cluster-wide blocker): finalizing the namespace by hand would leave its content behind",
-                f.subject
+                "{} waits on the namespace controller, which is not progressing; get kube-controller-manager running and leading again (or clear the cluster-wide blocker{}): finalizing the namespace by hand would leave its content behind",
+                f.subject,
+                // A type whose every list fails holds the controller on
+                // namespaces with none of it (seen on v1.34.4).
+                related_findings(all, |g| matches!(&g.detail,
+                    FindingDetail::ConversionWebhook { failed_lists, .. } if !failed_lists.is_empty()))
             ),
         ),
         FindingKind::PodStuckTerminating

@@ -137,8 +137,8 @@ pub(super) fn strategy_none(i: usize, f: &Finding, snapshot: &Snapshot) -> Plann
         return refuse(
             i,
             format!(
-                "{restore}. Switching CRD {name} to conversion strategy None is not proven lossless ({}); a person who accepts that objects stored in versions [{}] are then read in other versions with only apiVersion rewritten, and fields the other version's schema lacks dropped on read, would run: {}",
-                proof.evidence.join("; "),
+                "{restore}. Switching CRD {name} to conversion strategy None is not proven lossless: {}. A person who accepts that objects stored in versions [{}] are then read in other versions with only apiVersion rewritten, and fields the other version's schema lacks dropped on read, would run: {}",
+                proof.reason,
                 stored_versions(crd).join(", "),
                 manual_command(name)
             ),
@@ -156,7 +156,7 @@ pub(super) fn strategy_none(i: usize, f: &Finding, snapshot: &Snapshot) -> Plann
         );
     };
     let rationale = format!(
-        "{restore}. Otherwise: CRD {name} converts through Service {service}, which is gone ({backend}){}; strategy None is proven lossless ({}). The patch replaces only spec.conversion, after saving the manifest; re-apply it to restore the webhook (see finding #{})",
+        "{restore}. Otherwise: CRD {name} converts through Service {service}, which is gone ({backend}){}; strategy None (apiVersion rewritten only) is proven lossless: {} (see finding #{}). The patch replaces only spec.conversion, after saving the manifest; re-apply it to restore the webhook",
         if blocks_namespaces.is_empty() {
             String::new()
         } else {
@@ -165,7 +165,7 @@ pub(super) fn strategy_none(i: usize, f: &Finding, snapshot: &Snapshot) -> Plann
                 blocks_namespaces.join(", ")
             )
         },
-        proof.evidence.join("; "),
+        proof.reason,
         i + 1
     );
     PlannedStep {
