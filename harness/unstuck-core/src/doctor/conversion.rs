@@ -26,9 +26,21 @@
 //!   config.openservicemesh.io/v1alpha2, Kind=MultiClusterService:
 //!   conversion webhook for config.openservicemesh.io/v1alpha1,
 //!   Kind=MultiClusterService failed: ...` (429);
-//! - another namespace, holding no such object, deleted meanwhile: no
-//!   condition at all, kube-controller-manager's namespace worker busy on
-//!   it for minutes; it finished seconds after the conversion was fixed.
+//! - another namespace, holding no such object, deleted meanwhile: the
+//!   same condition with the cache's text (`Failed to delete all resource
+//!   types, 1 remaining: storage is (re)initializing: ...`), or in another
+//!   run no condition at all, kube-controller-manager's namespace worker
+//!   busy on it for minutes; it finished seconds after the conversion was
+//!   fixed.
+//!
+//! v1.37.2 words the namespace condition differently, the same text at
+//! its end: `Failed to delete all resource types, 1 remaining: failed to
+//! read one or more multiclusterservices.config.openservicemesh.io from
+//! the storage: StorageError: corrupt object, Code: 7, Key:
+//! /registry/config.openservicemesh.io/multiclusterservices/east/bookstore,
+//! ResourceVersion: 0, AdditionalErrorMsg: object not decodable
+//! revision=313: conversion webhook for config.openservicemesh.io/v1alpha1,
+//! Kind=MultiClusterService failed: ...`.
 //!
 //! Restoring the backend is the gentle fix. Strategy `None` runs the
 //! `nopConverter` (`pkg/apiserver/conversion/nop_converter.go`), which only

@@ -34,8 +34,15 @@ fn reads_the_recorded_namespace_and_cache_messages() {
         version: "v1alpha1".into(),
         kind: "MultiClusterService".into(),
     }];
+    // v1.37.2's namespace condition.
+    let v1_37 = "Failed to delete all resource types, 1 remaining: failed to read one or more multiclusterservices.config-orf657.openservicemesh.io from the storage: StorageError: corrupt object, Code: 7, Key: /registry/config-orf657.openservicemesh.io/multiclusterservices/east-orf657/bookstore, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=313: conversion webhook for config-orf657.openservicemesh.io/v1alpha1, Kind=MultiClusterService failed: Post \"https://osm-bootstrap.osm-system.svc:9443/convert/multiclusterservice?timeout=30s\": service \"osm-bootstrap\" not found";
     assert_eq!(failed_conversions(condition), want);
     assert_eq!(failed_conversions(cache), want);
+    assert!(quotes(
+        v1_37,
+        "config-orf657.openservicemesh.io",
+        "MultiClusterService"
+    ));
     assert!(quotes(
         condition,
         "config.openservicemesh.io",
