@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::Value;
 
 /// A fixture CRD as the scenarios apply it, with `status.storedVersions`
 /// as the apiserver records it after the upgrade they make.
