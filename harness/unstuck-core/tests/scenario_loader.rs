@@ -72,6 +72,12 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "unknown variant `Cascade`, expected one of Foreground, Background, Orphan",
     ),
     (
+        "doctor-conversion-changes-without-apply.yaml",
+        "6:5",
+        Invalid,
+        "allowConversionChanges needs apply: true",
+    ),
+    (
         "doctor-unknown-field.yaml",
         "8:7",
         Parse,

@@ -83,6 +83,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     let dead_api_services = d.dead_api_services(&blocked_namespaces, &mut findings);
     let content_failures = d.content_failure_namespaces();
     let dead_webhooks = d.dead_webhooks(&content_failures, &mut findings);
+    findings.extend(super::conversion::dead_conversion_webhooks(snapshot));
     for ns in d.stuck_namespaces() {
         d.namespace(ns, &dead_api_services, &mut findings);
         d.namespace_content_failure(ns, &dead_webhooks, &mut findings);
@@ -307,8 +308,11 @@ impl<'a> Diagnosis<'a> {
         let age = self.is_stuck(&ns.metadata).unwrap_or_default();
         let message = cond.message.clone().unwrap_or_default();
         let named = failed_webhooks(&message);
+        let (conversions, conversion_lines) =
+            super::conversion::explain_message(self.snapshot, &message);
         let mut evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
         evidence.push(quote_namespace_condition(cond));
+        evidence.extend(conversion_lines);
         for w in &named {
             if dead_webhooks.contains(w) {
                 evidence.push(format!(
@@ -341,12 +345,20 @@ impl<'a> Diagnosis<'a> {
                 uid: ns.metadata.uid.clone(),
             },
             summary: format!(
-                "namespace {name} has been terminating for {} and the namespace controller's deletes fail{}",
+                "namespace {name} has been terminating for {} and the namespace controller's deletes fail{}{}",
                 fmt_secs(age.as_secs()),
                 if named.is_empty() {
                     String::new()
                 } else {
                     format!(": webhook(s) {} reject them", named.join(", "))
+                },
+                if conversions.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ": the conversion webhook of CRD(s) {} fails",
+                        conversions.join(", ")
+                    )
                 }
             ),
             evidence,

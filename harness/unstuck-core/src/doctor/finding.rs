@@ -32,6 +32,13 @@ pub enum FindingKind {
     /// webhooks, `ExternalName` or selectorless Services, or
     /// `failurePolicy: Ignore`.
     DeadWebhook,
+    /// A CustomResourceDefinition whose conversion webhook's backend is
+    /// proven gone ([`super::backend::judge`] on its Service): every read
+    /// of its objects in another version than the one each is stored in
+    /// fails, the namespace controller's among them, so namespaces holding
+    /// such objects (and lists of the type cluster-wide) fail on it
+    /// ([`super::conversion`]). Never for URL webhooks.
+    DeadConversionWebhook,
     /// A Terminating namespace whose deletion is blocked because discovery
     /// of some group/versions fails (`NamespaceDeletionDiscoveryFailure`).
     NamespaceBlockedByDiscovery,
@@ -85,10 +92,11 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 16] = [
+    pub const ALL: [FindingKind; 17] = [
         FindingKind::DeadApiService,
         FindingKind::ApiServiceUnavailable,
         FindingKind::DeadWebhook,
+        FindingKind::DeadConversionWebhook,
         FindingKind::NamespaceBlockedByDiscovery,
         FindingKind::NamespaceContentDeletionFailed,
         FindingKind::OrphanFinalizer,
@@ -110,6 +118,7 @@ impl FindingKind {
             FindingKind::DeadApiService => "DeadApiService",
             FindingKind::ApiServiceUnavailable => "ApiServiceUnavailable",
             FindingKind::DeadWebhook => "DeadWebhook",
+            FindingKind::DeadConversionWebhook => "DeadConversionWebhook",
             FindingKind::NamespaceBlockedByDiscovery => "NamespaceBlockedByDiscovery",
             FindingKind::NamespaceContentDeletionFailed => "NamespaceContentDeletionFailed",
             FindingKind::OrphanFinalizer => "OrphanFinalizer",
@@ -308,6 +317,33 @@ pub enum FindingDetail {
         /// ([`super::rejected`]).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         rejects: Vec<super::rejected::RejectedWrite>,
+    },
+    /// For [`FindingKind::DeadConversionWebhook`].
+    ConversionWebhook {
+        /// The CRD's name (`<plural>.<group>`).
+        crd: String,
+        /// `spec.group`.
+        group: String,
+        /// `spec.names.kind`.
+        kind: String,
+        /// The Service its conversion webhook calls.
+        service: ServiceKey,
+        /// Why the backend counts as gone: `ServiceNotFound` or
+        /// `NoReadyEndpoints`.
+        backend: String,
+        /// `spec.versions`, storage version first.
+        versions: Vec<String>,
+        /// `status.storedVersions`.
+        stored_versions: Vec<String>,
+        /// Terminating namespaces whose deletion-failure condition quotes
+        /// this CRD's conversion failing.
+        blocks_namespaces: Vec<String>,
+        /// The collector's own lists of the type that failed on it
+        /// (`<group>/<version>: <message>`).
+        failed_lists: Vec<String>,
+        /// Whether strategy `None` is proven lossless
+        /// ([`super::conversion::strategy_none_proof`]).
+        none_lossless: bool,
     },
     /// For [`FindingKind::NamespaceContentDeletionFailed`].
     NamespaceContentFailure {

@@ -14,6 +14,7 @@
 //! - [`webhook`]: admission webhooks and the errors of calling them.
 //! - [`admission`]: which webhooks a write goes through.
 //! - [`rejected`]: dead webhooks that reject the write a stuck object's release needs.
+//! - [`conversion`]: CRD conversion webhooks whose backend is gone.
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
 //! - [`namespace_stall`]: why the namespace controller is not progressing.
@@ -28,6 +29,7 @@ pub mod apiservice;
 pub mod backend;
 pub mod blind;
 pub mod conditions;
+pub mod conversion;
 pub mod diagnose;
 pub mod finding;
 pub mod graph;
@@ -50,7 +52,7 @@ pub use graph::BlockerGraph;
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
 pub use plan::{
     Action, BlockedStep, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan,
-    PlannedStep, RemoveFinalizers, SetWebhookFailurePolicy, plan,
+    PlannedStep, RemoveFinalizers, SetCrdConversionNone, SetWebhookFailurePolicy, plan,
 };
 pub use snapshot::{DiscoveryFailure, ObjectRecord, Snapshot};
 pub use webhook::{ServiceKey, ServiceLookup, WebhookConfigKind};

@@ -270,6 +270,9 @@ fn explains(f: &Finding, ns: &str) -> bool {
         }
         | FindingDetail::Webhook {
             blocks_namespaces, ..
+        }
+        | FindingDetail::ConversionWebhook {
+            blocks_namespaces, ..
         } => blocks_namespaces.iter().any(|b| b == ns),
         _ => false,
     }

@@ -18,6 +18,9 @@ use super::owner::{
 use super::snapshot::{ObjectRecord, Snapshot, split_api_version};
 use super::webhook::{WebhookConfigKind, webhooks};
 
+mod conversion;
+pub use conversion::{FORCE_CRD_CONVERSION_NONE, SetCrdConversionNone};
+
 /// Force level of a step that changes nothing (wait, observe, refuse).
 pub const FORCE_OBSERVE: u8 = 0;
 /// Force level of removing dead finalizer keys from one object.
@@ -122,6 +125,9 @@ pub enum Action {
     /// Make one dead webhook fail open (`failurePolicy: Ignore`), after
     /// saving its configuration.
     SetWebhookFailurePolicy(SetWebhookFailurePolicy),
+    /// Switch one CRD whose conversion webhook is dead to conversion
+    /// strategy `None`, after saving it; only when proven lossless.
+    SetCrdConversionNone(SetCrdConversionNone),
 }
 
 impl Action {
@@ -134,7 +140,15 @@ impl Action {
             Action::DeleteApiService(_) => "DeleteApiService",
             Action::FinalizeNamespace(_) => "FinalizeNamespace",
             Action::SetWebhookFailurePolicy(_) => "SetWebhookFailurePolicy",
+            Action::SetCrdConversionNone(_) => "SetCrdConversionNone",
         }
+    }
+
+    /// Whether the step changes how the API server converts a CRD's
+    /// objects, which the doctor does only with explicit consent on top of
+    /// `--apply` (`--allow-crd-conversion-changes`).
+    pub fn needs_conversion_consent(&self) -> bool {
+        matches!(self, Action::SetCrdConversionNone(_))
     }
 
     /// Whether the step changes admission policy, which the doctor does
@@ -516,6 +530,7 @@ impl Plan {
                         "    needs --allow-webhook-changes besides --apply: the webhook fails open until restored"
                     );
                 }
+                Action::SetCrdConversionNone(c) => c.render(&mut out),
                 Action::FinalizeNamespace(f) => {
                     let _ = writeln!(
                         out,
@@ -575,7 +590,10 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
     // the very patches and deletes they make (every call to it fails
     // already, so no admission decision that could pass is changed).
     steps.sort_by_key(|s| {
-        let unblocks = matches!(s.action, Action::SetWebhookFailurePolicy(_));
+        let unblocks = matches!(
+            s.action,
+            Action::SetWebhookFailurePolicy(_) | Action::SetCrdConversionNone(_)
+        );
         (
             s.action.is_mutating(),
             !unblocks,
@@ -740,6 +758,7 @@ fn step_for(
             ),
         ),
         FindingKind::DeadWebhook => webhook_fail_open(i, f, all, snapshot),
+        FindingKind::DeadConversionWebhook => conversion::strategy_none(i, f, snapshot),
         FindingKind::WaitingOnDependents => {
             let leaves = match &f.detail {
                 FindingDetail::Dependents { leaves, .. } => leaves.clone(),
@@ -766,14 +785,17 @@ fn step_for(
         FindingKind::NamespaceContentDeletionFailed => {
             let ns = &f.subject.name;
             let related = related_findings(all, |g| {
-                g.kind == FindingKind::DeadWebhook
-                    && matches!(&g.detail, FindingDetail::Webhook { blocks_namespaces, .. } if blocks_namespaces.contains(ns))
+                matches!(&g.detail, FindingDetail::Webhook { blocks_namespaces, .. }
+                    | FindingDetail::ConversionWebhook { blocks_namespaces, .. }
+                    if blocks_namespaces.contains(ns))
             });
             // After a webhook was made to fail open (or removed), the
             // condition stays until the controller's next retry.
-            let named = match &f.detail {
-                FindingDetail::NamespaceContentFailure { webhooks, .. } => webhooks.clone(),
-                _ => Vec::new(),
+            let (named, message) = match &f.detail {
+                FindingDetail::NamespaceContentFailure { webhooks, message } => {
+                    (webhooks.clone(), message.as_str())
+                }
+                _ => (Vec::new(), ""),
             };
             let views = webhooks(snapshot);
             let settled = !named.is_empty()
@@ -783,7 +805,17 @@ fn step_for(
                         .filter(|w| w.name == n.as_str())
                         .all(|w| w.failure_policy != "Fail")
                 });
-            if related.is_empty() && settled {
+            if related.is_empty()
+                && super::conversion::no_longer_converted_by_webhook(snapshot, message)
+            {
+                wait(
+                    i,
+                    format!(
+                        "namespace {ns}: the CRD conversion it quotes no longer calls a webhook; the namespace controller's next retry deletes the content"
+                    ),
+                    "the condition is from before the change; the controller retries at least every 60 s".into(),
+                )
+            } else if related.is_empty() && settled {
                 wait(
                     i,
                     format!(
@@ -822,8 +854,12 @@ fn step_for(
         FindingKind::NamespaceNotProgressing => refuse(
             i,
             format!(
-                "{} waits on the namespace controller, which is not progressing; get kube-controller-manager running and leading again (or clear the cluster-wide blocker): finalizing the namespace by hand would leave its content behind",
-                f.subject
+                "{} waits on the namespace controller, which is not progressing; get kube-controller-manager running and leading again (or clear the cluster-wide blocker{}): finalizing the namespace by hand would leave its content behind",
+                f.subject,
+                // A type whose every list fails holds the controller on
+                // namespaces with none of it (seen on v1.34.4).
+                related_findings(all, |g| matches!(&g.detail,
+                    FindingDetail::ConversionWebhook { failed_lists, .. } if !failed_lists.is_empty()))
             ),
         ),
         FindingKind::PodStuckTerminating

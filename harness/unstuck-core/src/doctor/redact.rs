@@ -23,7 +23,8 @@
 //!   (`f:status`, `f:spec`, ...), the `f:metadata` field names, and the
 //!   whole `f:metadata.f:finalizers` (its items are finalizer keys, which
 //!   the object shows anyway): who wrote the finalizers is evidence;
-//! - webhook and APIService `caBundle` bytes: not secret, only bulk; and
+//! - webhook, CRD conversion webhook and APIService `caBundle` bytes: not
+//!   secret, only bulk; and
 //!   the image list of Nodes, likewise.
 //!
 //! Kept: names, namespaces, UIDs, labels, ownerReferences, finalizers,
@@ -99,6 +100,7 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         unreadable: _,
         rbac,
         persistent_volume_claims,
+        conversion_webhook_crds,
     } = snapshot;
 
     for n in namespaces {
@@ -190,6 +192,18 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
     }
     for c in persistent_volume_claims.iter_mut().flatten() {
         meta(&mut c.metadata);
+    }
+    // Schemas are kept: they are the evidence for the conversion verdict.
+    for crd in conversion_webhook_crds {
+        meta(&mut crd.metadata);
+        let webhook = crd
+            .spec
+            .conversion
+            .as_mut()
+            .and_then(|c| c.webhook.as_mut());
+        if let Some(cc) = webhook.and_then(|w| w.client_config.as_mut()) {
+            cc.ca_bundle = None;
+        }
     }
 }
 

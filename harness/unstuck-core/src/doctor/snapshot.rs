@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{
     ContainerStatus, Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
     PodStatus,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -87,8 +88,9 @@ pub struct Snapshot {
     /// (Added) Every MutatingWebhookConfiguration, full objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mutating_webhooks: Vec<MutatingWebhookConfiguration>,
-    /// (Added) The lookup of every Service a webhook calls. A webhook
-    /// whose Service has no lookup here is never judged dead.
+    /// (Added) The lookup of every Service a webhook calls, admission and
+    /// CRD conversion webhooks alike. A webhook whose Service has no lookup
+    /// here is never judged dead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhook_services: Vec<ServiceLookup>,
     /// (Added) The lookup of every Service an APIService is served by. An
@@ -125,6 +127,13 @@ pub struct Snapshot {
     /// `None` when not collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claims: Option<Vec<PersistentVolumeClaim>>,
+    /// (Added) Every CustomResourceDefinition whose `spec.conversion.strategy`
+    /// is `Webhook`, full objects: schemas and `status.storedVersions` are
+    /// what argues whether strategy `None` would be lossless
+    /// ([`super::conversion`]). Their Services' lookups are in
+    /// [`Snapshot::webhook_services`]. Empty in older recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversion_webhook_crds: Vec<CustomResourceDefinition>,
 }
 
 /// A type the collector could not list, recorded instead of aborting.

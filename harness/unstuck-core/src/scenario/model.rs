@@ -647,6 +647,12 @@ pub struct DoctorCheck {
     /// `false`: the plan shows the step, the doctor skips it.
     #[serde(default)]
     pub allow_webhook_changes: bool,
+    /// Let the doctor switch a CRD whose conversion webhook is dead to
+    /// conversion strategy `None` when that is proven lossless, as
+    /// `unstuck doctor --allow-crd-conversion-changes` does. Default
+    /// `false`: the plan shows the step, the doctor skips it. Needs `apply`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_conversion_changes: bool,
     /// Finalizer keys whose owner the operator has checked is gone, as
     /// `unstuck doctor --assume-dead KEY` names them: an `Unknown` owner
     /// of such a key counts as dead, an `Alive` one never does. For
@@ -685,7 +691,11 @@ impl fmt::Display for DoctorCheck {
             (true, false) => ", then apply the plan",
             (true, true) => ", then apply the plan, webhook changes allowed",
             (false, _) => " (diagnose only)",
-        })
+        })?;
+        if self.apply && self.allow_conversion_changes {
+            f.write_str(", CRD conversion changes allowed")?;
+        }
+        Ok(())
     }
 }
 

@@ -112,7 +112,7 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
             Step::Fault(fault) => ctx.fault(fault)?,
             Step::Expect(expect) => ctx.expect(expect, at, doctor_seen)?,
             Step::Doctor(doctor) => {
-                doctor_check(doctor)?;
+                doctor_check(doctor, at)?;
                 doctor_seen = true;
             }
             Step::Controller(c) => {
@@ -479,7 +479,13 @@ fn is_finding_name(name: &str) -> bool {
         || serde_json::from_value::<NodeCause>(serde_json::Value::String(name.to_owned())).is_ok()
 }
 
-fn doctor_check(doctor: &DoctorCheck) -> Check {
+fn doctor_check(doctor: &DoctorCheck, at: Position) -> Check {
+    if doctor.allow_conversion_changes && !doctor.apply {
+        return Err(problem(
+            at,
+            "allowConversionChanges needs apply: true (a doctor that only diagnoses changes nothing)",
+        ));
+    }
     for kind in &doctor.expect_findings {
         if !is_finding_name(kind.as_str()) {
             let known: Vec<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();

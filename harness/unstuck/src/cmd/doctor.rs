@@ -90,6 +90,12 @@ pub struct DoctorArgs {
     /// that step is shown and skipped.
     #[arg(long, requires = "apply")]
     pub allow_webhook_changes: bool,
+    /// With --apply, also switch a CRD whose conversion webhook's Service
+    /// is gone to conversion strategy None, only when that is proven
+    /// lossless (every version has the same schema; its manifest is saved
+    /// first). Without it that step is shown and skipped.
+    #[arg(long, requires = "apply")]
+    pub allow_crd_conversion_changes: bool,
     /// Treat this finalizer key's owner as dead when the evidence leaves it
     /// Unknown (repeatable; exact key). Never overrides a live owner.
     #[arg(long = "assume-dead", value_name = "KEY")]
@@ -158,6 +164,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
 
     let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
     opts.allow_webhook_changes = args.allow_webhook_changes;
+    opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes;
     opts.local_cluster = args.local_cluster.clone();
     opts.diagnose.assume_dead = args.assume_dead.clone();
     opts.diagnose.stuck_after = stuck_after.as_std();

@@ -17,6 +17,8 @@ use kube::{
 use serde::Serialize;
 use unstuck_core::doctor::{Action, ObjectTarget, PlannedStep};
 
+mod conversion;
+
 /// One API call the doctor made, as evidence.
 #[derive(Clone, Debug, Serialize)]
 pub struct ApiCall {
@@ -269,6 +271,7 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
                 Err(e) => write_refused(&e, true),
             })
         }
+        Action::SetCrdConversionNone(c) => conversion::set_none(client, c, backups).await,
         Action::FinalizeNamespace(f) => {
             let api: Api<Namespace> = Api::all(client.clone());
             let mut rec = Recorder::new("FinalizeNamespace", f.api_path());
@@ -422,19 +425,27 @@ fn outcome(
     }
 }
 
-/// The record of a step that needs `--allow-webhook-changes` when it was
-/// not given: skipped, saying how to allow it.
+/// The record of a step that needs `--allow-webhook-changes` or
+/// `--allow-crd-conversion-changes` when it was not given: skipped, saying
+/// how to allow it.
 pub fn not_consented(step: &PlannedStep) -> AppliedStep {
-    let target = match &step.action {
-        Action::SetWebhookFailurePolicy(w) => w.api_path(),
-        _ => "-".into(),
-    };
-    skipped(
-        step.action.name(),
-        &target,
-        "changing an admission webhook needs --allow-webhook-changes besides --apply (it lets through what the webhook would reject until it is restored); or restore the webhook's backend",
-    )
+    match &step.action {
+        Action::SetCrdConversionNone(c) => skipped(
+            step.action.name(),
+            &c.api_path(),
+            &format!(
+                "changing a CRD's conversion needs --allow-crd-conversion-changes besides --apply (objects are then read in every version with only apiVersion rewritten until it is restored); or restore Service {}",
+                c.service
+            ),
+        ),
+        Action::SetWebhookFailurePolicy(w) => {
+            skipped(step.action.name(), &w.api_path(), WEBHOOK_NOT_CONSENTED)
+        }
+        _ => skipped(step.action.name(), "-", WEBHOOK_NOT_CONSENTED),
+    }
 }
+
+const WEBHOOK_NOT_CONSENTED: &str = "changing an admission webhook needs --allow-webhook-changes besides --apply (it lets through what the webhook would reject until it is restored); or restore the webhook's backend";
 
 #[cfg(test)]
 mod tests {

@@ -161,8 +161,9 @@ pub enum CollectScope {
     #[default]
     Cluster,
     /// Namespaced types only in these namespaces. Cluster-scoped types are
-    /// not listed, except the kinds that can block a namespace (APIServices
-    /// and webhook configurations) and the liveness sources (leases, pods,
+    /// not listed, except the kinds that can block a namespace (APIServices,
+    /// webhook configurations, CRDs converting through a webhook) and the
+    /// liveness sources (leases, pods,
     /// events, read cluster-wide: an operator lives in a namespace of its own).
     Namespaces(Vec<String>),
 }
@@ -238,7 +239,7 @@ async fn collect_boxed(
     let mut blind_spots = Vec::new();
     let mut unreadable = Vec::new();
 
-    let (namespaces, api_services, pods, leases, events, pvs, webhooks, nodes) = tokio::join!(
+    let (namespaces, api_services, pods, leases, events, pvs, webhooks, nodes, crds) = tokio::join!(
         Box::pin(list_all(Api::<Namespace>::all(client.clone()))),
         Box::pin(list_all(Api::<APIService>::all(client.clone()))),
         Box::pin(list_all(Api::<Pod>::all(client.clone()))),
@@ -247,6 +248,7 @@ async fn collect_boxed(
         Box::pin(list_all(Api::<PersistentVolume>::all(client.clone()))),
         Box::pin(collect_webhooks(client)),
         Box::pin(list_all(Api::<Node>::all(client.clone()))),
+        Box::pin(super::collect_conversion::webhook_crds(client)),
     );
     let mut unread = Unread {
         blind_spots: &mut blind_spots,
@@ -261,6 +263,8 @@ async fn collect_boxed(
     let events: Vec<Event> = unread.read("events", "v1", events);
     let persistent_volumes: Vec<PersistentVolume> = unread.read("persistentvolumes", "v1", pvs);
     let nodes: Vec<Node> = unread.read("nodes", "v1", nodes);
+    let conversion_webhook_crds =
+        unread.read("customresourcedefinitions", "apiextensions.k8s.io/v1", crds);
 
     let terminating_ns: std::sync::Arc<BTreeSet<String>> = std::sync::Arc::new(
         namespaces
@@ -373,7 +377,7 @@ async fn collect_boxed(
     sort(&mut terminating);
     sort(&mut namespace_content);
 
-    let webhooks = webhooks.unwrap_or_else(|failure| {
+    let mut webhooks = webhooks.unwrap_or_else(|failure| {
         blind_spots.push(BlindSpot {
             what: "webhook configurations (admissionregistration.k8s.io/v1)".into(),
             why: failure.message.clone(),
@@ -381,6 +385,14 @@ async fn collect_boxed(
         failures.push(failure);
         Webhooks::default()
     });
+    let conversion_services = super::collect_conversion::look_up_services(
+        client,
+        &conversion_webhook_crds,
+        &webhooks.services,
+    )
+    .await;
+    webhooks.services.extend(conversion_services);
+    webhooks.services.sort_by(|a, b| a.service.cmp(&b.service));
     let api_service_backends = stream::iter(
         api_services
             .iter()
@@ -426,6 +438,7 @@ async fn collect_boxed(
         webhook_services: webhooks.services,
         api_service_backends,
         unreadable,
+        conversion_webhook_crds,
         // Filled by the doctor on a local cluster (kcm_metrics), not here.
         controller_manager_metrics: None,
         ..Snapshot::default()
@@ -491,7 +504,7 @@ async fn collect_webhooks(client: &Client) -> Result<Webhooks, DiscoveryFailure>
 /// too and, unless one is coming back, the slices again
 /// [`backend::SUSTAINED`] later: "no ready endpoint" counts as proof
 /// ([`backend::judge`]) only when sustained, with both reads recorded.
-async fn look_up_service(client: &Client, key: ServiceKey) -> ServiceLookup {
+pub(super) async fn look_up_service(client: &Client, key: ServiceKey) -> ServiceLookup {
     let svc: Api<Service> = Api::namespaced(client.clone(), &key.namespace);
     let mut lookup = ServiceLookup {
         service: key,

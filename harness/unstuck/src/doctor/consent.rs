@@ -70,6 +70,7 @@ impl Claim {
             "FinalizeNamespace" => format!("/finalize without spec.finalizers [{keys}]"),
             "SetWebhookFailurePolicy" => format!("make webhook(s) [{keys}] fail open"),
             "DeleteApiService" => "delete".into(),
+            "SetCrdConversionNone" => "set spec.conversion to strategy None".into(),
             other => other.to_owned(),
         }
     }
@@ -113,6 +114,17 @@ pub fn claim(step: &PlannedStep) -> Option<Claim> {
             keys: BTreeSet::from([w.webhook.clone()]),
             path: w.api_path(),
         },
+        Action::SetCrdConversionNone(c) => Claim {
+            target: StepTarget {
+                action: step.action.name(),
+                kind: "CustomResourceDefinition".into(),
+                namespace: None,
+                name: c.crd.clone(),
+                uid: c.uid.clone(),
+            },
+            keys: BTreeSet::new(),
+            path: c.api_path(),
+        },
         Action::FinalizeNamespace(f) => Claim {
             target: StepTarget {
                 action: step.action.name(),
@@ -142,7 +154,10 @@ pub fn restrict(step: &PlannedStep, keys: &BTreeSet<String>) -> Option<PlannedSt
             f.remove_tokens.len()
         }
         Action::SetWebhookFailurePolicy(w) => usize::from(keys.contains(&w.webhook)),
-        Action::Wait { .. } | Action::Refuse { .. } | Action::DeleteApiService(_) => 1,
+        Action::Wait { .. }
+        | Action::Refuse { .. }
+        | Action::DeleteApiService(_)
+        | Action::SetCrdConversionNone(_) => 1,
     };
     (left > 0).then_some(out)
 }

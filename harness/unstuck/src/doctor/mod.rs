@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod collect;
+mod collect_conversion;
 pub mod collect_owners;
 pub mod consent;
 pub mod kcm_metrics;
@@ -53,6 +54,11 @@ pub struct DoctorOptions {
     /// from `apply` on purpose: it weakens a policy, so it is asked for by
     /// name (`--allow-webhook-changes`).
     pub allow_webhook_changes: bool,
+    /// May switch a CRD whose conversion webhook is dead to conversion
+    /// strategy `None` when that is proven lossless
+    /// (`--allow-crd-conversion-changes`): asked for by name, as it
+    /// changes how every object of the type is read.
+    pub allow_crd_conversion_changes: bool,
     /// The local cluster unstuck made that this is, if any: then
     /// kube-controller-manager's metrics are read over loopback
     /// ([`kcm_metrics`]) to say why a namespace is not progressing.
@@ -72,6 +78,7 @@ impl DoctorOptions {
             max_rounds: 10,
             settle_budget: Duration::from_secs(5 * 60),
             allow_webhook_changes: false,
+            allow_crd_conversion_changes: false,
             local_cluster: None,
             consent: Consent::default(),
         }

@@ -202,7 +202,9 @@ pub(super) async fn apply_round(
                 backup: None,
             }),
             Decision::Apply(step)
-                if step.action.needs_webhook_consent() && !opts.allow_webhook_changes =>
+                if (step.action.needs_webhook_consent() && !opts.allow_webhook_changes)
+                    || (step.action.needs_conversion_consent()
+                        && !opts.allow_crd_conversion_changes) =>
             {
                 out.push(apply::not_consented(&step))
             }

@@ -151,6 +151,12 @@ impl View {
                 .iter()
                 .any(|s| s.action.needs_webhook_consent())
         });
+        let gated_conversion = first.is_some_and(|r| {
+            r.plan
+                .steps
+                .iter()
+                .any(|s| s.action.needs_conversion_consent())
+        });
         let outcome = if nothing {
             "nothing stuck found".to_string()
         } else if report.applied_changes {
@@ -174,9 +180,14 @@ impl View {
             )
         } else {
             format!(
-                "dry run: nothing was changed. Re-run with --apply to carry out the plan{}.",
+                "dry run: nothing was changed. Re-run with --apply to carry out the plan{}{}.",
                 if gated {
                     " (and --allow-webhook-changes for the webhook step)"
+                } else {
+                    ""
+                },
+                if gated_conversion {
+                    " (and --allow-crd-conversion-changes for the CRD conversion step)"
                 } else {
                     ""
                 }

@@ -68,6 +68,9 @@ impl Scope {
                 _,
                 FindingDetail::ApiService {
                     blocks_namespaces, ..
+                }
+                | FindingDetail::ConversionWebhook {
+                    blocks_namespaces, ..
                 },
             ) => blocks_namespaces.iter().any(|b| names.contains(b)),
             // A webhook also when it rejects the write that would release

@@ -256,6 +256,9 @@ fn concerns(f: &Finding, t: &ObjectRef) -> bool {
             }
             FindingDetail::ApiService {
                 blocks_namespaces, ..
+            }
+            | FindingDetail::ConversionWebhook {
+                blocks_namespaces, ..
             } => blocks_namespaces.iter().any(|b| b == ns),
             _ => false,
         }
@@ -374,6 +377,9 @@ pub fn target_namespaces(
                 }
             }
             FindingDetail::ApiService {
+                blocks_namespaces, ..
+            }
+            | FindingDetail::ConversionWebhook {
                 blocks_namespaces, ..
             } => names.extend(blocks_namespaces.iter().cloned()),
             _ => {}

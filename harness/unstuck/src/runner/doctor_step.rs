@@ -58,6 +58,7 @@ impl ScenarioRun<'_> {
             },
             apply: d.apply,
             allow_webhook_changes: d.allow_webhook_changes,
+            allow_crd_conversion_changes: d.allow_conversion_changes,
             backup_dir: self.ctx.out_dir.join("backups"),
             // The scenario is the consent: it set the stuck state up on the
             // run's own objects, and later rounds (a chain the garbage

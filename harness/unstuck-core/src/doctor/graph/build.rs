@@ -418,7 +418,6 @@ impl<'a> Builder<'a> {
     /// CustomResourceDefinition `name` (`<plural>.<group>`).
     // No finding names a CRD yet; the conversion-webhook finding (issue 18)
     // will: the namespaces it breaks wait on the CRD, the CRD on its Service.
-    #[allow(dead_code)]
     pub fn crd(&mut self, name: &str, state: NodeState, detail: Option<String>) -> String {
         let r = ObjectRef {
             api_version: "apiextensions.k8s.io/v1".into(),

@@ -102,3 +102,37 @@ pub(super) fn dead_webhook(b: &mut Builder, i: usize, w: DeadWebhook) {
         );
     }
 }
+
+/// A CRD whose conversion webhook's Service is gone: every namespace whose
+/// deletion fails on converting its objects waits on the CRD, the CRD on
+/// its Service.
+pub(super) fn conversion_webhook(
+    b: &mut Builder,
+    i: usize,
+    crd: &str,
+    service: &ServiceKey,
+    backend: &str,
+    blocks: &[String],
+) {
+    let c = b.crd(
+        crd,
+        NodeState::FailingClosed,
+        Some("conversion strategy Webhook".into()),
+    );
+    let svc = b.service(service);
+    b.edge(
+        &c,
+        &svc,
+        format!("its conversion webhook calls Service {service}, which has no backend ({backend})"),
+        Some(i),
+    );
+    for ns in blocks {
+        let from = b.stuck(&namespace_ref(ns));
+        b.edge(
+            &from,
+            &c,
+            format!("its deletion fails converting {crd} objects (conversion webhook failed)"),
+            Some(i),
+        );
+    }
+}

@@ -95,6 +95,13 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
         FindingDetail::NamespaceStall(stall) => namespace_stall(b, i, f, stall),
         // Variants added after this module was written: their subject is
         // in the graph, their edges come with their own arm above.
+        FindingDetail::ConversionWebhook {
+            crd,
+            service,
+            backend,
+            blocks_namespaces,
+            ..
+        } => backends::conversion_webhook(b, i, crd, service, backend, blocks_namespaces),
         #[allow(unreachable_patterns)]
         _ => {
             b.object(&f.subject);

@@ -1,0 +1,62 @@
+//! Applying [`SetCrdConversionNone`]: the CRD's manifest saved first,
+//! then one JSON patch bound to the read the lossless proof was made on.
+
+use std::path::Path;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+};
+use unstuck_core::doctor::SetCrdConversionNone;
+
+use super::{AppliedStep, Recorder, StepOutcome, write_refused};
+
+/// Switches one CRD to conversion strategy `None`: read and back up the
+/// CRD, then a JSON patch that tests its UID, resourceVersion (the schemas
+/// the proof read) and current strategy.
+pub(super) async fn set_none(
+    client: &Client,
+    c: &SetCrdConversionNone,
+    backups: &Path,
+) -> AppliedStep {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut rec = Recorder::new("SetCrdConversionNone", c.api_path());
+    if rec
+        .read_and_back_up(&api, &c.crd, "CustomResourceDefinition", None, backups)
+        .await
+        .is_none()
+    {
+        return rec.finish();
+    }
+    let patch_value = c.json_patch();
+    let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
+        Ok(p) => p,
+        Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
+    };
+    let r = api
+        .patch(&c.crd, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await;
+    rec.call("PATCH", Some(patch_value), &r);
+    let restore = rec
+        .backup
+        .as_ref()
+        .map(|b| b.display().to_string())
+        .unwrap_or_default();
+    rec.end(match r {
+        Ok(after) => {
+            let strategy = after.spec.conversion.map(|c| c.strategy);
+            if strategy.as_deref() == Some("None") {
+                StepOutcome::Done(format!(
+                    "CRD {} now converts with strategy None (apiVersion rewritten only); manifest saved to {restore} (kubectl apply -f it to restore the webhook conversion once Service {} is back)",
+                    c.crd, c.service
+                ))
+            } else {
+                StepOutcome::Failed(format!(
+                    "spec.conversion.strategy reads {strategy:?} after the patch"
+                ))
+            }
+        }
+        Err(e) => write_refused(&e, true),
+    })
+}
