@@ -106,6 +106,11 @@ pub struct DoctorReport {
     pub duration: Duration,
     /// With `apply`: how each stuck target of the first round ended.
     pub outcomes: Vec<settle::TargetOutcome>,
+    /// Where the doctor looked: `cluster-wide`, `in namespace(s) a, b`.
+    pub scope: String,
+    /// The namespaces of that scope; `None` for the whole cluster.
+    #[serde(skip)]
+    pub scope_namespaces: Option<Vec<String>>,
 }
 
 impl DoctorReport {
@@ -372,6 +377,8 @@ pub async fn run_asking(
         rounds,
         duration: start.elapsed(),
         outcomes,
+        scope: opts.scope.describe(),
+        scope_namespaces: opts.scope.namespaces().map(<[String]>::to_vec),
     })
 }
 
@@ -507,6 +514,8 @@ mod tests {
             rounds: vec![round("configmaps/app/a"), round("configmaps/app/b")],
             duration: Duration::ZERO,
             outcomes: Vec::new(),
+            scope: "cluster-wide".into(),
+            scope_namespaces: None,
         };
         let lines = report.summary_lines();
         assert_eq!(

@@ -12,6 +12,7 @@ use unstuck_core::doctor::{
 };
 
 use super::{BlindSpot, DoctorReport, StepOutcome, node::NodeDoctorReport, target::Target};
+use unstuck_core::doctor::graph::tree::shorten;
 
 /// The output formats of `unstuck doctor --output`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -21,6 +22,9 @@ pub enum Format {
     Json,
     Markdown,
 }
+
+/// The longest evidence line a terminal or Markdown report prints whole.
+const EVIDENCE_WIDTH: usize = 240;
 
 /// Everything a report says, in the order it says it.
 #[derive(Clone, Debug, Serialize)]
@@ -52,6 +56,12 @@ pub struct Scan {
     pub types_listed: usize,
     pub objects_seen: usize,
     pub seconds: f64,
+    /// Where the namespaced types were listed: `cluster-wide` or the
+    /// namespaces named.
+    pub scope: String,
+    /// Terminating namespaces in that scope (a namespace is not among
+    /// the objects listed in it).
+    pub terminating_namespaces: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -89,11 +99,25 @@ impl View {
                 types_listed: 0,
                 objects_seen: 0,
                 seconds: 0.0,
+                scope: report.scope.clone(),
+                terminating_namespaces: 0,
             },
             |r| Scan {
                 types_listed: r.collect.types_listed,
                 objects_seen: r.collect.objects_seen,
                 seconds: r.collect.duration.as_secs_f64(),
+                scope: report.scope.clone(),
+                terminating_namespaces: r
+                    .snapshot
+                    .namespaces
+                    .iter()
+                    .filter(|n| n.metadata.deletion_timestamp.is_some())
+                    .filter(|n| {
+                        report.scope_namespaces.as_ref().is_none_or(|names| {
+                            n.metadata.name.as_ref().is_some_and(|x| names.contains(x))
+                        })
+                    })
+                    .count(),
             },
         );
         let findings = report
@@ -253,8 +277,12 @@ impl View {
             }
         }
         let scan = format!(
-            "scanned {} types, {} objects in {:.2} s",
-            self.scan.types_listed, self.scan.objects_seen, self.scan.seconds
+            "scanned {} types {}: {} objects and {} Terminating namespace(s) in scope, in {:.2} s",
+            self.scan.types_listed,
+            self.scan.scope,
+            self.scan.objects_seen,
+            self.scan.terminating_namespaces,
+            self.scan.seconds
         );
         if md {
             let _ = writeln!(o, "\n{scan}");
@@ -273,8 +301,16 @@ impl View {
                 } else {
                     let _ = writeln!(o, "  #{} {}: {}", f.number, f.kind, f.summary);
                 }
+                // The owner verdict's evidence alone runs to 1,500
+                // characters: a person reads the start, the JSON keeps all.
+                let mut cut = false;
                 for e in &f.evidence {
-                    item(&mut o, 1, e);
+                    let short = shorten(e, EVIDENCE_WIDTH);
+                    cut |= short.len() != e.len();
+                    item(&mut o, 1, &short);
+                }
+                if cut {
+                    item(&mut o, 1, "(long lines cut; -o json has every line whole)");
                 }
             }
         }

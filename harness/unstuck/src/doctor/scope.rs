@@ -38,6 +38,34 @@ impl Scope {
         }
     }
 
+    /// Where namespaced objects are read, for a report's scan line.
+    pub fn describe(&self) -> String {
+        if let Scope::Run { namespaces, .. } = self {
+            // Listed cluster-wide (the run's own CRDs and webhooks), judged
+            // for the run's objects.
+            return format!(
+                "cluster-wide for the run's namespaces {}",
+                namespaces.join(", ")
+            );
+        }
+        match self.namespaces() {
+            None => "cluster-wide".into(),
+            Some(names) => format!(
+                "in namespace{} {} (and the cluster-scoped blockers of what is there)",
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ),
+        }
+    }
+
+    /// The namespaces it is limited to; `None` for the whole cluster.
+    pub fn namespaces(&self) -> Option<&[String]> {
+        match self {
+            Scope::Cluster => None,
+            Scope::Namespaces(n) | Scope::Run { namespaces: n, .. } => Some(n),
+        }
+    }
+
     pub(crate) fn admits(&self, f: &Finding) -> bool {
         if let Scope::Run {
             namespaces,
