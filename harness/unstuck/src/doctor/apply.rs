@@ -99,13 +99,39 @@ fn backup_path(dir: &Path, kind: &str, ns: Option<&str>, name: &str) -> PathBuf 
     dir.join(format!("{}.{ns}{name}.{stamp}.json", kind.to_lowercase()))
 }
 
+/// Why a manifest could not be saved before a change (the change is then
+/// not made).
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("creating backup dir {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("making backup dir {} private: {source}", dir.display())]
+    MakePrivate {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("serialising the manifest: {0}")]
+    Serialise(#[from] serde_json::Error),
+    #[error("writing backup {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 fn save_backup(
     dir: &Path,
     kind: &str,
     ns: Option<&str>,
     name: &str,
     manifest: &impl Serialize,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, BackupError> {
     use std::io::Write as _;
     use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
     // Backups can hold Secrets: only their owner may read them. A directory
@@ -116,20 +142,30 @@ fn save_backup(
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|e| format!("creating backup dir {}: {e}", dir.display()))?;
+            .map_err(|source| BackupError::CreateDir {
+                dir: dir.to_owned(),
+                source,
+            })?;
         // The mode given at creation is masked by the umask; say it exactly.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("making backup dir {} private: {e}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| BackupError::MakePrivate {
+                dir: dir.to_owned(),
+                source,
+            },
+        )?;
     }
     let path = backup_path(dir, kind, ns, name);
-    let text = serde_json::to_string_pretty(manifest).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(manifest)?;
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| format!("writing backup {}: {e}", path.display()))?;
+        .map_err(|source| BackupError::Write {
+            path: path.clone(),
+            source,
+        })?;
     Ok(path)
 }
 
@@ -373,7 +409,7 @@ impl Recorder {
         match save_backup(dir, kind, ns, name, &obj) {
             Ok(p) => self.backup = Some(p),
             Err(e) => {
-                self.early = Some(StepOutcome::Failed(e));
+                self.early = Some(StepOutcome::Failed(e.to_string()));
                 return None;
             }
         }

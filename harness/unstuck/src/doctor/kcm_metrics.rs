@@ -49,7 +49,7 @@ pub async fn read_at(kubeconfig: &Path, port: u16) -> ControllerManagerMetrics {
             endpoint,
             error: None,
         },
-        Err(e) => unreadable(endpoint, e),
+        Err(e) => unreadable(endpoint, e.to_string()),
     }
 }
 
@@ -57,14 +57,30 @@ fn endpoint(port: u16) -> String {
     format!("https://{}:{port}/metrics", Ipv4Addr::LOCALHOST)
 }
 
+/// Why the metrics could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("no answer within {} s (timed out)", TIMEOUT.as_secs())]
+    TimedOut,
+    #[error("reading kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("endpoint {endpoint:?}: {source}")]
+    Endpoint {
+        endpoint: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error("building the request: {0}")]
+    Request(#[from] http::Error),
+    #[error("{}", crate::kube_error::text(.0))]
+    Kube(#[from] kube::Error),
+}
+
 /// The metrics text itself, within [`TIMEOUT`].
-pub async fn fetch_text(kubeconfig: &Path, port: u16) -> Result<String, String> {
+pub async fn fetch_text(kubeconfig: &Path, port: u16) -> Result<String, MetricsError> {
     match tokio::time::timeout(TIMEOUT, fetch(kubeconfig, &endpoint(port))).await {
         Ok(r) => r,
-        Err(_) => Err(format!(
-            "no answer within {} s (timed out)",
-            TIMEOUT.as_secs()
-        )),
+        Err(_) => Err(MetricsError::TimedOut),
     }
 }
 
@@ -76,16 +92,18 @@ fn unreadable(endpoint: String, error: String) -> ControllerManagerMetrics {
     }
 }
 
-async fn fetch(kubeconfig: &Path, endpoint: &str) -> Result<String, String> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
+async fn fetch(kubeconfig: &Path, endpoint: &str) -> Result<String, MetricsError> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
     let mut cfg =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
     cfg.cluster_url = endpoint
         .trim_end_matches("/metrics")
         .parse()
-        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        .map_err(|source| MetricsError::Endpoint {
+            endpoint: endpoint.to_owned(),
+            source,
+        })?;
     // Self-signed at its start: see the module comment.
     cfg.accept_invalid_certs = true;
     cfg.root_cert = None;
@@ -94,11 +112,9 @@ async fn fetch(kubeconfig: &Path, endpoint: &str) -> Result<String, String> {
     cfg.default_retry = false;
     cfg.connect_timeout = Some(TIMEOUT);
     cfg.read_timeout = Some(TIMEOUT);
-    let client = Client::try_from(cfg).map_err(|e| e.to_string())?;
-    let req = http::Request::get("/metrics")
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    client.request_text(req).await.map_err(|e| e.to_string())
+    let client = Client::try_from(cfg)?;
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(client.request_text(req).await?)
 }
 
 #[cfg(test)]
