@@ -93,7 +93,7 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
                         Poll::Ready(text)
                     }
                     Ok(_) => Poll::Pending("no namespace workqueue yet".into()),
-                    Err(e) => Poll::Pending(e),
+                    Err(e) => Poll::Pending(e.to_string()),
                 }
             }
         },
