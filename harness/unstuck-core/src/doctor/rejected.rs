@@ -69,13 +69,19 @@ fn release_of(i: usize, f: &Finding) -> Option<Release<'_>> {
 /// Links dead webhooks to the releases they reject, in place: the
 /// webhook's detail lists them and both findings say it in their evidence.
 pub fn link(findings: &mut [Finding], snapshot: &Snapshot) {
+    let links = find_links(findings, snapshot);
+    record_links(findings, links);
+}
+
+/// (webhook finding, stuck finding, the rejected write) for every dead
+/// webhook and every stuck finding whose release it takes.
+fn find_links(findings: &[Finding], snapshot: &Snapshot) -> Vec<(usize, usize, RejectedWrite)> {
     let releases: Vec<Release<'_>> = findings
         .iter()
         .enumerate()
         .filter_map(|(i, f)| release_of(i, f))
         .collect();
     let all = webhooks(snapshot);
-    // (webhook finding, stuck finding, the rejected write)
     let mut links: Vec<(usize, usize, RejectedWrite)> = Vec::new();
     for (wi, wf) in findings.iter().enumerate() {
         let FindingDetail::Webhook {
@@ -129,6 +135,12 @@ pub fn link(findings: &mut [Finding], snapshot: &Snapshot) {
             ));
         }
     }
+    links
+}
+
+/// Writes the links into both findings' evidence and the webhook's detail
+/// and summary.
+fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrite)>) {
     for (wi, si, write) in links {
         let (webhook_line, stuck_line) = {
             let (w, s) = (&findings[wi], &findings[si]);

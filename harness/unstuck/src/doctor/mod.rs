@@ -10,6 +10,7 @@ pub mod collect_owners;
 pub mod consent;
 pub mod kcm_metrics;
 pub mod node;
+pub mod outcome;
 mod pages;
 pub mod recheck;
 pub mod render;
@@ -25,9 +26,7 @@ use std::{
 
 use kube::Client;
 use serde::Serialize;
-use unstuck_core::doctor::{
-    Action, DiagnoseOptions, Finding, FindingKind, Plan, diagnose, plan, plan::REFUSED_ON_DISCOVERY,
-};
+use unstuck_core::doctor::{DiagnoseOptions, Finding, FindingKind, Plan, diagnose, plan};
 
 pub use self::{
     apply::{ApiCall, AppliedStep, StepOutcome},
@@ -246,10 +245,6 @@ pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, 
     run_from(client, opts, None).await
 }
 
-/// How often a round blocked only by a failed discovery is collected
-/// again, two seconds apart.
-const DISCOVERY_RETRIES: usize = 5;
-
 /// Runs the doctor; its first round diagnoses `first` when given (a
 /// snapshot the caller has just collected and judged, or the one a plan
 /// was shown from), later rounds collect afresh. With `apply`, only what
@@ -273,10 +268,8 @@ pub async fn run_asking(
     let deadline = start + opts.settle_budget;
     let mut consent = opts.consent.clone();
     let mut rounds: Vec<Round> = Vec::new();
-    let mut ageing_waits = 0;
-    let mut pending_waits = 0;
+    let mut waits = settle::Waits::default();
     let mut rounds_left = opts.max_rounds.max(1);
-    let mut discovery_retries = 0;
     while rounds_left > 0 {
         rounds_left -= 1;
         let ((mut snapshot, stats), just_read) = match first.take() {
@@ -314,58 +307,10 @@ pub async fn run_asking(
             settle::wait_for_change(client, opts, &before, deadline).await;
             continue;
         }
-        // A remedy can set more deletions going (the garbage collector
-        // deletes a foreground chain's next pods, the namespace controller
-        // deletes what a webhook no longer rejects): objects that began
-        // terminating during this run and are held by a finalizer become
-        // "stuck" only once they have aged. Wait for the earliest of them
-        // rather than stop with them left.
-        let remedied = rounds.iter().any(|r| {
-            r.applied
-                .iter()
-                .any(|a| matches!(a.outcome, StepOutcome::Done(_)))
-        });
-        let last = rounds.last().expect("a round");
-        let left = deadline.saturating_duration_since(Instant::now());
-        if remedied
-            && ageing_waits < MAX_AGEING_WAITS
-            && let Some(wait) = ageing(&last.snapshot, opts, left)
-        {
-            ageing_waits += 1;
-            rounds_left += 1;
-            tokio::time::sleep(wait).await;
-            continue;
-        }
-        // A namespace waits on its controller's next pass: wait for
-        // anything to move, and look again if it did.
-        if remedied && pending_waits < MAX_PENDING_WAITS && settle::namespace_pending(&rounds) {
-            pending_waits += 1;
-            let last = rounds.last().expect("a round");
-            let before = settle::fingerprint(&last.snapshot, &opts.scope);
-            if settle::wait_for_change(client, opts, &before, deadline).await {
-                rounds_left += 1;
-                continue;
-            }
+        if !settle::look_again(client, opts, &rounds, &mut waits, deadline).await {
             break;
         }
-        let last = rounds.last().expect("a round");
-        // A step refused only because discovery failed at that moment
-        // (a CRD somewhere being created or removed) is asked again,
-        // briefly: a remedy that needs complete discovery, such as
-        // /finalize, is taken once discovery answers, never without.
-        let blocked_by_discovery = !last.snapshot.discovery_failures.is_empty()
-            && last
-                .plan
-                .steps
-                .iter()
-                .any(|s| matches!(&s.action, Action::Refuse { reason } if reason.contains(REFUSED_ON_DISCOVERY)));
-        if remedied && blocked_by_discovery && discovery_retries < DISCOVERY_RETRIES {
-            discovery_retries += 1;
-            rounds_left += 1;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            continue;
-        }
-        break;
+        rounds_left += 1;
     }
     let outcomes = if opts.apply {
         settle::outcomes(&rounds)
@@ -382,17 +327,10 @@ pub async fn run_asking(
     })
 }
 
-/// How often one run waits, with nothing left to change, for a namespace
-/// it worked on to be finished by its controller.
-const MAX_PENDING_WAITS: usize = 3;
-
-/// How often one run waits for late deletions to age (see [`ageing`]).
-const MAX_AGEING_WAITS: usize = 3;
-
 /// How long until the earliest in-scope object that is terminating with a
 /// finalizer, but not yet for `stuck_after`, has aged enough to be judged;
 /// `None` when there is none within `at_most` (and [`MAX_AGEING_WAIT`]).
-fn ageing(
+pub(super) fn ageing(
     snapshot: &unstuck_core::doctor::Snapshot,
     opts: &DoctorOptions,
     at_most: Duration,

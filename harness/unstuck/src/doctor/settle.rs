@@ -14,9 +14,9 @@ use std::{
 };
 
 use kube::Client;
-use serde::Serialize;
-use unstuck_core::doctor::{Action, Finding, FindingDetail, FindingKind, ObjectRef, Snapshot};
+use unstuck_core::doctor::{Action, Snapshot, plan::REFUSED_ON_DISCOVERY};
 
+pub use super::outcome::{TargetOutcome, TargetState, outcomes, target_namespaces, targets};
 use super::{DoctorOptions, Round, Scope, StepOutcome, collect_in};
 
 /// How long the doctor waits, after a round that changed something, for
@@ -115,278 +115,80 @@ pub fn namespace_pending(rounds: &[Round]) -> bool {
         .any(|o| o.state == TargetState::StillStuck && o.target.kind == "Namespace")
 }
 
-/// Where a stuck target ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum TargetState {
-    /// It no longer exists.
-    Gone,
-    /// It is still there; the doctor waits on something or left a step.
-    StillStuck,
-    /// It is still there and the doctor refused to act on what holds it.
-    Refused,
+/// How often one run has waited, with nothing left to change, for each
+/// reason (each is bounded: [`look_again`]).
+#[derive(Debug, Default)]
+pub struct Waits {
+    ageing: usize,
+    pending: usize,
+    discovery: usize,
 }
 
-/// One stuck target and how the run ended for it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct TargetOutcome {
-    pub target: ObjectRef,
-    pub state: TargetState,
-    /// What holds it and the next step, when it is not gone.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub detail: String,
-}
+/// How often one run waits for late deletions to age.
+const MAX_AGEING_WAITS: usize = 3;
+/// How often one run waits for a namespace it worked on to be finished by
+/// its controller.
+const MAX_PENDING_WAITS: usize = 3;
+/// How often a round blocked only by a failed discovery is collected
+/// again, two seconds apart.
+const DISCOVERY_RETRIES: usize = 5;
 
-impl TargetOutcome {
-    /// One line for a terminal.
-    pub fn line(&self) -> String {
-        let what = target_text(&self.target);
-        match self.state {
-            TargetState::Gone => format!("{what}: gone"),
-            TargetState::StillStuck => format!("{what}: still stuck: {}", self.detail),
-            TargetState::Refused => format!("{what}: refused: {}", self.detail),
-        }
-    }
-}
-
-fn target_text(t: &ObjectRef) -> String {
-    match &t.namespace {
-        _ if t.kind == "Namespace" => format!("namespace {}", t.name),
-        Some(ns) => format!("{} {ns}/{}", t.kind, t.name),
-        None => format!("{} {}", t.kind, t.name),
-    }
-}
-
-fn is_namespace_finding(k: FindingKind) -> bool {
-    matches!(
-        k,
-        FindingKind::NamespaceBlockedByDiscovery
-            | FindingKind::NamespaceContentDeletionFailed
-            | FindingKind::NamespaceBlockedByContent
-            | FindingKind::NamespaceOrphanMetadataFinalizer
-            | FindingKind::NamespaceSpecFinalizerStuck
-            | FindingKind::NamespaceNotProgressing
-    )
-}
-
-fn is_stuck_object_finding(k: FindingKind) -> bool {
-    matches!(
-        k,
-        FindingKind::OrphanFinalizer
-            | FindingKind::UnknownFinalizerOwner
-            | FindingKind::WaitingOnLiveController
-            | FindingKind::WaitingOnDependents
-            | FindingKind::ProtectedFinalizerInUse
-            | FindingKind::PodStuckTerminating
-    )
-}
-
-/// The stuck targets of a diagnosis: Terminating namespaces, and stuck
-/// objects that are not inside one of them (those are part of their
-/// namespace's outcome).
-pub fn targets(findings: &[Finding]) -> Vec<ObjectRef> {
-    let namespaces: BTreeSet<&str> = findings
-        .iter()
-        .filter(|f| is_namespace_finding(f.kind))
-        .map(|f| f.subject.name.as_str())
-        .collect();
-    let mut out: Vec<ObjectRef> = Vec::new();
-    for f in findings {
-        let t = &f.subject;
-        let keep = if is_namespace_finding(f.kind) {
-            true
-        } else if is_stuck_object_finding(f.kind) {
-            !t.namespace
-                .as_deref()
-                .is_some_and(|ns| namespaces.contains(ns))
-        } else {
-            false
-        };
-        if keep && !out.iter().any(|o| same(o, t)) {
-            out.push(t.clone());
-        }
-    }
-    out
-}
-
-fn same(a: &ObjectRef, b: &ObjectRef) -> bool {
-    a.kind == b.kind && a.namespace == b.namespace && a.name == b.name
-}
-
-fn present(s: &Snapshot, t: &ObjectRef) -> bool {
-    let uid_ok = |uid: Option<&String>| t.uid.is_none() || uid == t.uid.as_ref();
-    if t.kind == "Namespace" && t.api_version == "v1" {
-        return s.namespaces.iter().any(|n| {
-            n.metadata.name.as_deref() == Some(t.name.as_str()) && uid_ok(n.metadata.uid.as_ref())
-        });
-    }
-    let meta_matches = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        m.name.as_deref() == Some(t.name.as_str())
-            && m.namespace == t.namespace
-            && uid_ok(m.uid.as_ref())
+/// After a round that changed nothing: whether something is worth
+/// waiting for and looking at again (having waited for it). Only once a
+/// remedy was made in this run: a run that changed nothing ends at once.
+pub async fn look_again(
+    client: &Client,
+    opts: &DoctorOptions,
+    rounds: &[Round],
+    waits: &mut Waits,
+    deadline: Instant,
+) -> bool {
+    let remedied = rounds.iter().any(|r| {
+        r.applied
+            .iter()
+            .any(|a| matches!(a.outcome, StepOutcome::Done(_)))
+    });
+    let Some(last) = rounds.last() else {
+        return false;
     };
-    s.terminating.iter().any(|r| meta_matches(&r.metadata))
-        || s.pods.iter().any(|p| meta_matches(&p.metadata))
-}
-
-/// Whether a finding is about `t` (or, for a namespace, about what is in
-/// it or what blocks it).
-fn concerns(f: &Finding, t: &ObjectRef) -> bool {
-    if same(&f.subject, t) {
+    if !remedied {
+        return false;
+    }
+    // A remedy can set more deletions going (the garbage collector
+    // deletes a foreground chain's next pods, the namespace controller
+    // deletes what a webhook no longer rejects): objects that began
+    // terminating during this run and are held by a finalizer become
+    // "stuck" only once they have aged. Wait for the earliest of them
+    // rather than stop with them left.
+    let left = deadline.saturating_duration_since(Instant::now());
+    if waits.ageing < MAX_AGEING_WAITS
+        && let Some(wait) = super::ageing(&last.snapshot, opts, left)
+    {
+        waits.ageing += 1;
+        tokio::time::sleep(wait).await;
         return true;
     }
-    if t.kind != "Namespace" {
-        return match &f.detail {
-            FindingDetail::Webhook { rejects, .. } => rejects.iter().any(|r| same(&r.subject, t)),
-            _ => false,
-        };
+    // A namespace waits on its controller's next pass: wait for anything
+    // to move, and look again if it did.
+    if waits.pending < MAX_PENDING_WAITS && namespace_pending(rounds) {
+        waits.pending += 1;
+        let before = fingerprint(&last.snapshot, &opts.scope);
+        return wait_for_change(client, opts, &before, deadline).await;
     }
-    let ns = t.name.as_str();
-    f.subject.namespace.as_deref() == Some(ns)
-        || match &f.detail {
-            FindingDetail::Webhook {
-                blocks_namespaces,
-                rejects,
-                ..
-            } => {
-                blocks_namespaces.iter().any(|b| b == ns)
-                    || rejects.iter().any(|r| {
-                        r.subject.namespace.as_deref() == Some(ns)
-                            || (r.subject.kind == "Namespace" && r.subject.name == ns)
-                    })
-            }
-            FindingDetail::ApiService {
-                blocks_namespaces, ..
-            }
-            | FindingDetail::ConversionWebhook {
-                blocks_namespaces, ..
-            } => blocks_namespaces.iter().any(|b| b == ns),
-            _ => false,
-        }
-}
-
-/// How each target of the first round ended, read from the last round
-/// (a read taken after the last change, since the run ends on a round
-/// that changes nothing).
-pub fn outcomes(rounds: &[Round]) -> Vec<TargetOutcome> {
-    let (Some(first), Some(last)) = (rounds.first(), rounds.last()) else {
-        return Vec::new();
-    };
-    targets(&first.findings)
-        .into_iter()
-        .map(|t| {
-            if !present(&last.snapshot, &t) {
-                return TargetOutcome {
-                    target: t,
-                    state: TargetState::Gone,
-                    detail: String::new(),
-                };
-            }
-            let (state, detail) = why_still_there(last, &t);
-            TargetOutcome {
-                target: t,
-                state,
-                detail,
-            }
-        })
-        .collect()
-}
-
-fn why_still_there(last: &Round, t: &ObjectRef) -> (TargetState, String) {
-    let related: Vec<usize> = last
-        .findings
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| concerns(f, t))
-        .map(|(i, _)| i)
-        .collect();
-    let steps = last
-        .plan
-        .steps
-        .iter()
-        .filter(|s| related.contains(&s.finding_index));
-    let mut refused = Vec::new();
-    let mut waiting = Vec::new();
-    let mut mutating = Vec::new();
-    for s in steps {
-        let n = s.finding_index + 1;
-        match &s.action {
-            Action::Refuse { reason } => refused.push(format!("finding #{n}: {reason}")),
-            Action::Wait { reason } => waiting.push(format!("finding #{n}: {reason}")),
-            other => mutating.push(format!("finding #{n}: {} planned", other.name())),
-        }
+    // A step refused only because discovery failed at that moment (a CRD
+    // somewhere being created or removed) is asked again, briefly: a
+    // remedy that needs complete discovery, such as /finalize, is taken
+    // once discovery answers, never without.
+    let blocked_by_discovery = !last.snapshot.discovery_failures.is_empty()
+        && last.plan.steps.iter().any(|s| {
+            matches!(&s.action, Action::Refuse { reason } if reason.contains(REFUSED_ON_DISCOVERY))
+        });
+    if blocked_by_discovery && waits.discovery < DISCOVERY_RETRIES {
+        waits.discovery += 1;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        return true;
     }
-    let left: Vec<String> = last
-        .applied
-        .iter()
-        .filter_map(|a| match &a.outcome {
-            StepOutcome::Left(why) | StepOutcome::Failed(why) => {
-                Some(format!("{} {}: {why}", a.action, a.target))
-            }
-            _ => None,
-        })
-        .collect();
-    if !refused.is_empty() {
-        return (TargetState::Refused, refused.join("; "));
-    }
-    let mut parts = Vec::new();
-    parts.extend(left);
-    parts.extend(mutating);
-    parts.extend(waiting);
-    if parts.is_empty() {
-        parts.push("nothing the doctor found explains it any more; run the doctor again".into());
-    }
-    (TargetState::StillStuck, parts.join("; "))
-}
-
-/// The Terminating namespaces a confirmed plan is about: those a step
-/// that changes the cluster acts for (the subject's own, or the ones a
-/// webhook or APIService step unblocks). Later steps on what hangs inside
-/// them are covered by the same confirmation ([`super::consent`]).
-pub fn target_namespaces(
-    findings: &[Finding],
-    plan: &unstuck_core::doctor::Plan,
-    snapshot: &Snapshot,
-) -> BTreeSet<String> {
-    let terminating = |name: &str| {
-        snapshot
-            .namespace(name)
-            .is_some_and(|n| n.metadata.deletion_timestamp.is_some())
-    };
-    let mut out = BTreeSet::new();
-    for s in plan.mutating_steps() {
-        let Some(f) = findings.get(s.finding_index) else {
-            continue;
-        };
-        let mut names: Vec<String> = Vec::new();
-        if f.subject.kind == "Namespace" {
-            names.push(f.subject.name.clone());
-        }
-        names.extend(f.subject.namespace.clone());
-        match &f.detail {
-            FindingDetail::Webhook {
-                blocks_namespaces,
-                rejects,
-                ..
-            } => {
-                names.extend(blocks_namespaces.iter().cloned());
-                for r in rejects {
-                    names.extend(r.subject.namespace.clone());
-                    if r.subject.kind == "Namespace" {
-                        names.push(r.subject.name.clone());
-                    }
-                }
-            }
-            FindingDetail::ApiService {
-                blocks_namespaces, ..
-            }
-            | FindingDetail::ConversionWebhook {
-                blocks_namespaces, ..
-            } => names.extend(blocks_namespaces.iter().cloned()),
-            _ => {}
-        }
-        out.extend(names.into_iter().filter(|n| terminating(n)));
-    }
-    out
+    false
 }
 
 #[cfg(test)]
