@@ -260,6 +260,8 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         doctor::run_asking(&client, &opts, first, &mut ask).await?
     };
     let nodes = node_doctor(&client, &args, stuck_after.as_std(), true).await?;
+    let mut report = report;
+    doctor::outcome::count_node_heals(&mut report.outcomes, &nodes);
     let view = View::new(target, &report, &nodes);
     print!("{}", view.render(format));
     Ok(ExitCode::from(exit_after_apply(

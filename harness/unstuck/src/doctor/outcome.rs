@@ -285,3 +285,29 @@ pub fn target_namespaces(
     }
     out
 }
+
+/// A pod target the node doctor healed after the API doctor's rounds
+/// (the kubelet's own final delete) is gone: one outcome per target,
+/// whichever doctor freed it.
+pub fn count_node_heals(outcomes: &mut [TargetOutcome], nodes: &[super::node::NodeDoctorReport]) {
+    use super::node::HealOutcome;
+    for o in outcomes
+        .iter_mut()
+        .filter(|o| o.target.kind == "Pod" && o.state != TargetState::Gone)
+    {
+        let pod = format!(
+            "{}/{}",
+            o.target.namespace.as_deref().unwrap_or_default(),
+            o.target.name
+        );
+        let healed = nodes.iter().any(|n| {
+            n.pod == pod
+                && (o.target.uid.is_none() || n.uid == o.target.uid)
+                && matches!(n.outcome, HealOutcome::Recovered | HealOutcome::PodNotFound)
+        });
+        if healed {
+            o.state = TargetState::Gone;
+            o.detail = "freed by the node doctor (the kubelet's own final delete)".into();
+        }
+    }
+}

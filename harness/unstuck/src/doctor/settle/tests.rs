@@ -139,3 +139,44 @@ fn a_plan_on_an_object_in_a_live_namespace_covers_no_namespace() {
         vec![ns]
     );
 }
+
+#[test]
+fn a_pod_the_node_doctor_healed_is_gone_whichever_doctor_freed_it() {
+    use crate::doctor::node::{HealOutcome, HealTimings, NodeDoctorReport};
+    let pod = |outcome| NodeDoctorReport {
+        pod: "app/web-0".into(),
+        uid: Some("u1".into()),
+        node: "n1".into(),
+        outcome,
+        initial: None,
+        plan: Vec::new(),
+        steps: Vec::new(),
+        force_used: false,
+        proof: Vec::new(),
+        leftovers: Vec::new(),
+        timings: HealTimings::default(),
+    };
+    let target = unstuck_core::doctor::ObjectRef {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some("app".into()),
+        name: "web-0".into(),
+        uid: Some("u1".into()),
+    };
+    let stuck = || {
+        vec![TargetOutcome {
+            target: target.clone(),
+            state: TargetState::StillStuck,
+            detail: "finding #1: waiting for the kubelet".into(),
+        }]
+    };
+    let mut o = stuck();
+    crate::doctor::outcome::count_node_heals(&mut o, &[pod(HealOutcome::Recovered)]);
+    assert_eq!(o[0].state, TargetState::Gone);
+    // Not healed, or another pod: still stuck.
+    let mut o = stuck();
+    let mut other = pod(HealOutcome::Recovered);
+    other.uid = Some("u2".into());
+    crate::doctor::outcome::count_node_heals(&mut o, &[other]);
+    assert_eq!(o[0].state, TargetState::StillStuck);
+}
