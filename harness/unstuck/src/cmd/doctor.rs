@@ -13,7 +13,7 @@ use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
 use unstuck::core::doctor::{Plan, PlannedStep};
 use unstuck::doctor::{
-    self, DoctorOptions, DoctorReport, Scope, StepOutcome,
+    self, DoctorOptions, DoctorReport, Scope,
     consent::{Answer, AskAgain, Consent, MAX_PLAN_AGE},
     node::{HealOutcome, NodeDoctorReport},
     render::{Format, View},
@@ -280,7 +280,7 @@ fn exit_after_apply(
         .rounds
         .iter()
         .flat_map(|r| &r.applied)
-        .any(|a| matches!(a.outcome, StepOutcome::Failed(_)))
+        .any(|a| a.outcome.is_failure())
         || nodes.iter().any(|n| {
             !matches!(
                 n.outcome,

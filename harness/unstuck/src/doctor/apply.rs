@@ -46,24 +46,33 @@ pub struct AppliedStep {
 pub enum StepOutcome {
     /// The change was made and a re-read confirmed it.
     Done(String),
-    /// Nothing to change (a wait, a refusal, or the object was already gone).
+    /// A step that changes nothing by design: the cluster resolves it (a
+    /// live controller, the namespace controller's next pass).
+    Waiting(String),
+    /// The doctor declined to act (an owner not proven dead, ...).
+    Refused(String),
+    /// Nothing written: the object was already gone, or a fresh read no
+    /// longer holds the step.
     Skipped(String),
+    /// The server refused the write because the object changed since it
+    /// was read (a 409, or a JSON patch `test` that no longer holds): worth
+    /// reading and arguing again.
+    Moved(String),
     /// The server refused or the re-check failed; later steps still run,
     /// each conditional on what it saw.
     Failed(String),
     /// Not applied: no one confirmed it (a step a later round found that
-    /// the plan shown did not hold). Says what was left and why.
+    /// the plan shown did not hold), or a dead webhook rejects it and may
+    /// not be changed. Says what was left and why.
     Left(String),
 }
 
-/// How the outcome of a write the server refused because the object
-/// changed since it was read begins.
-pub const CHANGED_SINCE_READ: &str = "the object changed since it was read";
-
-/// Whether a [`StepOutcome::Failed`] reason says the object changed
-/// between the read and the write (so it is worth reading again).
-pub fn changed_since_read(why: &str) -> bool {
-    why.starts_with(CHANGED_SINCE_READ)
+impl StepOutcome {
+    /// A write the server refused (moved or failed): the run did not do
+    /// what it set out to.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, StepOutcome::Failed(_) | StepOutcome::Moved(_))
+    }
 }
 
 /// The outcome of a refused write. A conflict (a precondition or a
@@ -76,8 +85,8 @@ fn write_refused(e: &kube::Error, json_patch: bool) -> StepOutcome {
         if s.code == 409
             || (json_patch && s.code == 422 && s.message.contains("due to an error in our request")));
     if moved {
-        StepOutcome::Failed(format!(
-            "{CHANGED_SINCE_READ}: the server refused the write ({})",
+        StepOutcome::Moved(format!(
+            "the object changed since it was read: the server refused the write ({})",
             crate::kube_error::text(e)
         ))
     } else {
@@ -184,8 +193,8 @@ fn is_not_found(e: &kube::Error) -> bool {
 /// [`StepOutcome::Failed`] with the server's words.
 pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> AppliedStep {
     match &step.action {
-        Action::Wait { reason } => skipped("Wait", "-", reason),
-        Action::Refuse { reason } => skipped("Refuse", "-", reason),
+        Action::Wait { reason } => observed("Wait", StepOutcome::Waiting(reason.clone())),
+        Action::Refuse { reason } => observed("Refuse", StepOutcome::Refused(reason.clone())),
         Action::RemoveFinalizers(rf) => {
             let t = &rf.target;
             let api = dynamic_api(client, t);
@@ -321,7 +330,9 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
             let body = match f.body(&ns) {
                 Ok(b) => b,
                 Err(e @ unstuck_core::doctor::FinalizeError::ResourceVersionChanged { .. }) => {
-                    return rec.end(StepOutcome::Failed(format!("{CHANGED_SINCE_READ}: {e}")));
+                    return rec.end(StepOutcome::Moved(format!(
+                        "the object changed since it was read: {e}"
+                    )));
                 }
                 Err(e) => return rec.end(StepOutcome::Failed(e.to_string())),
             };
@@ -435,6 +446,10 @@ impl Recorder {
     }
 }
 
+fn observed(action: &str, o: StepOutcome) -> AppliedStep {
+    outcome(action, "-", o, Vec::new(), None)
+}
+
 fn skipped(action: &str, target: &str, reason: &str) -> AppliedStep {
     outcome(
         action,
@@ -487,7 +502,7 @@ const WEBHOOK_NOT_CONSENTED: &str = "changing an admission webhook needs --allow
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
-    use super::{StepOutcome, changed_since_read, write_refused};
+    use super::{StepOutcome, write_refused};
 
     fn api_error(code: u16, message: &str) -> kube::Error {
         kube::Error::Api(Box::new(kube::core::Status {
@@ -498,7 +513,7 @@ mod tests {
     }
 
     fn moved(o: StepOutcome) -> bool {
-        matches!(o, StepOutcome::Failed(why) if changed_since_read(&why))
+        matches!(o, StepOutcome::Moved(_))
     }
 
     #[test]

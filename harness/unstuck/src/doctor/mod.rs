@@ -155,7 +155,7 @@ impl DoctorReport {
     /// The remedy steps that failed, with the server's words.
     pub fn failures(&self) -> Vec<String> {
         self.step_lines(|o| match o {
-            StepOutcome::Failed(why) => Some(why),
+            StepOutcome::Failed(why) | StepOutcome::Moved(why) => Some(why),
             _ => None,
         })
     }
@@ -181,13 +181,11 @@ impl DoctorReport {
             for a in &r.applied {
                 match &a.outcome {
                     StepOutcome::Done(d) => out.push(format!("  {} {}: {d}", a.action, a.target)),
-                    StepOutcome::Skipped(why) if a.action == "Refuse" => {
-                        out.push(format!("  refused: {why}"))
-                    }
-                    StepOutcome::Skipped(why) if a.action != "Wait" => {
+                    StepOutcome::Refused(why) => out.push(format!("  refused: {why}")),
+                    StepOutcome::Skipped(why) => {
                         out.push(format!("  skipped {} {}: {why}", a.action, a.target))
                     }
-                    StepOutcome::Failed(why) => {
+                    StepOutcome::Failed(why) | StepOutcome::Moved(why) => {
                         out.push(format!("  FAILED {} {}: {why}", a.action, a.target))
                     }
                     StepOutcome::Left(why) => {
@@ -431,7 +429,7 @@ mod tests {
                 AppliedStep {
                     action: "Refuse".into(),
                     target: "-".into(),
-                    outcome: StepOutcome::Skipped(
+                    outcome: StepOutcome::Refused(
                         "Pod app/web-0 is not stuck in deletion; what keeps it from starting is fixed in its spec, image or node, not by the doctor".into(),
                     ),
                     calls: Vec::new(),

@@ -216,7 +216,7 @@ fn why_still_there(last: &Round, t: &ObjectRef) -> (TargetState, String) {
         .applied
         .iter()
         .filter_map(|a| match &a.outcome {
-            StepOutcome::Left(why) | StepOutcome::Failed(why) => {
+            StepOutcome::Left(why) | StepOutcome::Failed(why) | StepOutcome::Moved(why) => {
                 Some(format!("{} {}: {why}", a.action, a.target))
             }
             _ => None,

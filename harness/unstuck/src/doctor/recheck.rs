@@ -280,8 +280,7 @@ async fn write_rechecked(
         };
         let mut applied = apply::apply_step(client, &step, &opts.backup_dir).await;
         if attempt < WRITE_ATTEMPTS
-            && let StepOutcome::Failed(why) = &applied.outcome
-            && apply::changed_since_read(why)
+            && let StepOutcome::Moved(why) = &applied.outcome
         {
             // Keep the refused attempt as evidence, then read again.
             applied.outcome = StepOutcome::Skipped(format!("{why}; read again and argued again"));

@@ -149,17 +149,15 @@ impl View {
             .flat_map(|r| &r.applied)
             .filter_map(|a| match &a.outcome {
                 StepOutcome::Done(d) => Some(format!("{} {}: {d}", a.action, a.target)),
-                StepOutcome::Failed(why) => {
+                StepOutcome::Failed(why) | StepOutcome::Moved(why) => {
                     Some(format!("FAILED {} {}: {why}", a.action, a.target))
                 }
                 StepOutcome::Left(why) => Some(format!("left {} {}: {why}", a.action, a.target)),
-                StepOutcome::Skipped(why) if a.action == "Refuse" => {
-                    Some(format!("refused: {why}"))
-                }
-                StepOutcome::Skipped(why) if a.action != "Wait" => {
+                StepOutcome::Refused(why) => Some(format!("refused: {why}")),
+                StepOutcome::Skipped(why) => {
                     Some(format!("skipped {} {}: {why}", a.action, a.target))
                 }
-                _ => None,
+                StepOutcome::Waiting(_) => None,
             })
             .collect();
         // A step left or refused in one round is usually planned, and
