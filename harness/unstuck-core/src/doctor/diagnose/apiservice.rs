@@ -1,0 +1,190 @@
+//! APIService findings: an APIService that has been unavailable past the
+//! threshold, dead when its backend is proven gone, and the namespaces whose
+//! discovery it blocks.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
+    APIService, APIServiceCondition,
+};
+
+use super::Diagnosis;
+use super::namespace::DiscoveryBlocked;
+use crate::doctor::apiservice::Backend;
+use crate::doctor::conditions::{
+    NS_DISCOVERY_FAILURE, api_service_available, quote_api_service_condition,
+};
+use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use crate::doctor::owner::fmt_secs;
+
+impl<'a> Diagnosis<'a> {
+    /// DeadApiService findings; returns the names of the dead APIServices.
+    pub(super) fn dead_api_services(
+        &self,
+        blocked: &[DiscoveryBlocked<'_>],
+        findings: &mut Vec<Finding>,
+    ) -> BTreeSet<String> {
+        let mut dead = BTreeSet::new();
+        for api in &self.snapshot.api_services {
+            let Some(name) = api.metadata.name.as_deref() else {
+                continue;
+            };
+            // Local APIServices (no spec.service) are served by the
+            // apiserver itself: never dead.
+            let Some(service) = api.spec.as_ref().and_then(|s| s.service.as_ref()) else {
+                continue;
+            };
+            let Some(available) = api_service_available(api) else {
+                continue;
+            };
+            if available.status == "True" {
+                continue;
+            }
+            // Unavailable only briefly (a backend starting up) is not dead.
+            if let Some(t) = &available.last_transition_time
+                && self.snapshot.age_of(t.0) <= self.threshold
+            {
+                continue;
+            }
+            let reason = available.reason.clone().unwrap_or_default();
+            let message = available.message.clone().unwrap_or_default();
+            let service_ns = service.namespace.as_deref().unwrap_or_default();
+            let service_name = service.name.as_deref().unwrap_or_default();
+            let gv = api_service_group_version(api, name);
+
+            let mut evidence = vec![
+                quote_api_service_condition(name, available),
+                format!("spec.service {service_ns}/{service_name} serves {gv}"),
+            ];
+            evidence.extend(self.unavailable_lines(available, service_ns, &gv));
+            let blocks = blocked_namespaces(blocked, &gv, &mut evidence);
+
+            let kind = match crate::doctor::apiservice::backend(
+                api,
+                available,
+                &self.snapshot.api_service_backends,
+            ) {
+                Backend::Serving(_) => continue,
+                Backend::Gone(why) => {
+                    evidence.extend(why);
+                    dead.insert(name.to_owned());
+                    FindingKind::DeadApiService
+                }
+                Backend::Unproven(why) => {
+                    evidence.extend(why);
+                    FindingKind::ApiServiceUnavailable
+                }
+            };
+            findings.push(Finding {
+                kind,
+                subject: ObjectRef {
+                    api_version: "apiregistration.k8s.io/v1".into(),
+                    kind: "APIService".into(),
+                    namespace: None,
+                    name: name.to_owned(),
+                    uid: api.metadata.uid.clone(),
+                },
+                summary: format!(
+                    "APIService {name} is unavailable ({reason}): {message}{}",
+                    if blocks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it blocks deletion of namespace(s) {}", blocks.join(", "))
+                    }
+                ),
+                evidence,
+                detail: FindingDetail::ApiService {
+                    reason,
+                    message,
+                    status: available.status.clone(),
+                    service: format!("{service_ns}/{service_name}"),
+                    group_version: gv,
+                    resource_version: api.metadata.resource_version.clone(),
+                    blocks_namespaces: blocks,
+                },
+            });
+        }
+        dead
+    }
+
+    /// How long the APIService has been unavailable, and what else says
+    /// its backend is not answering.
+    fn unavailable_lines(
+        &self,
+        available: &APIServiceCondition,
+        service_ns: &str,
+        gv: &str,
+    ) -> Vec<String> {
+        let mut evidence = Vec::new();
+        match &available.last_transition_time {
+            Some(t) => evidence.push(format!(
+                "unavailable since {} ({} before the snapshot)",
+                t.0,
+                fmt_secs(self.snapshot.age_of(t.0).as_secs())
+            )),
+            None => evidence.push("the Available condition has no lastTransitionTime".into()),
+        }
+        if let Some(ns) = self.snapshot.namespace(service_ns)
+            && ns.metadata.deletion_timestamp.is_some()
+        {
+            evidence.push(format!(
+                "the backing service's namespace {service_ns} is itself Terminating: it cannot finish while this APIService fails discovery (self-deadlock)"
+            ));
+        }
+        for f in self
+            .snapshot
+            .discovery_failures
+            .iter()
+            .filter(|f| f.group_version == gv)
+        {
+            evidence.push(format!(
+                "the collector's discovery of {gv} failed too: {}",
+                f.message
+            ));
+        }
+        evidence
+    }
+}
+
+fn api_service_group_version(api: &APIService, name: &str) -> String {
+    let spec = api.spec.as_ref();
+    match (
+        spec.and_then(|s| s.group.as_deref()),
+        spec.and_then(|s| s.version.as_deref()),
+    ) {
+        (Some(g), Some(v)) if !g.is_empty() => format!("{g}/{v}"),
+        (_, Some(v)) => v.to_owned(),
+        // `v1beta1.metrics.k8s.io` -> `metrics.k8s.io/v1beta1`.
+        _ => match name.split_once('.') {
+            Some((v, g)) if !g.is_empty() => format!("{g}/{v}"),
+            Some((v, _)) => v.to_owned(),
+            None => name.to_owned(),
+        },
+    }
+}
+
+/// The Terminating namespaces whose discovery failure names `gv`, sorted,
+/// with one evidence line each (or one saying none does yet).
+fn blocked_namespaces(
+    blocked: &[DiscoveryBlocked<'_>],
+    gv: &str,
+    evidence: &mut Vec<String>,
+) -> Vec<String> {
+    let mut blocks: Vec<String> = blocked
+        .iter()
+        .filter(|b| b.group_versions.iter().any(|g| g == gv))
+        .map(|b| b.namespace.to_owned())
+        .collect();
+    blocks.sort();
+    for ns in &blocks {
+        evidence.push(format!(
+            "blocks deletion of namespace {ns}: its {NS_DISCOVERY_FAILURE} condition names {gv}"
+        ));
+    }
+    if blocks.is_empty() {
+        evidence.push(
+            "no Terminating namespace names it yet, but every namespace deletion and the garbage collector need complete discovery".into(),
+        );
+    }
+    blocks
+}

@@ -1,0 +1,503 @@
+//! Namespace findings: a Terminating namespace blocked by discovery, by
+//! content, by its own metadata or spec finalizers, or by content deletes
+//! that fail, and the per-namespace condition views ([`DiscoveryBlocked`],
+//! [`ContentFailure`]) the APIService and webhook detectors correlate with.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
+use k8s_openapi::jiff::SignedDuration;
+
+use super::{Diagnosis, MAX_LISTED, record_key, record_ref};
+use crate::doctor::conditions::{
+    NS_CONTENT_FAILURE, NS_CONTENT_REMAINING, NS_DISCOVERY_FAILURE, NS_FINALIZERS_REMAINING,
+    NS_GV_PARSING_FAILURE, api_service_available, api_service_name, failing_namespace_condition,
+    namespace_condition, parse_content_remaining, parse_discovery_failure,
+    parse_finalizers_remaining, quote_api_service_condition, quote_namespace_condition,
+};
+use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use crate::doctor::owner::{controller_manager_alive, fmt_secs};
+use crate::doctor::snapshot::{ObjectRecord, display_name};
+use crate::doctor::webhook::failed_webhooks;
+
+/// The namespace controller retries a failing namespace at most every 60 s
+/// (rate limiter cap, detection-notes 1.2). A `kubernetes` spec token that
+/// outlives the content by more than the threshold plus this is not going
+/// to be removed by the controller.
+const NAMESPACE_RETRY_CAP: SignedDuration = SignedDuration::from_secs(60);
+
+/// A Terminating namespace whose content-deletion-failure condition names
+/// webhooks.
+pub(super) struct ContentFailure<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) webhooks: Vec<String>,
+}
+
+/// What every finding about one stuck namespace starts from.
+struct StuckNamespace<'n> {
+    ns: &'n Namespace,
+    name: &'n str,
+    age: SignedDuration,
+    subject: ObjectRef,
+    base_evidence: Vec<String>,
+    discovery_cond: Option<&'n NamespaceCondition>,
+}
+
+/// A Terminating namespace whose discovery-failure condition is set.
+pub(super) struct DiscoveryBlocked<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) group_versions: Vec<String>,
+}
+
+impl<'a> Diagnosis<'a> {
+    /// Terminating namespaces past the threshold, by name.
+    pub(super) fn stuck_namespaces(&self) -> Vec<&'a Namespace> {
+        let mut out: Vec<&Namespace> = self
+            .snapshot
+            .namespaces
+            .iter()
+            .filter(|ns| self.is_stuck(&ns.metadata).is_some())
+            .collect();
+        out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        out
+    }
+
+    pub(super) fn discovery_blocked_namespaces(&self) -> Vec<DiscoveryBlocked<'a>> {
+        self.snapshot
+            .namespaces
+            .iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_some())
+            .filter_map(|ns| {
+                let c = failing_namespace_condition(ns, NS_DISCOVERY_FAILURE)?;
+                Some(DiscoveryBlocked {
+                    namespace: ns.metadata.name.as_deref()?,
+                    group_versions: parse_discovery_failure(c.message.as_deref().unwrap_or("")),
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn content_failure_namespaces(&self) -> Vec<ContentFailure<'a>> {
+        self.snapshot
+            .namespaces
+            .iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_some())
+            .filter_map(|ns| {
+                let c = failing_namespace_condition(ns, NS_CONTENT_FAILURE)?;
+                Some(ContentFailure {
+                    namespace: ns.metadata.name.as_deref()?,
+                    webhooks: failed_webhooks(c.message.as_deref().unwrap_or("")),
+                })
+            })
+            .collect()
+    }
+
+    /// A namespace whose content deletes fail: quote the controller's
+    /// error and name the dead webhooks it blames.
+    pub(super) fn namespace_content_failure(
+        &self,
+        ns: &Namespace,
+        dead_webhooks: &BTreeSet<String>,
+        findings: &mut Vec<Finding>,
+    ) {
+        let (Some(name), Some(cond)) = (
+            ns.metadata.name.as_deref(),
+            failing_namespace_condition(ns, NS_CONTENT_FAILURE),
+        ) else {
+            return;
+        };
+        let age = self.is_stuck(&ns.metadata).unwrap_or_default();
+        let message = cond.message.clone().unwrap_or_default();
+        let named = failed_webhooks(&message);
+        let (conversions, conversion_lines) =
+            crate::doctor::conversion::explain_message(self.snapshot, &message);
+        let mut evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
+        evidence.push(quote_namespace_condition(cond));
+        evidence.extend(conversion_lines);
+        for w in &named {
+            if dead_webhooks.contains(w) {
+                evidence.push(format!(
+                    "webhook {w:?} rejects the controller's deletes and its backend is gone"
+                ));
+            } else {
+                evidence.push(format!(
+                    "webhook {w:?} rejects the controller's deletes; its backend was not proven gone, so it is not changed"
+                ));
+                evidence.extend(self.backend_not_proven(w));
+            }
+        }
+        // The controller reports no remaining content after a failed
+        // delete: that "All content successfully removed" is not proof.
+        if let Some(c) = namespace_condition(ns, NS_CONTENT_REMAINING)
+            && c.status != "True"
+        {
+            evidence.push(format!(
+                "{NS_CONTENT_REMAINING}={} does not mean the namespace is empty: the controller did not get to count what it failed to delete",
+                c.status
+            ));
+        }
+        findings.push(Finding {
+            kind: FindingKind::NamespaceContentDeletionFailed,
+            subject: ObjectRef {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                namespace: None,
+                name: name.to_owned(),
+                uid: ns.metadata.uid.clone(),
+            },
+            summary: format!(
+                "namespace {name} has been terminating for {} and the namespace controller's deletes fail{}{}",
+                fmt_secs(age.as_secs()),
+                if named.is_empty() {
+                    String::new()
+                } else {
+                    format!(": webhook(s) {} reject them", named.join(", "))
+                },
+                if conversions.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ": the conversion webhook of CRD(s) {} fails",
+                        conversions.join(", ")
+                    )
+                }
+            ),
+            evidence,
+            detail: FindingDetail::NamespaceContentFailure {
+                message,
+                webhooks: named,
+            },
+        });
+    }
+
+    pub(super) fn namespace(
+        &self,
+        ns: &Namespace,
+        dead_api: &BTreeSet<String>,
+        findings: &mut Vec<Finding>,
+    ) {
+        let Some(name) = ns.metadata.name.as_deref() else {
+            return;
+        };
+        let age = self.is_stuck(&ns.metadata).unwrap_or_default();
+        let subject = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: name.to_owned(),
+            uid: ns.metadata.uid.clone(),
+        };
+        let base_evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
+        let discovery_cond = failing_namespace_condition(ns, NS_DISCOVERY_FAILURE);
+
+        let facts = StuckNamespace {
+            ns,
+            name,
+            age,
+            subject,
+            base_evidence,
+            discovery_cond,
+        };
+
+        // Blocked by discovery.
+        if let Some(cond) = discovery_cond {
+            self.namespace_discovery(&facts, cond, dead_api, findings);
+        }
+
+        // Blocked by content.
+        self.namespace_content(&facts, findings);
+
+        // The namespace's own metadata.finalizers.
+        // The namespace's own metadata.finalizers.
+        let meta_finalizers = ns.metadata.finalizers.as_deref().unwrap_or_default();
+        if !meta_finalizers.is_empty() {
+            let record = ObjectRecord {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                resource: "namespaces".into(),
+                namespaced: false,
+                metadata: ns.metadata.clone(),
+            };
+            self.finalizer_findings(
+                &record,
+                age,
+                FindingKind::NamespaceOrphanMetadataFinalizer,
+                &[],
+                findings,
+            );
+        }
+
+        // The namespace's spec.finalizers.
+        self.namespace_spec_finalizers(facts, findings);
+    }
+
+    /// NamespaceBlockedByDiscovery: the controller's discovery-failure
+    /// condition, and the APIServices that serve what it names.
+    fn namespace_discovery(
+        &self,
+        facts: &StuckNamespace<'_>,
+        cond: &NamespaceCondition,
+        dead_api: &BTreeSet<String>,
+        findings: &mut Vec<Finding>,
+    ) {
+        let &StuckNamespace {
+            name,
+            age,
+            ref subject,
+            ref base_evidence,
+            ..
+        } = facts;
+        let mut gvs = parse_discovery_failure(cond.message.as_deref().unwrap_or(""));
+        let mut evidence = base_evidence.clone();
+        evidence.push(quote_namespace_condition(cond));
+        if gvs.is_empty() && !self.snapshot.discovery_failures.is_empty() {
+            gvs = self
+                .snapshot
+                .discovery_failures
+                .iter()
+                .map(|f| f.group_version.clone())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            evidence.push(format!(
+                "the condition names no group/version; the collector's discovery failed for {}",
+                gvs.join(", ")
+            ));
+        }
+        let api_services: Vec<String> = gvs.iter().map(|gv| api_service_name(gv)).collect();
+        let mut dead = Vec::new();
+        for api in &api_services {
+            match self.snapshot.api_service(api) {
+                Some(a) => {
+                    match api_service_available(a) {
+                        Some(c) => evidence.push(quote_api_service_condition(api, c)),
+                        None => evidence
+                            .push(format!("APIService {api} has no Available condition")),
+                    }
+                    if dead_api.contains(api) {
+                        dead.push(api.clone());
+                    }
+                }
+                None => evidence.push(format!(
+                    "no APIService {api} is registered any more; the namespace controller will retry discovery"
+                )),
+            }
+        }
+        findings.push(Finding {
+            kind: FindingKind::NamespaceBlockedByDiscovery,
+            subject: subject.clone(),
+            summary: format!(
+                "namespace {name} has been terminating for {} and cannot finish: discovery fails for {}{}",
+                fmt_secs(age.as_secs()),
+                if gvs.is_empty() { "some groups".to_owned() } else { gvs.join(", ") },
+                if dead.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (dead APIService {})", dead.join(", "))
+                }
+            ),
+            evidence,
+            detail: FindingDetail::NamespaceDiscovery {
+                group_versions: gvs,
+                api_services,
+                dead_api_services: dead,
+            },
+        });
+    }
+
+    /// NamespaceBlockedByContent: remaining content and finalizers the
+    /// controller reports, and the terminating objects with finalizers.
+    fn namespace_content(&self, facts: &StuckNamespace<'_>, findings: &mut Vec<Finding>) {
+        let &StuckNamespace {
+            ns,
+            name,
+            age,
+            ref subject,
+            ref base_evidence,
+            ..
+        } = facts;
+        let content_cond = failing_namespace_condition(ns, NS_CONTENT_REMAINING);
+        let finalizers_cond = failing_namespace_condition(ns, NS_FINALIZERS_REMAINING);
+        let mut blocking: Vec<&ObjectRecord> = self
+            .snapshot
+            .content_of(name)
+            .filter(|r| r.metadata.deletion_timestamp.is_some() && !r.finalizers().is_empty())
+            .collect();
+        blocking.sort_by(|a, b| record_key(a).cmp(&record_key(b)));
+        blocking.dedup_by(|a, b| record_key(a) == record_key(b));
+        if content_cond.is_some() || finalizers_cond.is_some() || !blocking.is_empty() {
+            let remaining_resources = content_cond
+                .map(|c| parse_content_remaining(c.message.as_deref().unwrap_or("")))
+                .unwrap_or_default();
+            let remaining_finalizers = finalizers_cond
+                .map(|c| parse_finalizers_remaining(c.message.as_deref().unwrap_or("")))
+                .unwrap_or_default();
+            let mut evidence = base_evidence.clone();
+            evidence.extend(content_cond.map(quote_namespace_condition));
+            evidence.extend(finalizers_cond.map(quote_namespace_condition));
+            for r in blocking.iter().take(MAX_LISTED) {
+                evidence.push(format!(
+                    "{} {} is being deleted and still has finalizers [{}]",
+                    r.kind,
+                    display_name(&r.metadata),
+                    r.finalizers().join(", ")
+                ));
+            }
+            if blocking.len() > MAX_LISTED {
+                evidence.push(format!(
+                    "... and {} more objects with finalizers",
+                    blocking.len() - MAX_LISTED
+                ));
+            }
+            let mut what: Vec<String> = remaining_resources
+                .iter()
+                .map(|r| format!("{} x{}", r.qualified(), r.count))
+                .collect();
+            what.extend(
+                remaining_finalizers
+                    .iter()
+                    .map(|f| format!("finalizer {} x{}", f.finalizer, f.count)),
+            );
+            if what.is_empty() {
+                what.push(format!("{} object(s) with finalizers", blocking.len()));
+            }
+            findings.push(Finding {
+                kind: FindingKind::NamespaceBlockedByContent,
+                subject: subject.clone(),
+                summary: format!(
+                    "namespace {name} has been terminating for {} and still has content: {}",
+                    fmt_secs(age.as_secs()),
+                    what.join(", ")
+                ),
+                evidence,
+                detail: FindingDetail::NamespaceContent {
+                    remaining_resources,
+                    remaining_finalizers,
+                    blocking_objects: blocking.iter().map(|r| record_ref(r)).collect(),
+                },
+            });
+        }
+    }
+
+    /// NamespaceSpecFinalizerStuck: spec.finalizers tokens that nothing
+    /// will remove.
+    fn namespace_spec_finalizers(&self, facts: StuckNamespace<'_>, findings: &mut Vec<Finding>) {
+        let StuckNamespace {
+            ns,
+            name,
+            age,
+            subject,
+            base_evidence,
+            discovery_cond,
+        } = facts;
+        let tokens = ns
+            .spec
+            .as_ref()
+            .and_then(|s| s.finalizers.clone())
+            .unwrap_or_default();
+        if tokens.is_empty() {
+            return;
+        }
+        let discovery_complete =
+            self.snapshot.discovery_failures.is_empty() && discovery_cond.is_none();
+        let mut content_remaining = self.content_listing(name);
+        let failing_conditions = failing_conditions(ns);
+        let (kcm_alive, kcm_evidence) = controller_manager_alive(self.snapshot);
+        let provably_empty = content_remaining.is_empty() && discovery_complete;
+        let mut stuck_tokens = Vec::new();
+        let mut evidence = base_evidence;
+        evidence.push(format!("spec.finalizers [{}]", tokens.join(", ")));
+        for token in &tokens {
+            if token != "kubernetes" {
+                stuck_tokens.push(token.clone());
+                evidence.push(format!(
+                    "spec token {token:?} has no handler: the namespace controller removes only \"kubernetes\"; only PUT /finalize clears it"
+                ));
+            } else if !kcm_alive {
+                stuck_tokens.push(token.clone());
+                evidence.push(
+                    "spec token \"kubernetes\" is removed by the namespace controller in kube-controller-manager, which is not known to be alive".into(),
+                );
+                evidence.extend(kcm_evidence.iter().cloned());
+            } else if provably_empty
+                && failing_conditions.is_empty()
+                && age > self.threshold + NAMESPACE_RETRY_CAP
+            {
+                stuck_tokens.push(token.clone());
+                evidence.push(format!(
+                    "spec token \"kubernetes\" is still set {} after deletion although the namespace is empty, discovery is complete and no condition reports a failure (the controller retries at least every {})",
+                    fmt_secs(age.as_secs()),
+                    fmt_secs(NAMESPACE_RETRY_CAP.as_secs())
+                ));
+            }
+        }
+        if stuck_tokens.is_empty() {
+            return;
+        }
+        if content_remaining.is_empty() {
+            evidence.push(if discovery_complete {
+                "the snapshot lists no content left in the namespace and discovery was complete".into()
+            } else {
+                "the snapshot lists no content, but discovery was incomplete, so that proves nothing".into()
+            });
+        } else {
+            evidence.push(format!(
+                "content still in the namespace: {}",
+                content_remaining.join(", ")
+            ));
+        }
+        evidence.extend(failing_conditions.iter().cloned());
+        content_remaining.extend(
+            [NS_CONTENT_REMAINING, NS_FINALIZERS_REMAINING]
+                .into_iter()
+                .filter_map(|t| failing_namespace_condition(ns, t))
+                .filter_map(|c| c.message.clone()),
+        );
+        findings.push(Finding {
+            kind: FindingKind::NamespaceSpecFinalizerStuck,
+            subject,
+            summary: format!(
+                "namespace {name} keeps spec.finalizers [{}] that nothing will remove{}",
+                stuck_tokens.join(", "),
+                if provably_empty {
+                    "; its content is provably gone"
+                } else {
+                    "; content is not provably gone"
+                }
+            ),
+            evidence,
+            detail: FindingDetail::NamespaceSpec {
+                tokens,
+                stuck_tokens,
+                content_remaining,
+                discovery_complete,
+                resource_version: ns.metadata.resource_version.clone(),
+            },
+        });
+    }
+
+    /// Every object the snapshot lists in namespace `name`, once, as Kind/name.
+    fn content_listing(&self, name: &str) -> Vec<String> {
+        let mut c: Vec<&ObjectRecord> = self.snapshot.content_of(name).collect();
+        c.sort_by(|a, b| record_key(a).cmp(&record_key(b)));
+        c.dedup_by(|a, b| record_key(a) == record_key(b));
+        c.iter()
+            .map(|r| format!("{}/{}", r.kind, r.name()))
+            .collect()
+    }
+}
+
+/// The namespace's failing conditions, quoted.
+fn failing_conditions(ns: &Namespace) -> Vec<String> {
+    [
+        NS_DISCOVERY_FAILURE,
+        NS_GV_PARSING_FAILURE,
+        NS_CONTENT_FAILURE,
+        NS_CONTENT_REMAINING,
+        NS_FINALIZERS_REMAINING,
+    ]
+    .into_iter()
+    .filter_map(|t| failing_namespace_condition(ns, t))
+    .map(quote_namespace_condition)
+    .collect()
+}

@@ -1,0 +1,153 @@
+//! Admission webhook findings: webhooks that fail closed with a backend
+//! proven gone, and the helpers that say why a webhook is (not) judged dead
+//! for the namespace and pod detectors.
+
+use std::collections::BTreeSet;
+
+use super::Diagnosis;
+use super::namespace::ContentFailure;
+use crate::doctor::conditions::NS_CONTENT_FAILURE;
+use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
+
+impl<'a> Diagnosis<'a> {
+    /// DeadWebhook findings; returns the names of the dead webhooks. Dead
+    /// only on proof: `failurePolicy: Fail`, a Service backend, and the
+    /// collector's lookup found no such Service or no ready endpoint.
+    pub(super) fn dead_webhooks(
+        &self,
+        failures: &[ContentFailure<'_>],
+        findings: &mut Vec<Finding>,
+    ) -> BTreeSet<String> {
+        let mut dead = BTreeSet::new();
+        for w in webhooks(self.snapshot) {
+            let Some((service, backend, backend_lines)) = self.dead_backend(&w) else {
+                continue;
+            };
+            let kind = w.config_kind.kind();
+            let mut evidence = vec![format!(
+                "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
+                w.config_name, w.name, w.failure_policy
+            )];
+            evidence.extend(backend_lines);
+            evidence.push(format!("it matches: {}", w.rules_line()));
+            let mut blocks: Vec<String> = failures
+                .iter()
+                .filter(|f| f.webhooks.iter().any(|n| n == w.name))
+                .map(|f| f.namespace.to_owned())
+                .collect();
+            blocks.sort();
+            for ns in &blocks {
+                evidence.push(format!(
+                    "blocks deletion of namespace {ns}: its {NS_CONTENT_FAILURE} condition quotes failed calling webhook {:?}",
+                    w.name
+                ));
+            }
+            if blocks.is_empty() {
+                evidence.push(format!(
+                    "no Terminating namespace names it yet, but every operation it matches is rejected while its backend is gone{}",
+                    if w.matches_operation("UPDATE") {
+                        " (finalizer-removal patches included)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            dead.insert(w.name.to_owned());
+            findings.push(Finding {
+                kind: FindingKind::DeadWebhook,
+                subject: ObjectRef {
+                    api_version: "admissionregistration.k8s.io/v1".into(),
+                    kind: kind.into(),
+                    namespace: None,
+                    name: w.config_name.to_owned(),
+                    uid: w.config_uid.map(str::to_owned),
+                },
+                summary: format!(
+                    "webhook {:?} in {kind} {} fails closed and its backend is gone ({backend}){}",
+                    w.name,
+                    w.config_name,
+                    if blocks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it blocks deletion of namespace(s) {}", blocks.join(", "))
+                    }
+                ),
+                evidence,
+                detail: FindingDetail::Webhook {
+                    configuration: w.config_kind,
+                    configuration_name: w.config_name.to_owned(),
+                    index: w.index,
+                    webhook: w.name.to_owned(),
+                    failure_policy: w.failure_policy.to_owned(),
+                    service,
+                    backend: backend.to_owned(),
+                    rules: w.rules_line(),
+                    blocks_namespaces: blocks,
+                    rejects: Vec::new(),
+                },
+            });
+        }
+        dead
+    }
+}
+
+impl Diagnosis<'_> {
+    /// The proof that a webhook rejects everything it matches: it fails
+    /// closed (`failurePolicy: Fail`), calls a Service, and the collector's
+    /// lookup proves that Service's backend gone ([`crate::doctor::backend::judge`]).
+    /// The Service, the reason (`ServiceNotFound` / `NoReadyEndpoints`)
+    /// and the evidence lines; `None` without that proof (a URL webhook,
+    /// an ExternalName or selectorless Service, a backend restarting, a
+    /// lookup that failed or was not made).
+    fn dead_backend(&self, w: &WebhookView<'_>) -> Option<(ServiceKey, &'static str, Vec<String>)> {
+        if w.failure_policy != "Fail" {
+            return None;
+        }
+        let service = w.service()?;
+        let j = crate::doctor::backend::judge(self.snapshot.service_lookup(&service));
+        match j.state {
+            crate::doctor::backend::BackendState::Gone(reason) => {
+                Some((service, reason, j.evidence))
+            }
+            _ => None,
+        }
+    }
+
+    /// Why a webhook's backend is not proven gone, for the report.
+    pub(super) fn backend_not_proven(&self, name: &str) -> Vec<String> {
+        let Some(w) = webhooks(self.snapshot).into_iter().find(|w| w.name == name) else {
+            return vec![format!("webhook {name:?} is not registered any more")];
+        };
+        match w.service() {
+            None => vec![format!(
+                "webhook {name:?} calls a URL ({}); a URL backend is never judged gone",
+                w.client_config.url.as_deref().unwrap_or("?")
+            )],
+            Some(service) => crate::doctor::backend::judge(self.snapshot.service_lookup(&service))
+                .evidence
+                .into_iter()
+                .map(|e| format!("webhook {name:?}: {e}"))
+                .collect(),
+        }
+    }
+
+    /// Webhooks with a dead backend ([`Diagnosis::dead_backend`]) that
+    /// match DELETE of pods: each rejects the kubelet's final DELETE of a
+    /// pod whose containers are gone. One evidence line each.
+    pub(super) fn dead_webhooks_on_pod_delete(&self) -> Vec<String> {
+        webhooks(self.snapshot)
+            .iter()
+            .filter(|w| w.matches_operation_on_pods("DELETE"))
+            .filter_map(|w| {
+                let (service, _, _) = self.dead_backend(w)?;
+                Some(format!(
+                    "{} {} webhook {:?} (failurePolicy Fail) matches pod DELETE and its Service {service} has no backend: the kubelet's final DELETE (grace 0) is rejected, as a --force delete would be",
+                    w.config_kind.kind(),
+                    w.config_name,
+                    w.name
+                ))
+            })
+            .collect()
+    }
+}

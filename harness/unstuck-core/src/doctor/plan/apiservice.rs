@@ -1,0 +1,164 @@
+//! APIService remedies: deleting a registration ([`DeleteApiService`])
+//! only when a lookup of its Service proves the backend gone, and the
+//! refusal for one that is merely unavailable.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Action, FORCE_DELETE_REGISTRATION, PlannedStep, refuse};
+use crate::doctor::apiservice::Backend;
+use crate::doctor::conditions::api_service_available;
+use crate::doctor::finding::{Finding, FindingDetail};
+use crate::doctor::snapshot::Snapshot;
+
+/// The APIService reasons that say the backend itself is missing or broken
+/// (a registration whose extension was removed). `ServiceAccessError` and
+/// `EndpointsAccessError` (status Unknown) say the aggregator could not
+/// look, which is no proof the backend is gone.
+const BACKEND_GONE_REASONS: [&str; 5] = [
+    "ServiceNotFound",
+    "EndpointsNotFound",
+    "MissingEndpoints",
+    "ServicePortError",
+    "FailedDiscoveryCheck",
+];
+
+/// Delete one APIService registration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteApiService {
+    /// e.g. `v1beta1.metrics.k8s.io`.
+    pub name: String,
+    /// Precondition.
+    pub uid: String,
+    /// Precondition.
+    pub resource_version: String,
+    /// Why it is dead (the Available reason and message).
+    pub reason: String,
+}
+
+impl DeleteApiService {
+    /// `/apis/apiregistration.k8s.io/v1/apiservices/<name>`.
+    pub fn api_path(&self) -> String {
+        format!("/apis/apiregistration.k8s.io/v1/apiservices/{}", self.name)
+    }
+
+    /// The DELETE body: `DeleteOptions` with uid and resourceVersion
+    /// preconditions, so a re-created or changed registration is not
+    /// deleted.
+    pub fn delete_options(&self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": self.uid, "resourceVersion": self.resource_version},
+        })
+    }
+}
+
+/// ApiServiceUnavailable: left in place, its backend not proven gone.
+pub(super) fn unavailable(i: usize, f: &Finding) -> PlannedStep {
+    refuse(
+        i,
+        format!(
+            "{} is unavailable but its backend is not proven gone; it is left in place (restore its backend, or check its Service and endpoints)",
+            f.subject
+        ),
+    )
+}
+
+pub(super) fn delete_api_service(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
+    let name = &f.subject.name;
+    let Some(api) = snapshot.api_service(name) else {
+        return refuse(
+            i,
+            format!("APIService {name} is not in the snapshot any more; nothing to delete"),
+        );
+    };
+    if api.spec.as_ref().and_then(|s| s.service.as_ref()).is_none() {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} is local (no spec.service); local registrations are never deleted"
+            ),
+        );
+    }
+    let Some(available) = api_service_available(api) else {
+        return refuse(
+            i,
+            format!("APIService {name} has no Available condition; not judged dead"),
+        );
+    };
+    if available.status == "True" {
+        return refuse(
+            i,
+            format!("APIService {name} is Available; a healthy APIService is never deleted"),
+        );
+    }
+    let reason = available.reason.clone().unwrap_or_default();
+    let message = available.message.clone().unwrap_or_default();
+    let blocks = match &f.detail {
+        FindingDetail::ApiService {
+            blocks_namespaces, ..
+        } => blocks_namespaces.clone(),
+        _ => Vec::new(),
+    };
+    // Re-argued from the snapshot: only the collector's lookup of the
+    // Service proves the backend gone, never the condition alone.
+    if let Backend::Unproven(_) | Backend::Serving(_) =
+        crate::doctor::apiservice::backend(api, available, &snapshot.api_service_backends)
+    {
+        return refuse(
+            i,
+            format!(
+                "the backend of APIService {name} is not proven gone by a lookup of its Service ({reason}: {message}); nothing is deleted"
+            ),
+        );
+    }
+    if !BACKEND_GONE_REASONS.contains(&reason.as_str()) {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} is {} ({reason}: {message}): the aggregator could not check its backend, which does not prove the backend gone; fix that first",
+                available.status
+            ),
+        );
+    }
+    if blocks.is_empty() && reason != "ServiceNotFound" {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} is unavailable ({reason}: {message}) but its Service still exists and it blocks no Terminating namespace: restore the backend (e.g. scale it up) rather than delete the registration"
+            ),
+        );
+    }
+    let (Some(uid), Some(rv)) = (
+        api.metadata.uid.clone(),
+        api.metadata.resource_version.clone(),
+    ) else {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} has no uid/resourceVersion in the snapshot; a delete could not be preconditioned"
+            ),
+        );
+    };
+    let rationale = format!(
+        "APIService {name} is unavailable ({reason}: {message}){}; restoring its backend is the gentler fix when the extension is meant to stay, otherwise the registration is deleted after saving its manifest so it can be re-applied (check consumers such as HPAs of this group first)",
+        if blocks.is_empty() {
+            "; its backing Service is gone".to_owned()
+        } else {
+            format!(" and blocks deletion of namespace(s) {}", blocks.join(", "))
+        }
+    );
+    PlannedStep {
+        finding_index: i,
+        action: Action::DeleteApiService(DeleteApiService {
+            name: name.clone(),
+            uid,
+            resource_version: rv,
+            reason: format!("{reason}: {message}"),
+        }),
+        rationale,
+        force_level: FORCE_DELETE_REGISTRATION,
+    }
+}

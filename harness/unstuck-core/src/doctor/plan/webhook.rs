@@ -1,0 +1,189 @@
+//! Admission webhook remedies: making a dead webhook fail open
+//! ([`SetWebhookFailurePolicy`]), only when its backend is proven gone and
+//! it keeps something stuck.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Action, FORCE_WEBHOOK_FAIL_OPEN, PlannedStep, refuse, wait};
+use crate::doctor::finding::{Finding, FindingDetail, PodStuckHint};
+use crate::doctor::snapshot::Snapshot;
+use crate::doctor::webhook::{WebhookConfigKind, webhooks};
+
+/// Set one webhook's `failurePolicy` from `Fail` to `Ignore`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetWebhookFailurePolicy {
+    /// Where the webhook is configured.
+    pub configuration: WebhookConfigKind,
+    /// The configuration's name.
+    pub configuration_name: String,
+    /// The configuration's UID (the patch tests it).
+    pub uid: String,
+    /// The configuration's resourceVersion as read (the patch tests it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// The webhook's position in `webhooks` (the patch tests its name).
+    pub index: usize,
+    /// The webhook's name.
+    pub webhook: String,
+    /// Why its backend counts as gone.
+    pub reason: String,
+}
+
+impl SetWebhookFailurePolicy {
+    /// `/apis/admissionregistration.k8s.io/v1/<kind>s/<name>`.
+    pub fn api_path(&self) -> String {
+        format!(
+            "/apis/admissionregistration.k8s.io/v1/{}/{}",
+            self.configuration.resource(),
+            self.configuration_name
+        )
+    }
+
+    /// The RFC 6902 patch: `test` the UID, the resourceVersion read (when
+    /// known), the webhook's name at its index and that it still fails
+    /// closed, then `replace` the policy. If the configuration changed
+    /// since the read, nothing is written.
+    pub fn json_patch(&self) -> Value {
+        let at = format!("/webhooks/{}", self.index);
+        let mut ops = vec![json!({"op": "test", "path": "/metadata/uid", "value": self.uid})];
+        if let Some(rv) = &self.resource_version {
+            ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+        }
+        ops.push(json!({"op": "test", "path": format!("{at}/name"), "value": self.webhook}));
+        ops.push(json!({"op": "test", "path": format!("{at}/failurePolicy"), "value": "Fail"}));
+        ops.push(
+            json!({"op": "replace", "path": format!("{at}/failurePolicy"), "value": "Ignore"}),
+        );
+        Value::Array(ops)
+    }
+}
+
+pub(super) fn webhook_fail_open(
+    i: usize,
+    f: &Finding,
+    all: &[Finding],
+    snapshot: &Snapshot,
+) -> PlannedStep {
+    let FindingDetail::Webhook {
+        configuration,
+        configuration_name,
+        index,
+        webhook,
+        service,
+        backend,
+        blocks_namespaces,
+        rejects,
+        ..
+    } = &f.detail
+    else {
+        return refuse(i, format!("{} finding without webhook detail", f.kind));
+    };
+    // Re-argue from the snapshot: the webhook is still there, at the same
+    // index, failing closed, and its Service lookup still proves it dead.
+    let Some(w) = webhooks(snapshot).into_iter().find(|w| {
+        w.config_kind == *configuration
+            && w.config_name == configuration_name
+            && w.index == *index
+            && w.name == webhook
+    }) else {
+        return refuse(
+            i,
+            format!(
+                "webhook {webhook:?} is not in {configuration_name} any more; nothing to change"
+            ),
+        );
+    };
+    if w.failure_policy != "Fail" {
+        return refuse(
+            i,
+            format!(
+                "webhook {webhook:?} already has failurePolicy {}",
+                w.failure_policy
+            ),
+        );
+    }
+    let proven = crate::doctor::backend::judge(snapshot.service_lookup(service)).is_gone();
+    if !proven {
+        return refuse(
+            i,
+            format!("the backend of webhook {webhook:?} (Service {service}) is not proven gone"),
+        );
+    }
+    // A dead webhook is changed only for what it keeps stuck: a namespace
+    // whose content deletes it rejects, a write that would release a stuck
+    // object, or a stuck pod's final DELETE. One that blocks nothing stuck
+    // is left as it is, whatever else it would reject.
+    let blocks_pod_delete = w.matches_operation_on_pods("DELETE")
+        && all.iter().any(|g| {
+            matches!(
+                g.detail,
+                FindingDetail::Pod {
+                    hint: PodStuckHint::DeleteRejected,
+                    ..
+                }
+            )
+        });
+    if blocks_namespaces.is_empty() && rejects.is_empty() && !blocks_pod_delete {
+        return wait(
+            i,
+            format!("webhook {webhook:?} keeps nothing stuck; it is left as it is"),
+            format!(
+                "webhook {webhook:?} fails closed with its Service {service} gone ({backend}), so it rejects everything it matches ({}), but no stuck object waits on it: restore its backend (or remove the configuration if its product is gone); the doctor changes a webhook only for what it keeps stuck",
+                w.rules_line()
+            ),
+        );
+    }
+    let Some(uid) = w.config_uid else {
+        return refuse(
+            i,
+            format!(
+                "{configuration_name} has no uid in the snapshot; a patch could not be bound to it"
+            ),
+        );
+    };
+    let kind = configuration.kind();
+    PlannedStep {
+        finding_index: i,
+        action: Action::SetWebhookFailurePolicy(SetWebhookFailurePolicy {
+            configuration: *configuration,
+            configuration_name: configuration_name.clone(),
+            uid: uid.to_owned(),
+            resource_version: w.config_resource_version.map(str::to_owned),
+            index: *index,
+            webhook: webhook.clone(),
+            reason: format!("{backend}: Service {service}"),
+        }),
+        rationale: format!(
+            "webhook {webhook:?} in {kind} {configuration_name} rejects what it matches because its Service {service} is gone ({backend}){}; restoring the backend is the gentler fix. Failing open keeps the registration (and any other webhook in it) and is undone by re-applying the saved manifest; deleting the configuration is never planned",
+            keeps_stuck(blocks_namespaces, rejects, blocks_pod_delete)
+        ),
+        force_level: FORCE_WEBHOOK_FAIL_OPEN,
+    }
+}
+
+/// What a dead webhook keeps stuck, for the fail-open's rationale.
+fn keeps_stuck(
+    blocks_namespaces: &[String],
+    rejects: &[crate::doctor::rejected::RejectedWrite],
+    blocks_pod_delete: bool,
+) -> String {
+    let mut parts = Vec::new();
+    if !blocks_namespaces.is_empty() {
+        parts.push(format!(
+            "blocks deletion of namespace(s) {}",
+            blocks_namespaces.join(", ")
+        ));
+    }
+    for r in rejects {
+        parts.push(format!(
+            "rejects {} {} of {} ({})",
+            r.operation, r.resource, r.subject, r.purpose
+        ));
+    }
+    if blocks_pod_delete {
+        parts.push("rejects a stuck pod's final DELETE".into());
+    }
+    format!(" and {}", parts.join("; "))
+}
