@@ -213,7 +213,7 @@ fn different_schemas_are_refused_with_the_command_a_person_would_run() {
     ));
     let steps = steps_for(&p, root);
     assert_eq!(steps.len(), 1);
-    let Action::Refuse { reason } = &steps[0].action else {
+    let Action::Refuse { reason, .. } = &steps[0].action else {
         panic!("{:?}", steps[0].action)
     };
     let command = format!(

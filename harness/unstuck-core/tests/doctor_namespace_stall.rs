@@ -295,7 +295,7 @@ fn the_plan_changes_nothing_for_it() {
     let steps: Vec<_> = p.steps.iter().filter(|st| st.finding_index == i).collect();
     assert_eq!(steps.len(), 1, "{p:#?}");
     assert!(
-        matches!(&steps[0].action, Action::Refuse { reason } if reason.contains("kube-controller-manager")),
+        matches!(&steps[0].action, Action::Refuse { reason, .. } if reason.contains("kube-controller-manager")),
         "{p:#?}"
     );
 }

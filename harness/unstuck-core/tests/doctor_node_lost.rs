@@ -35,7 +35,7 @@ fn pod_finding(s: &Snapshot) -> (PodStuckHint, Vec<String>, String) {
         panic!("{:?}", f.detail)
     };
     let step = p.steps.iter().find(|s| s.finding_index == i).unwrap();
-    let Action::Refuse { reason } = &step.action else {
+    let Action::Refuse { reason, .. } = &step.action else {
         panic!("{step:#?}")
     };
     // (The recording holds other experiments' objects; only this pod's

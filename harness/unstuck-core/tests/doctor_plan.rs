@@ -253,7 +253,7 @@ fn dead_apiservice_not_blocking_and_service_present_is_refused() {
     assert_eq!(findings.len(), 1);
     assert_eq!(findings[0].kind, FindingKind::DeadApiService);
     assert_eq!(plan.steps.len(), 1);
-    let Action::Refuse { reason } = &plan.steps[0].action else {
+    let Action::Refuse { reason, .. } = &plan.steps[0].action else {
         panic!("{:?}", plan.steps[0].action)
     };
     assert!(reason.contains("restore the backend"), "{reason}");
@@ -372,7 +372,7 @@ fn finalize_refused_with_content_allowed_without() {
     };
 
     let refused = step_for("spec-content");
-    let Action::Refuse { reason } = &refused.action else {
+    let Action::Refuse { reason, .. } = &refused.action else {
         panic!("{:?}", refused.action)
     };
     assert!(reason.contains("content remains"), "{reason}");
@@ -429,13 +429,23 @@ fn finalize_refused_while_discovery_fails() {
         .iter()
         .find(|s| findings[s.finding_index].subject.name == "spec-empty")
         .unwrap();
-    let Action::Refuse { reason } = &step.action else {
+    let Action::Refuse { reason, kind } = &step.action else {
         panic!()
     };
     assert!(
         reason.contains("discovery failed for metrics.k8s.io/v1beta1"),
         "{reason}"
     );
+    // Typed, so that the doctor asks again once discovery answers.
+    assert_eq!(
+        *kind,
+        unstuck_core::doctor::plan::RefusalKind::DiscoveryFailed
+    );
+    // Every other refusal is final.
+    assert!(plan.steps.iter().all(|s| match &s.action {
+        Action::Refuse { kind, .. } => std::ptr::eq(s, step) || kind.is_final(),
+        _ => true,
+    }));
 }
 
 #[test]
@@ -560,7 +570,7 @@ fn unknown_owner_is_refused_not_removed() {
         .iter()
         .find(|s| s.finding_index == unknown[0].0)
         .unwrap();
-    let Action::Refuse { reason } = &step.action else {
+    let Action::Refuse { reason, .. } = &step.action else {
         panic!("{:?}", step.action)
     };
     assert!(reason.contains("could not be argued dead"), "{reason}");

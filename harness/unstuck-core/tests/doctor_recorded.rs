@@ -323,7 +323,7 @@ fn a_pod_held_by_a_failing_network_teardown_is_not_called_a_runtime_or_node_faul
         "{}",
         f.summary
     );
-    let Action::Refuse { reason } = action else {
+    let Action::Refuse { reason, .. } = action else {
         panic!("{action:?}")
     };
     assert!(

@@ -400,7 +400,7 @@ fn a_plan_made_for_another_webhook_order_refuses() {
     findings.retain(|f| f.kind == FindingKind::DeadWebhook);
     let p = plan(&findings, &changed);
     assert!(
-        matches!(&p.steps[0].action, Action::Refuse { reason } if reason.contains("not in policy-guard any more")),
+        matches!(&p.steps[0].action, Action::Refuse { reason, .. } if reason.contains("not in policy-guard any more")),
         "{:#?}",
         p.steps
     );

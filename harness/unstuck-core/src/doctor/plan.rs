@@ -105,6 +105,10 @@ pub enum Action {
     Refuse {
         /// Why no remedy is planned.
         reason: String,
+        /// What kind of refusal: one made only because discovery failed
+        /// at that moment is worth asking again, briefly.
+        #[serde(default, skip_serializing_if = "RefusalKind::is_final")]
+        kind: RefusalKind,
     },
     /// JSON-patch the dead keys out of one object's `metadata.finalizers`.
     RemoveFinalizers(RemoveFinalizers),
@@ -305,9 +309,37 @@ fn refuse(finding_index: usize, reason: String) -> PlannedStep {
         finding_index,
         Action::Refuse {
             reason: reason.clone(),
+            kind: RefusalKind::Final,
         },
         reason,
     )
+}
+
+/// A refusal made only because discovery failed at that moment.
+fn refuse_until_discovery(finding_index: usize, reason: String) -> PlannedStep {
+    let mut step = refuse(finding_index, reason);
+    if let Action::Refuse { kind, .. } = &mut step.action {
+        *kind = RefusalKind::DiscoveryFailed;
+    }
+    step
+}
+
+/// Why a step was refused, as far as anyone acts on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RefusalKind {
+    /// On the evidence: asking again without a change gives the same.
+    #[default]
+    Final,
+    /// Only because discovery failed at that moment (a CRD somewhere
+    /// being created or removed): asked again once discovery answers.
+    DiscoveryFailed,
+}
+
+impl RefusalKind {
+    /// Whether it is the default (left out of JSON).
+    pub fn is_final(&self) -> bool {
+        *self == RefusalKind::Final
+    }
 }
 
 fn wait(finding_index: usize, reason: String, rationale: String) -> PlannedStep {

@@ -194,7 +194,7 @@ fn is_not_found(e: &kube::Error) -> bool {
 pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> AppliedStep {
     match &step.action {
         Action::Wait { reason } => observed("Wait", StepOutcome::Waiting(reason.clone())),
-        Action::Refuse { reason } => observed("Refuse", StepOutcome::Refused(reason.clone())),
+        Action::Refuse { reason, .. } => observed("Refuse", StepOutcome::Refused(reason.clone())),
         Action::RemoveFinalizers(rf) => {
             let t = &rf.target;
             let api = dynamic_api(client, t);

@@ -207,7 +207,7 @@ fn why_still_there(last: &Round, t: &ObjectRef) -> (TargetState, String) {
     for s in steps {
         let n = s.finding_index + 1;
         match &s.action {
-            Action::Refuse { reason } => refused.push(format!("finding #{n}: {reason}")),
+            Action::Refuse { reason, .. } => refused.push(format!("finding #{n}: {reason}")),
             Action::Wait { reason } => waiting.push(format!("finding #{n}: {reason}")),
             other => mutating.push(format!("finding #{n}: {} planned", other.name())),
         }

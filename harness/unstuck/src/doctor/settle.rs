@@ -14,7 +14,7 @@ use std::{
 };
 
 use kube::Client;
-use unstuck_core::doctor::{Action, Snapshot, plan::REFUSED_ON_DISCOVERY};
+use unstuck_core::doctor::{Action, Snapshot, plan::RefusalKind};
 
 pub use super::outcome::{TargetOutcome, TargetState, outcomes, target_namespaces, targets};
 use super::{DoctorOptions, Round, Scope, StepOutcome, collect_in};
@@ -181,7 +181,13 @@ pub async fn look_again(
     // once discovery answers, never without.
     let blocked_by_discovery = !last.snapshot.discovery_failures.is_empty()
         && last.plan.steps.iter().any(|s| {
-            matches!(&s.action, Action::Refuse { reason } if reason.contains(REFUSED_ON_DISCOVERY))
+            matches!(
+                &s.action,
+                Action::Refuse {
+                    kind: RefusalKind::DiscoveryFailed,
+                    ..
+                }
+            )
         });
     if blocked_by_discovery && waits.discovery < DISCOVERY_RETRIES {
         waits.discovery += 1;

@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Action, FORCE_FINALIZE, PlannedStep, REFUSED_ON_DISCOVERY, refuse, related_findings, wait,
+    Action, FORCE_FINALIZE, PlannedStep, REFUSED_ON_DISCOVERY, refuse, refuse_until_discovery,
+    related_findings, wait,
 };
 use crate::doctor::conditions::{NS_DISCOVERY_FAILURE, failing_namespace_condition};
 use crate::doctor::finding::{Finding, FindingDetail, FindingKind};
@@ -315,7 +316,7 @@ pub(super) fn finalize_namespace(i: usize, f: &Finding, snapshot: &Snapshot) -> 
         );
     }
     if !snapshot.discovery_failures.is_empty() {
-        return refuse(
+        return refuse_until_discovery(
             i,
             format!(
                 "refusing /finalize on namespace {name}: {REFUSED_ON_DISCOVERY} {}, so its content cannot be proven gone",

@@ -29,7 +29,7 @@ impl Plan {
                 Action::Wait { reason } => {
                     let _ = writeln!(out, "    no API call; waiting: {reason}");
                 }
-                Action::Refuse { reason } => {
+                Action::Refuse { reason, .. } => {
                     let _ = writeln!(out, "    no API call; refused: {reason}");
                 }
                 Action::RemoveFinalizers(r) => {
@@ -94,7 +94,7 @@ impl Plan {
                 }
             }
             let repeated =
-                matches!(&step.action, Action::Refuse { reason } if *reason == step.rationale);
+                matches!(&step.action, Action::Refuse { reason, .. } if *reason == step.rationale);
             if !repeated {
                 let _ = writeln!(out, "    why: {}", step.rationale);
             }

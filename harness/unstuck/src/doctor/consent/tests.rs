@@ -66,6 +66,7 @@ fn refuse(reason: &str) -> PlannedStep {
         finding_index: 0,
         action: Action::Refuse {
             reason: reason.into(),
+            kind: Default::default(),
         },
         rationale: reason.into(),
         force_level: FORCE_OBSERVE,

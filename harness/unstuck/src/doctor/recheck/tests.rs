@@ -94,7 +94,14 @@ fn a_step_still_planned_is_written_as_the_fresh_read_has_it() {
 fn an_owner_alive_on_re_check_is_not_written() {
     let shown = strip(0, "u1", "100", &[KEY], &[KEY]);
     let why = "no finalizer of v1/Pod app/web-1 can be removed on re-check: pods.guard.example.com/protect: owner Alive on re-check (Lease guard-leader renewed 3s ago), kept";
-    let fresh = plan_of(vec![observe(0, Action::Refuse { reason: why.into() }, why)]);
+    let fresh = plan_of(vec![observe(
+        0,
+        Action::Refuse {
+            reason: why.into(),
+            kind: Default::default(),
+        },
+        why,
+    )]);
     let findings = vec![finding(FindingKind::OrphanFinalizer, "web-1", "u1")];
     assert_eq!(
         recheck(&shown, &findings, &fresh),
@@ -177,7 +184,10 @@ fn an_object_gone_or_released_is_a_skip() {
     // A step about another object is not this one's reason.
     let fresh = plan_of(vec![observe(
         0,
-        Action::Refuse { reason: "x".into() },
+        Action::Refuse {
+            reason: "x".into(),
+            kind: Default::default(),
+        },
         "about web-2",
     )]);
     let findings = vec![finding(FindingKind::OrphanFinalizer, "web-2", "u2")];
