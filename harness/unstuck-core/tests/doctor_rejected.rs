@@ -162,3 +162,67 @@ fn the_graph_shows_the_challenge_waiting_on_its_key_and_on_the_webhook() {
     assert!(actions.contains(&"RemoveFinalizers"), "{roots:#?}");
     assert!(actions.contains(&"SetWebhookFailurePolicy"), "{roots:#?}");
 }
+
+/// The doctor's own remedy on a dead registration is a write too: a
+/// webhook on `*/*` DELETE that fails closed with its backend gone (as
+/// Kyverno's resource webhook is generated for a policy on every kind)
+/// rejects deleting the dead APIService, and is named first.
+#[test]
+fn a_webhook_on_every_delete_stands_before_deleting_a_dead_apiservice() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use unstuck_core::doctor::{ServiceKey, ServiceLookup};
+    // Recorded before the collector looked up APIService backends: the
+    // lookup it makes now (Service not found) is added.
+    let mut s = doctor_support::with_missing_backend(
+        load_snapshot("real-v1.34.4/dead-metrics-apiservice"),
+        "v1beta1.metrics.k8s.io",
+    );
+    let hook: ValidatingWebhookConfiguration = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "kyverno-resource-validating-webhook-cfg", "uid": "w-uid", "resourceVersion": "7"},
+        "webhooks": [{
+            "name": "validate.kyverno.svc-fail",
+            "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+            "clientConfig": {"service": {"namespace": "kyverno", "name": "kyverno-svc"}},
+            "rules": [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["DELETE"], "resources": ["*/*"]}]
+        }]
+    }))
+    .unwrap();
+    s.validating_webhooks.push(hook);
+    s.webhook_services.push(ServiceLookup {
+        service: ServiceKey {
+            namespace: "kyverno".into(),
+            name: "kyverno-svc".into(),
+        },
+        exists: false,
+        ..Default::default()
+    });
+    let opts = DiagnoseOptions {
+        stuck_after: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let findings = diagnose(&s, &opts);
+    let p = plan(&findings, &s);
+    let ai = findings
+        .iter()
+        .position(|f| f.kind == FindingKind::DeadApiService)
+        .expect("the dead APIService");
+    let wi = findings
+        .iter()
+        .position(|f| f.kind == FindingKind::DeadWebhook)
+        .expect("the dead webhook");
+    let FindingDetail::Webhook { rejects, .. } = &findings[wi].detail else {
+        unreachable!()
+    };
+    assert!(
+        rejects
+            .iter()
+            .any(|r| r.operation == "DELETE" && r.subject.kind == "APIService"),
+        "{rejects:#?}"
+    );
+    assert_eq!(p.blockers_of(ai).count(), 1, "{p:#?}");
+    assert!(step_index(&p, wi) < step_index(&p, ai));
+    assert!(matches!(
+        p.steps[step_index(&p, wi)].action,
+        Action::SetWebhookFailurePolicy(_)
+    ));
+}

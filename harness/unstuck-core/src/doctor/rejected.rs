@@ -33,33 +33,50 @@ pub struct RejectedWrite {
     pub assumed: Option<String>,
 }
 
-/// The write that would release a stuck finding's subject.
+/// The write that would release a stuck finding's subject (or, for a
+/// dead registration, the doctor's remedy on it).
 struct Release<'a> {
     finding: usize,
+    operation: &'static str,
     resource: &'a str,
     subresource: &'static str,
     purpose: &'static str,
 }
 
 fn release_of(i: usize, f: &Finding) -> Option<Release<'_>> {
-    let (resource, subresource, purpose) = match (&f.kind, &f.detail) {
+    let update = |resource, subresource, purpose| ("UPDATE", resource, subresource, purpose);
+    let (operation, resource, subresource, purpose) = match (&f.kind, &f.detail) {
         (FindingKind::NamespaceOrphanMetadataFinalizer, _) => {
-            ("namespaces", "", "removing its metadata finalizers")
+            update("namespaces", "", "removing its metadata finalizers")
         }
         (FindingKind::NamespaceSpecFinalizerStuck, _) => {
-            ("namespaces", "finalize", "finalizing it (/finalize)")
+            update("namespaces", "finalize", "finalizing it (/finalize)")
         }
         (_, FindingDetail::OrphanFinalizer(rem)) => {
-            (rem.resource.as_str(), "", "removing its finalizers")
+            update(rem.resource.as_str(), "", "removing its finalizers")
         }
         (
             FindingKind::UnknownFinalizerOwner | FindingKind::WaitingOnLiveController,
             FindingDetail::Finalizers { resource, .. },
-        ) => (resource.as_str(), "", "removing its finalizers"),
+        ) => update(resource.as_str(), "", "removing its finalizers"),
+        // The doctor's own remedies on dead registrations are writes too:
+        // a webhook on `*/*` takes them like any other.
+        (FindingKind::DeadApiService, _) => (
+            "DELETE",
+            "apiservices",
+            "",
+            "deleting the dead registration",
+        ),
+        (FindingKind::DeadConversionWebhook, _) => update(
+            "customresourcedefinitions",
+            "",
+            "setting its conversion strategy to None",
+        ),
         _ => return None,
     };
     Some(Release {
         finding: i,
+        operation,
         resource,
         subresource,
         purpose,
@@ -104,7 +121,7 @@ fn find_links(findings: &[Finding], snapshot: &Snapshot) -> Vec<(usize, usize, R
             let subject = &findings[r.finding].subject;
             let labels = labels_of(subject, snapshot);
             let write = Write {
-                operation: "UPDATE",
+                operation: r.operation,
                 api_version: &subject.api_version,
                 resource: r.resource,
                 subresource: r.subresource,
@@ -127,7 +144,7 @@ fn find_links(findings: &[Finding], snapshot: &Snapshot) -> Vec<(usize, usize, R
                 r.finding,
                 RejectedWrite {
                     subject: subject.clone(),
-                    operation: "UPDATE".into(),
+                    operation: r.operation.into(),
                     resource,
                     purpose: r.purpose.into(),
                     assumed,
