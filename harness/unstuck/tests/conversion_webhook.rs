@@ -14,7 +14,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
     time::Duration,
 };
 
@@ -46,29 +45,6 @@ fn fixture(name: &str) -> serde_json::Value {
     docs.retain(|d| !d.is_null());
     assert_eq!(docs.len(), 1, "{}", path.display());
     docs.remove(0)
-}
-
-fn doctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .arg("doctor")
-        .args(args)
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn")
-        .output()
-        .expect("running unstuck doctor")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
 fn kinds(report: &serde_json::Value) -> Vec<String> {
@@ -123,11 +99,11 @@ async fn exercise(client: Client, kubeconfig: PathBuf) {
             .chain(more.iter().map(|s| s.to_string()))
             .collect()
     };
-    let run = |v: Vec<String>| doctor(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    let run = |v: Vec<String>| common::doctor(&v.iter().map(String::as_str).collect::<Vec<_>>());
 
     // The whole cluster, dry run: one root cause, the namespaces cite it.
     let whole = run(base(&skip_dir));
-    let report = json(&whole);
+    let report = common::stdout_json(&whole);
     let found = kinds(&report);
     assert_eq!(
         found
@@ -136,39 +112,43 @@ async fn exercise(client: Client, kubeconfig: PathBuf) {
             .count(),
         1,
         "{}",
-        text(&whole)
+        common::output_text(&whole)
     );
     let plan = report["plan"].to_string();
-    assert!(plan.contains("SetCrdConversionNone"), "{}", text(&whole));
+    assert!(
+        plan.contains("SetCrdConversionNone"),
+        "{}",
+        common::output_text(&whole)
+    );
     assert!(
         !plan.contains("no dead webhook explains it"),
         "{}",
-        text(&whole)
+        common::output_text(&whole)
     );
 
     // Scoped to a namespace it blocks nothing in: not in scope.
     let other = run(args(&base(&skip_dir), &["-n", "default"]));
     assert!(
-        !kinds(&json(&other)).contains(&"DeadConversionWebhook".to_owned()),
+        !kinds(&common::stdout_json(&other)).contains(&"DeadConversionWebhook".to_owned()),
         "{}",
-        text(&other)
+        common::output_text(&other)
     );
 
     // --apply without the opt-in: shown, skipped, the CRD untouched.
     let before = crds.get(CRD).await.expect("the CRD");
     let skipped = run(args(&base(&skip_dir), &["--apply", "--yes"]));
-    let applied = json(&skipped)["applied"].to_string();
+    let applied = common::stdout_json(&skipped)["applied"].to_string();
     assert!(
         applied.contains("needs --allow-crd-conversion-changes"),
         "{}",
-        text(&skipped)
+        common::output_text(&skipped)
     );
     let after = crds.get(CRD).await.expect("the CRD");
     assert_eq!(
         after.metadata.resource_version,
         before.metadata.resource_version,
         "{}",
-        text(&skipped)
+        common::output_text(&skipped)
     );
     assert_eq!(strategy(&after).as_deref(), Some("Webhook"));
     assert!(!skip_dir.exists(), "nothing was saved, nothing was changed");
@@ -185,14 +165,19 @@ async fn exercise(client: Client, kubeconfig: PathBuf) {
             BLOCKED[0],
         ],
     ));
-    eprintln!("{}", text(&switched));
-    assert_eq!(switched.status.code(), Some(0), "{}", text(&switched));
+    eprintln!("{}", common::output_text(&switched));
+    assert_eq!(
+        switched.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&switched)
+    );
     let now = crds.get(CRD).await.expect("the CRD");
     assert_eq!(
         strategy(&now).as_deref(),
         Some("None"),
         "{}",
-        text(&switched)
+        common::output_text(&switched)
     );
     assert!(
         now.spec
@@ -228,7 +213,7 @@ async fn exercise(client: Client, kubeconfig: PathBuf) {
             },
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", text(&switched)));
+        .unwrap_or_else(|e| panic!("{e}\n{}", common::output_text(&switched)));
     }
     std::fs::remove_dir_all(&backups).expect("removing the backups");
 }

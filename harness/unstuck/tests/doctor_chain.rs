@@ -15,10 +15,7 @@
 //!
 //! Needs root and the components built by ci/setup.sh (CI runs both).
 
-use std::{
-    process::{Command, Output, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
 use k8s_openapi::{
     api::admissionregistration::v1::ValidatingWebhookConfiguration, api::core::v1::Namespace,
@@ -41,25 +38,6 @@ const GROUP: &str = "acme.chain-test.dev";
 const KEY: &str = "finalizer.acme.chain-test.dev";
 const BLOCKER: &str = "validate.policy-gone.chain-test.dev";
 const IDLE: &str = "mutate.idle-gone.chain-test.dev";
-
-fn doctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .arg("doctor")
-        .args(args)
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn")
-        .output()
-        .expect("running unstuck doctor")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn webhook(name: &str, hook: &str, operations: &[&str]) -> ValidatingWebhookConfiguration {
     common::from_json(serde_json::json!({
@@ -196,7 +174,7 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
 
     // Without the flag: nothing changed, the webhook named, exit 7.
     let backups = tempfile_dir("without");
-    let out = doctor(&[
+    let out = common::doctor(&[
         "--kubeconfig",
         &kc,
         "-n",
@@ -208,7 +186,7 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
         "--backup-dir",
         &backups,
     ]);
-    let t = text(&out);
+    let t = common::output_text(&out);
     assert_eq!(out.status.code(), Some(7), "{t}");
     assert!(
         t.contains(BLOCKER) && t.contains("--allow-webhook-changes"),
@@ -220,7 +198,7 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
 
     // With it, whole cluster: one run to the namespace gone.
     let backups = tempfile_dir("with");
-    let out = doctor(&[
+    let out = common::doctor(&[
         "--kubeconfig",
         &kc,
         "--apply",
@@ -233,7 +211,7 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
         "-o",
         "json",
     ]);
-    let t = text(&out);
+    let t = common::output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     let targets = report["targets"].as_array().expect("targets");

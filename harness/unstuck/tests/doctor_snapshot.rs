@@ -12,7 +12,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
     time::Duration,
 };
 
@@ -50,28 +49,6 @@ const VERSIONS_KEY: &str = "cleanup.zq-retired.dev/hold";
 const HPA: &str = "web-hpa";
 const CRD_GROUP: &str = "versions.zq-retired.dev";
 const GADGET: &str = "g1";
-
-fn unstuck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .args(args)
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn")
-        .output()
-        .expect("running unstuck")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", text(o)))
-}
 
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("valid object")
@@ -207,7 +184,7 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
 
     let file = dir.join("vendor.json");
     let f = file.to_str().unwrap();
-    let first = unstuck(&[
+    let first = common::unstuck(&[
         "doctor",
         "--kubeconfig",
         kc,
@@ -218,7 +195,12 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
         "--save-snapshot",
         f,
     ]);
-    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&first)
+    );
     let saved = std::fs::read(&file).expect("the snapshot file");
     let saved_text = String::from_utf8_lossy(&saved).to_string();
     // It holds the incident: the stuck objects, the pod, the workload,
@@ -254,7 +236,7 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
     assert_eq!(mode, 0o600, "mode {mode:o}");
 
     // Never over an existing file, and said before any work.
-    let second = unstuck(&[
+    let second = common::unstuck(&[
         "doctor",
         "--kubeconfig",
         kc,
@@ -263,12 +245,17 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
         "--save-snapshot",
         f,
     ]);
-    assert_eq!(second.status.code(), Some(2), "{}", text(&second));
+    assert_eq!(
+        second.status.code(),
+        Some(2),
+        "{}",
+        common::output_text(&second)
+    );
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(
         err.contains(f) && err.contains("already exists") && err.contains("move"),
         "{}",
-        text(&second)
+        common::output_text(&second)
     );
     assert_eq!(
         std::fs::read(&file).unwrap(),
@@ -279,7 +266,7 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
     // A scenario can still be made from what a vendor receives.
     let scenarios = dir.join("scenarios");
     let fixtures = dir.join("fixtures");
-    let made = unstuck(&[
+    let made = common::unstuck(&[
         "new-scenario",
         "vendor-case",
         "--from-snapshot",
@@ -289,16 +276,26 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
         "--fixtures",
         fixtures.to_str().unwrap(),
     ]);
-    assert_eq!(made.status.code(), Some(0), "{}", text(&made));
+    assert_eq!(
+        made.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&made)
+    );
     let scenario_path = scenarios.join("vendor-case.yaml");
     let scenario = unstuck::core::scenario::load_file(&scenario_path)
-        .unwrap_or_else(|e| panic!("{e}\n{}", text(&made)));
+        .unwrap_or_else(|e| panic!("{e}\n{}", common::output_text(&made)));
     scenario
         .validate_fixtures(&fixtures)
         .unwrap_or_else(|e| panic!("{e}"));
     let secret_fixture = fixtures.join("vendor-case/secret-vendor-db.yaml");
-    let written = std::fs::read_to_string(&secret_fixture)
-        .unwrap_or_else(|e| panic!("{}: {e}\n{}", secret_fixture.display(), text(&made)));
+    let written = std::fs::read_to_string(&secret_fixture).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}\n{}",
+            secret_fixture.display(),
+            common::output_text(&made)
+        )
+    });
     assert!(written.contains(SNAP_KEY), "{written}");
     for entry in walk(dir) {
         let body = std::fs::read_to_string(&entry).unwrap();
@@ -424,9 +421,9 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
         Duration::from_secs(120),
         Duration::from_secs(2),
         || {
-            let o = unstuck(&[&base[..], &["-o", "json"]].concat());
+            let o = common::unstuck(&[&base[..], &["-o", "json"]].concat());
             async move {
-                let report = json(&o);
+                let report = common::stdout_json(&o);
                 if !findings_about(&report, HPA).is_empty()
                     && !findings_about(&report, GADGET).is_empty()
                 {
@@ -439,13 +436,13 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
     )
     .await
     .expect("findings");
-    let report = json(&looked);
+    let report = common::stdout_json(&looked);
     for (name, api_version) in [
         (HPA, "autoscaling/v2"),
         (GADGET, "versions.zq-retired.dev/v1"),
     ] {
         let found = findings_about(&report, name);
-        assert_eq!(found.len(), 1, "{name}: {}", text(&looked));
+        assert_eq!(found.len(), 1, "{name}: {}", common::output_text(&looked));
         // Under the group's preferred version.
         assert!(
             found[0]["subject"]
@@ -461,7 +458,7 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
     // owner rules conclude about a key nothing serves (`Dead`, or
     // `Unknown` when they ask for more proof), the person asserts it dead.
     let backups = dir.join("backups");
-    let applied = unstuck(
+    let applied = common::unstuck(
         &[
             &base[..],
             &[
@@ -477,8 +474,13 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
         ]
         .concat(),
     );
-    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
-    let report = json(&applied);
+    assert_eq!(
+        applied.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&applied)
+    );
+    let report = common::stdout_json(&applied);
     let lines: Vec<&str> = report["applied"]
         .as_array()
         .expect("applied")
@@ -488,7 +490,7 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
     assert!(
         !lines.iter().any(|l| l.starts_with("FAILED")),
         "{}",
-        text(&applied)
+        common::output_text(&applied)
     );
     for (name, path) in [
         (HPA, "/apis/autoscaling/v2/namespaces/"),
@@ -498,14 +500,23 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
             findings_about(&report, name).len(),
             1,
             "{name}: {}",
-            text(&applied)
+            common::output_text(&applied)
         );
         let patches: Vec<&&str> = lines
             .iter()
             .filter(|l| l.contains(&format!("/{name}: ")))
             .collect();
-        assert_eq!(patches.len(), 1, "{name}: {}", text(&applied));
-        assert!(patches[0].contains(path), "{}", text(&applied));
+        assert_eq!(
+            patches.len(),
+            1,
+            "{name}: {}",
+            common::output_text(&applied)
+        );
+        assert!(
+            patches[0].contains(path),
+            "{}",
+            common::output_text(&applied)
+        );
     }
     wait::until(
         "the HPA and the Gadget to be gone",

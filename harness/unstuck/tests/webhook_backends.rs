@@ -18,10 +18,7 @@
 //! proven gone, and `--apply --allow-webhook-changes` changes nothing.
 //! Needs root and the components built by ci/setup.sh.
 
-use std::{
-    process::{Command, Output, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
 use k8s_openapi::api::{
     admissionregistration::v1::ValidatingWebhookConfiguration,
@@ -164,25 +161,6 @@ async fn services(client: &Client, node_ip: std::net::Ipv4Addr) {
     .await;
 }
 
-fn doctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .arg("doctor")
-        .args(args)
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn")
-        .output()
-        .expect("running unstuck doctor")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn findings<'a>(report: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_json::Value> {
     report["findings"]
         .as_array()
@@ -261,14 +239,19 @@ async fn exercise(client: Client, kubeconfig: std::path::PathBuf, node_ip: std::
         .expect("the webhook blocks its namespace");
     }
 
-    let dry = doctor(&["--kubeconfig", &kc, "--stuck-after", "1s", "-o", "json"]);
+    let dry = common::doctor(&["--kubeconfig", &kc, "--stuck-after", "1s", "-o", "json"]);
     let report: serde_json::Value = serde_json::from_slice(&dry.stdout)
-        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", text(&dry)));
+        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", common::output_text(&dry)));
 
     // Dead: only the webhook whose Service selects nothing, sustained.
     let dead = findings(&report, "DeadWebhook");
     let dead_subjects: Vec<&str> = dead.iter().filter_map(|f| f["subject"].as_str()).collect();
-    assert_eq!(dead.len(), 1, "{dead_subjects:?}\n{}", text(&dry));
+    assert_eq!(
+        dead.len(),
+        1,
+        "{dead_subjects:?}\n{}",
+        common::output_text(&dry)
+    );
     assert!(dead_subjects[0].contains(GONE.config), "{dead_subjects:?}");
     let ev = evidence(dead[0]);
     eprintln!("DeadWebhook {}:\n  {}", dead_subjects[0], ev.join("\n  "));
@@ -314,7 +297,13 @@ async fn exercise(client: Client, kubeconfig: std::path::PathBuf, node_ip: std::
                     .as_str()
                     .is_some_and(|s| s.contains(c.namespace))
             })
-            .unwrap_or_else(|| panic!("no finding for {}:\n{}", c.namespace, text(&dry)));
+            .unwrap_or_else(|| {
+                panic!(
+                    "no finding for {}:\n{}",
+                    c.namespace,
+                    common::output_text(&dry)
+                )
+            });
         let ev = evidence(f);
         assert!(
             ev.iter()
@@ -352,7 +341,7 @@ async fn exercise(client: Client, kubeconfig: std::path::PathBuf, node_ip: std::
     for c in [&EXTERNAL, &MANUAL, &BARE] {
         before.push(serde_json::to_string(&configs.get(c.config).await.unwrap()).unwrap());
     }
-    let applied = doctor(&[
+    let applied = common::doctor(&[
         "--kubeconfig",
         &kc,
         "--stuck-after",
@@ -367,9 +356,15 @@ async fn exercise(client: Client, kubeconfig: std::path::PathBuf, node_ip: std::
         "-n",
         BARE.namespace,
     ]);
-    eprintln!("{}", text(&applied));
+    eprintln!("{}", common::output_text(&applied));
     for (c, was) in [&EXTERNAL, &MANUAL, &BARE].into_iter().zip(before) {
         let now = serde_json::to_string(&configs.get(c.config).await.unwrap()).unwrap();
-        assert_eq!(now, was, "{} changed:\n{}", c.config, text(&applied));
+        assert_eq!(
+            now,
+            was,
+            "{} changed:\n{}",
+            c.config,
+            common::output_text(&applied)
+        );
     }
 }

@@ -37,3 +37,41 @@ fn cluster_names_are_valid_and_carry_the_process_id() {
 pub fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("a valid object")
 }
+
+/// Runs the `unstuck` binary built for these tests with `args`: no
+/// terminal on stdin (so it never asks), warnings only in its log.
+#[allow(dead_code)]
+pub fn unstuck(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .env("UNSTUCK_LOG", "warn")
+        .output()
+        .expect("running unstuck")
+}
+
+/// `unstuck doctor ARGS`, as [`unstuck`].
+#[allow(dead_code)]
+pub fn doctor(args: &[&str]) -> std::process::Output {
+    let mut all = vec!["doctor"];
+    all.extend_from_slice(args);
+    unstuck(&all)
+}
+
+/// Exit code, stdout and stderr of a run, for an assertion's message.
+#[allow(dead_code)]
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A run's stdout as JSON (`-o json`), or a panic that shows the run.
+#[allow(dead_code)]
+pub fn stdout_json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", output_text(o)))
+}
