@@ -51,17 +51,9 @@ fn doctor(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("running unstuck doctor")
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", text(o)))
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", common::output_text(o)))
 }
 
 fn finding_kinds(report: &serde_json::Value) -> Vec<(String, String)> {
@@ -76,10 +68,6 @@ fn finding_kinds(report: &serde_json::Value) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("valid object")
 }
 
 async fn api_service_json(api: &Api<APIService>) -> serde_json::Value {
@@ -100,7 +88,7 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     let apis: Api<APIService> = Api::all(client.clone());
     apis.create(
         &PostParams::default(),
-        &from_json(serde_json::json!({
+        &common::from_json(serde_json::json!({
             "metadata": {"name": DEAD_API},
             "spec": {"group": "gone.zz-sample.net", "version": "v1alpha1",
                      "service": {"namespace": "it-cli-elsewhere", "name": "absent"},
@@ -114,14 +102,14 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": NS}})),
+            &common::from_json(serde_json::json!({"metadata": {"name": NS}})),
         )
         .await
         .expect("namespace");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     cms.create(
         &PostParams::default(),
-        &from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
+        &common::from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
     )
     .await
     .expect("configmap");
@@ -193,7 +181,12 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     )
     .await
     .expect("findings");
-    assert_eq!(whole.status.code(), Some(0), "{}", text(&whole));
+    assert_eq!(
+        whole.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&whole)
+    );
     let report = json(&whole);
     assert_eq!(report["target"]["clusterUid"], kube_system_uid.as_str());
     assert_eq!(report["target"]["kubeconfig"], kc.as_str());
@@ -203,7 +196,7 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
             .unwrap()
             .contains(&format!("apiservices/{DEAD_API}"))),
         "the whole-cluster plan deletes the dead APIService: {}",
-        text(&whole)
+        common::output_text(&whole)
     );
 
     // What waits on what: the held ConfigMap's key is a root cause, dead,
@@ -222,7 +215,11 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     let kinds = finding_kinds(&report);
     let md = run(with(&["-o", "markdown"]));
     let md_text = String::from_utf8_lossy(&md.stdout).to_string();
-    assert!(md_text.starts_with("# unstuck doctor"), "{}", text(&md));
+    assert!(
+        md_text.starts_with("# unstuck doctor"),
+        "{}",
+        common::output_text(&md)
+    );
     assert!(md_text.contains(&format!("(kube-system) {kube_system_uid}")));
     let md_kinds: Vec<String> = md_text
         .lines()
@@ -240,7 +237,7 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         term_text.starts_with("target: context ")
             && term_text.lines().next().unwrap().contains(&kube_system_uid),
         "{}",
-        text(&term)
+        common::output_text(&term)
     );
     let positions: Vec<usize> = kinds
         .iter()
@@ -283,17 +280,27 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     // Exit codes: findings with --fail-on-findings; --apply without a
     // terminal and without --yes is declined and changes nothing.
     let gate = run(with(&["--fail-on-findings"]));
-    assert_eq!(gate.status.code(), Some(3), "{}", text(&gate));
+    assert_eq!(
+        gate.status.code(),
+        Some(3),
+        "{}",
+        common::output_text(&gate)
+    );
     let before = api_service_json(&apis).await;
     let declined = run(with(&["--apply"]));
-    assert_eq!(declined.status.code(), Some(5), "{}", text(&declined));
+    assert_eq!(
+        declined.status.code(),
+        Some(5),
+        "{}",
+        common::output_text(&declined)
+    );
     assert!(String::from_utf8_lossy(&declined.stderr).contains("--yes"));
     assert!(
         cms.get_opt(CM).await.unwrap().is_some(),
         "declined, yet changed"
     );
     let bad = run(with(&["--stuck-after", "soon"]));
-    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert_eq!(bad.status.code(), Some(2), "{}", common::output_text(&bad));
 
     // `-n` fixes the named namespace and leaves the unrelated dead
     // APIService byte-identical.
@@ -301,9 +308,18 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     let mut fix_args = with(&["-n", NS, "--apply", "--yes", "--backup-dir"]);
     fix_args.push(backups.join("new").to_str().unwrap().to_string());
     let fixed = run(fix_args);
-    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
+    assert_eq!(
+        fixed.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&fixed)
+    );
     let fixed_text = String::from_utf8_lossy(&fixed.stdout);
-    assert!(!fixed_text.contains(DEAD_API), "{}", text(&fixed));
+    assert!(
+        !fixed_text.contains(DEAD_API),
+        "{}",
+        common::output_text(&fixed)
+    );
     wait::until(
         format!("ConfigMap {NS}/{CM} to be gone"),
         Duration::from_secs(120),
@@ -364,21 +380,30 @@ async fn local_cluster_never_dials_kubeconfig(cluster: &str) {
     let env = [("KUBECONFIG", trap_kc.to_str().unwrap())];
 
     let control = doctor(&[], &env);
-    assert_ne!(control.status.code(), Some(0), "{}", text(&control));
+    assert_ne!(
+        control.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&control)
+    );
     assert!(
         hits.load(Ordering::SeqCst) > 0,
         "the control run never reached the trap: {}",
-        text(&control)
+        common::output_text(&control)
     );
     hits.store(0, Ordering::SeqCst);
 
     let local = doctor(&["--local-cluster", cluster, "--stuck-after", "1s"], &env);
-    assert!(matches!(local.status.code(), Some(0)), "{}", text(&local));
+    assert!(
+        matches!(local.status.code(), Some(0)),
+        "{}",
+        common::output_text(&local)
+    );
     assert_eq!(
         hits.load(Ordering::SeqCst),
         0,
         "--local-cluster dialled $KUBECONFIG: {}",
-        text(&local)
+        common::output_text(&local)
     );
     let out = String::from_utf8_lossy(&local.stdout);
     assert!(
@@ -387,10 +412,15 @@ async fn local_cluster_never_dials_kubeconfig(cluster: &str) {
             .unwrap_or("")
             .contains(&format!("clusters/{cluster}/")),
         "{}",
-        text(&local)
+        common::output_text(&local)
     );
     let clash = doctor(&["--local-cluster", cluster, "--kubeconfig", "/x"], &env);
-    assert_eq!(clash.status.code(), Some(2), "{}", text(&clash));
+    assert_eq!(
+        clash.status.code(),
+        Some(2),
+        "{}",
+        common::output_text(&clash)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -413,7 +443,7 @@ fn kubectl_runs_it_as_the_unstuck_plugin() {
         .args(["doctor", "--help"])
         .output()
         .unwrap();
-    assert!(own.status.success(), "{}", text(&own));
+    assert!(own.status.success(), "{}", common::output_text(&own));
     assert!(String::from_utf8_lossy(&own.stdout).contains("--fail-on-findings"));
     // Through kubectl's own plugin lookup, when kubectl is installed.
     let path = format!(
@@ -427,11 +457,11 @@ fn kubectl_runs_it_as_the_unstuck_plugin() {
         .output()
     {
         Ok(o) => {
-            assert!(o.status.success(), "{}", text(&o));
+            assert!(o.status.success(), "{}", common::output_text(&o));
             assert!(
                 String::from_utf8_lossy(&o.stdout).contains("Exit codes:"),
                 "{}",
-                text(&o)
+                common::output_text(&o)
             );
         }
         Err(e) => eprintln!("kubectl not installed ({e}); checked the plugin binary only"),
@@ -441,7 +471,7 @@ fn kubectl_runs_it_as_the_unstuck_plugin() {
 #[test]
 fn local_cluster_and_kubeconfig_conflict() {
     let o = doctor(&["--local-cluster", "x", "--kubeconfig", "/y"], &[]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
 }
 
@@ -469,7 +499,7 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": CONSENT_NS}})),
+            &common::from_json(serde_json::json!({"metadata": {"name": CONSENT_NS}})),
         )
         .await
         .expect("namespace");
@@ -477,7 +507,7 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
     for cm in ["shown", "late"] {
         cms.create(
             &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": cm, "finalizers": [KEY]}})),
+            &common::from_json(serde_json::json!({"metadata": {"name": cm, "finalizers": [KEY]}})),
         )
         .await
         .expect("configmap");
@@ -535,16 +565,34 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
         .expect("delete late");
     let applied = run(with(&["--apply", "--yes", "--backup-dir", &backup_dir]));
     let report = json(&applied);
-    assert_eq!(applied.status.code(), Some(6), "{}", text(&applied));
+    assert_eq!(
+        applied.status.code(),
+        Some(6),
+        "{}",
+        common::output_text(&applied)
+    );
     // The plan --yes covered was printed before anything was applied, and
     // did not hold `late`.
     let stderr = String::from_utf8_lossy(&applied.stderr);
     let printed = stderr
         .split_once("--yes covers this plan")
         .map(|(_, plan)| plan)
-        .unwrap_or_else(|| panic!("no plan printed before applying: {}", text(&applied)));
-    assert!(printed.contains("/configmaps/shown"), "{}", text(&applied));
-    assert!(!printed.contains("/configmaps/late"), "{}", text(&applied));
+        .unwrap_or_else(|| {
+            panic!(
+                "no plan printed before applying: {}",
+                common::output_text(&applied)
+            )
+        });
+    assert!(
+        printed.contains("/configmaps/shown"),
+        "{}",
+        common::output_text(&applied)
+    );
+    assert!(
+        !printed.contains("/configmaps/late"),
+        "{}",
+        common::output_text(&applied)
+    );
     let lines: Vec<&str> = report["applied"]
         .as_array()
         .expect("applied")
@@ -558,14 +606,14 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
             "left RemoveFinalizers {late_path}: remove [{KEY}]: not in the confirmed plan; run the doctor again to review it"
         ).as_str()),
         "{}",
-        text(&applied)
+        common::output_text(&applied)
     );
     assert!(
         lines
             .iter()
             .any(|l| l.starts_with(&format!("RemoveFinalizers {shown_path}: removed"))),
         "{}",
-        text(&applied)
+        common::output_text(&applied)
     );
     assert!(
         report["outcome"]
@@ -573,7 +621,7 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
             .unwrap()
             .contains("1 step(s) left, not in the confirmed plan"),
         "{}",
-        text(&applied)
+        common::output_text(&applied)
     );
     // Nothing was written to `late`: no call, no backup of it.
     assert!(
@@ -581,7 +629,7 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
             .iter()
             .any(|l| l.contains(&late_path) && !l.starts_with("left ")),
         "{}",
-        text(&applied)
+        common::output_text(&applied)
     );
     let late = cms
         .get_opt("late")
@@ -645,7 +693,12 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
 
     // Run again: now `late` is in the plan shown, and is applied.
     let again = run(with(&["--apply", "--yes", "--backup-dir", &backup_dir]));
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&again)
+    );
     wait::until(
         "ConfigMap late to be gone",
         Duration::from_secs(60),

@@ -50,10 +50,6 @@ const HPA: &str = "web-hpa";
 const CRD_GROUP: &str = "versions.zq-retired.dev";
 const GADGET: &str = "g1";
 
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("valid object")
-}
-
 fn b64(s: &str) -> String {
     serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec()))
         .unwrap()
@@ -99,7 +95,7 @@ async fn create_namespace(client: &Client, ns: &str) {
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": ns}})),
+            &common::from_json(serde_json::json!({"metadata": {"name": ns}})),
         )
         .await
         .expect("namespace");
@@ -120,7 +116,7 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
     secrets
         .create(
             &pp,
-            &from_json(serde_json::json!({
+            &common::from_json(serde_json::json!({
                 "metadata": {"name": "vendor-db", "finalizers": [SNAP_KEY], "annotations": {
                     "kubectl.kubernetes.io/last-applied-configuration": format!("{applied}\n")
                 }},
@@ -137,7 +133,7 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), SNAP_NS);
     cms.create(
         &pp,
-        &from_json(
+        &common::from_json(
             serde_json::json!({"metadata": {"name": "vendor-settings", "finalizers": [SNAP_KEY]}}),
         ),
     )
@@ -151,7 +147,7 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
     let pods: Api<Pod> = Api::namespaced(client.clone(), SNAP_NS);
     pods.create(
         &pp,
-        &from_json(serde_json::json!({
+        &common::from_json(serde_json::json!({
             "metadata": {"name": "vendor-app"},
             "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
                 "name": "app", "image": "unstuck.local/busybox:1.35",
@@ -178,7 +174,7 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
     });
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), SNAP_NS);
     deployments
-        .create(&pp, &from_json(with_annotation))
+        .create(&pp, &common::from_json(with_annotation))
         .await
         .expect("deployment");
 
@@ -336,7 +332,7 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), VERSIONS_NS);
     hpas.create(
         &pp,
-        &from_json(serde_json::json!({
+        &common::from_json(serde_json::json!({
             "metadata": {"name": HPA, "finalizers": [VERSIONS_KEY]},
             "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "absent"},
                      "minReplicas": 1, "maxReplicas": 2}
@@ -355,7 +351,7 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
                                     "x-kubernetes-preserve-unknown-fields": true}});
     crds.create(
         &pp,
-        &from_json(serde_json::json!({
+        &common::from_json(serde_json::json!({
             "metadata": {"name": crd_name},
             "spec": {"group": CRD_GROUP, "scope": "Namespaced",
                      "names": {"kind": "Gadget", "listKind": "GadgetList",
@@ -401,7 +397,7 @@ async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str,
     gadgets
         .create(
             &pp,
-            &from_json(serde_json::json!({
+            &common::from_json(serde_json::json!({
                 "apiVersion": format!("{CRD_GROUP}/v1"), "kind": "Gadget",
                 "metadata": {"name": GADGET, "finalizers": [VERSIONS_KEY]}
             })),

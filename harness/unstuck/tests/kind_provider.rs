@@ -8,7 +8,7 @@
 
 use std::{
     io::{BufRead, BufReader},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
     sync::Arc,
     time::{Duration, Instant},
@@ -29,15 +29,8 @@ use unstuck_core::scenario::{Scenario, load_str};
 
 mod common;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
 fn suite_scenario(name: &str) -> Scenario {
-    unstuck::core::scenario::load_dir(&repo_root().join("scenarios"))
+    unstuck::core::scenario::load_dir(&common::repo_root().join("scenarios"))
         .expect("scenarios load")
         .into_iter()
         .find(|s| s.name.as_str() == name)
@@ -101,7 +94,7 @@ async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing(
     let out = std::env::temp_dir().join(format!("unstuck-kind-test-{}", std::process::id()));
     let ctx = |scenario: &str| RunContext {
         client: cluster.client(),
-        fixtures_dir: repo_root().join("fixtures"),
+        fixtures_dir: common::repo_root().join("fixtures"),
         out_dir: out.join(scenario),
         node: Some(node.clone()),
         cluster_exits: cluster.component_exits(),
@@ -315,7 +308,7 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
     let state_root =
         std::env::temp_dir().join(format!("unstuck-kind-records-{}", std::process::id()));
     let out = state_root.with_extension("runs");
-    let root = repo_root();
+    let root = common::repo_root();
 
     // Ctrl-C while a scenario runs: it cleans up, the cluster is deleted.
     let interrupted = state_root.join("interrupted");
@@ -372,7 +365,7 @@ async fn the_whole_suite_passes_on_kind() {
     let state_root =
         std::env::temp_dir().join(format!("unstuck-kind-suite-{}", std::process::id()));
     let out = state_root.with_extension("runs");
-    let root = repo_root();
+    let root = common::repo_root();
     let (mut run, _lines) = unstuck(
         &[
             "run",

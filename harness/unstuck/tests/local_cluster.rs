@@ -27,10 +27,6 @@ use unstuck::{
 
 mod common;
 
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("valid object")
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_local_cluster_runs_a_pod_deletes_a_namespace_reports_apiservices_and_leaves_nothing() {
     let mut opts = UpOptions::new(common::cluster_name("it-lifecycle"));
@@ -44,12 +40,12 @@ async fn a_local_cluster_runs_a_pod_deletes_a_namespace_reports_apiservices_and_
     namespaces
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": "it-demo"}})),
+            &common::from_json(serde_json::json!({"metadata": {"name": "it-demo"}})),
         )
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "it-demo");
-    let pod: Pod = from_json(serde_json::json!({
+    let pod: Pod = common::from_json(serde_json::json!({
         "metadata": {"name": "bb"},
         "spec": {
             "terminationGracePeriodSeconds": 1,
@@ -102,7 +98,7 @@ async fn a_local_cluster_runs_a_pod_deletes_a_namespace_reports_apiservices_and_
 
     // The aggregator computes Available=False (ServiceNotFound) for a registration whose Service is missing.
     let apiservices: Api<APIService> = Api::all(client.clone());
-    let svc: APIService = from_json(serde_json::json!({
+    let svc: APIService = common::from_json(serde_json::json!({
         "metadata": {"name": "v1beta1.metrics.k8s.io"},
         "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
                  "insecureSkipTLSVerify": true, "service": {"name": "prometheus-adapter", "namespace": "monitoring"}}
@@ -286,7 +282,7 @@ async fn a_control_plane_component_that_exits_is_restarted_and_its_exit_recorded
     namespaces
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": "it-after-restart"}})),
+            &common::from_json(serde_json::json!({"metadata": {"name": "it-after-restart"}})),
         )
         .await
         .unwrap();
@@ -294,7 +290,7 @@ async fn a_control_plane_component_that_exits_is_restarted_and_its_exit_recorded
         Api::namespaced(client.clone(), "it-after-restart");
     cms.create(
         &PostParams::default(),
-        &from_json(serde_json::json!({"metadata": {"name": "content"}})),
+        &common::from_json(serde_json::json!({"metadata": {"name": "content"}})),
     )
     .await
     .unwrap();

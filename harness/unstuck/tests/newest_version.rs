@@ -3,19 +3,11 @@
 //! `unstuck run --k8s-version` a team validating a new version runs, with
 //! the components ci/setup.sh built for that version.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::process::Command;
 
 use unstuck::components::{DEFAULT_K8S_VERSION, NEWEST_K8S_VERSION};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+mod common;
 
 #[test]
 fn every_scenario_passes_on_the_newest_supported_version() {
@@ -23,7 +15,7 @@ fn every_scenario_passes_on_the_newest_supported_version() {
         NEWEST_K8S_VERSION, DEFAULT_K8S_VERSION,
         "the newest version is the default: this test would repeat tests/scenarios.rs"
     );
-    let root = repo_root();
+    let root = common::repo_root();
     let out = std::env::temp_dir().join(format!("unstuck-newest-{}", std::process::id()));
     let run = Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .arg("run")

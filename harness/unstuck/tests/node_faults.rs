@@ -34,10 +34,6 @@ use unstuck_core::doctor::{
 
 mod common;
 
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("valid object")
-}
-
 /// Brings up a cluster named after `base`, unique to this test process.
 async fn up(base: &str) -> LocalCluster {
     let mut opts = UpOptions::new(common::cluster_name(base));
@@ -49,12 +45,12 @@ async fn up(base: &str) -> LocalCluster {
 /// ConfigMap volume `cfg` mounted by subPath, and waits until it runs.
 async fn running_pod(client: &Client, name: &str) -> Pod {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let cm: ConfigMap = from_json(serde_json::json!({
+    let cm: ConfigMap = common::from_json(serde_json::json!({
         "metadata": {"name": format!("{name}-cfg")}, "data": {"x": "1"}
     }));
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod: Pod = from_json(serde_json::json!({
+    let pod: Pod = common::from_json(serde_json::json!({
         "metadata": {"name": name},
         "spec": {
             "terminationGracePeriodSeconds": 1,

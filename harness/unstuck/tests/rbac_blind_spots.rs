@@ -35,10 +35,6 @@ const CM: &str = "held";
 const KEY: &str = "gadgets.acme-orphan.dev/cleanup";
 const SA: &str = "doctor-partial";
 
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("valid object")
-}
-
 fn doctor(kubeconfig: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .arg("doctor")
@@ -52,18 +48,10 @@ fn doctor(kubeconfig: &Path, extra: &[&str]) -> Output {
         .expect("running unstuck doctor")
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn report(o: &Output) -> serde_json::Value {
-    assert_eq!(o.status.code(), Some(0), "{}", text(o));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("JSON: {e}\n{}", text(o)))
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(o));
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("JSON: {e}\n{}", common::output_text(o)))
 }
 
 /// The kind of the finding about the held ConfigMap, if any.
@@ -96,14 +84,14 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": NS}})),
+            &common::from_json(serde_json::json!({"metadata": {"name": NS}})),
         )
         .await
         .expect("namespace");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     cms.create(
         &PostParams::default(),
-        &from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
+        &common::from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
     )
     .await
     .expect("configmap");
@@ -116,7 +104,7 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
     Api::<ClusterRole>::all(client.clone())
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({
+            &common::from_json(serde_json::json!({
                 "metadata": {"name": role},
                 "rules": [
                     {"apiGroups": [""], "verbs": ["get", "list"], "resources":
@@ -135,7 +123,7 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
     Api::<ClusterRoleBinding>::all(client.clone())
         .create(
             &PostParams::default(),
-            &from_json(serde_json::json!({
+            &common::from_json(serde_json::json!({
                 "metadata": {"name": role},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
                 "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": NS}]
@@ -146,11 +134,11 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
     sas.create(
         &PostParams::default(),
-        &from_json(serde_json::json!({"metadata": {"name": SA}})),
+        &common::from_json(serde_json::json!({"metadata": {"name": SA}})),
     )
     .await
     .expect("serviceaccount");
-    let token: TokenRequest = from_json(serde_json::json!({
+    let token: TokenRequest = common::from_json(serde_json::json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"audiences": [], "expirationSeconds": 3600}
     }));
@@ -182,7 +170,7 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
     // The admin's kubeconfig with the ServiceAccount's token as the user.
     let mut kc = kube::config::Kubeconfig::read_from(&admin_kc).expect("admin kubeconfig");
     for a in &mut kc.auth_infos {
-        a.auth_info = Some(from_json(serde_json::json!({"token": token})));
+        a.auth_info = Some(common::from_json(serde_json::json!({"token": token})));
     }
     let dir = std::env::temp_dir().join(format!("unstuck-rbac-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -200,7 +188,7 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
                 let r = report(&o);
                 match configmap_finding(&r) {
                     Some(_) => Poll::Ready(r),
-                    None => Poll::Pending(text(&o)),
+                    None => Poll::Pending(common::output_text(&o)),
                 }
             }
         },
@@ -230,7 +218,7 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
         configmap_finding(&r).as_deref(),
         Some("UnknownFinalizerOwner"),
         "{}",
-        text(&o)
+        common::output_text(&o)
     );
     assert!(
         r["plan"]
@@ -239,7 +227,7 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
             .iter()
             .all(|l| !l.as_str().unwrap().contains("PATCH")),
         "nothing may be stripped on an unread absence: {}",
-        text(&o)
+        common::output_text(&o)
     );
     // In the terminal report the blind spots come first, after the target.
     let term = doctor(&sa_kc, &[]);

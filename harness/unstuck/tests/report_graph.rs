@@ -4,17 +4,9 @@
 //! scenario planted, and report.json carries the same graph.
 //! Needs root and the components built by ci/setup.sh (CI runs both).
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::PathBuf, process::Command};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+mod common;
 
 /// A scenarios folder holding two built-in scenarios: a ConfigMap held
 /// by a dead finalizer, and a namespace held by a CR held by one.
@@ -26,7 +18,8 @@ fn scenarios() -> PathBuf {
         "01-orphan-finalizer-configmap.yaml",
         "02-uninstalled-crd-controller.yaml",
     ] {
-        std::os::unix::fs::symlink(repo_root().join("scenarios").join(f), dir.join(f)).unwrap();
+        std::os::unix::fs::symlink(common::repo_root().join("scenarios").join(f), dir.join(f))
+            .unwrap();
     }
     dir
 }
@@ -72,7 +65,7 @@ fn root_node(block: &str, parts: &[&str]) -> String {
 
 #[test]
 fn the_markdown_report_of_a_run_draws_each_doctor_step_down_to_its_root_cause() {
-    let out = repo_root().join(format!(
+    let out = common::repo_root().join(format!(
         "target/unstuck-test-runs/report-graph-{}",
         std::process::id()
     ));
@@ -81,7 +74,7 @@ fn the_markdown_report_of_a_run_draws_each_doctor_step_down_to_its_root_cause() 
         .arg("--scenarios")
         .arg(scenarios())
         .arg("--fixtures")
-        .arg(repo_root().join("fixtures"))
+        .arg(common::repo_root().join("fixtures"))
         .arg("--out")
         .arg(&out)
         .env("UNSTUCK_LOG", "warn")

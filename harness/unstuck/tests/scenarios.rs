@@ -6,7 +6,6 @@
 //! The JSON and JUnit reports land in target/unstuck-test-runs/.
 
 use std::{
-    path::{Path, PathBuf},
     process::ExitCode,
     sync::{Arc, Mutex},
 };
@@ -24,19 +23,12 @@ use unstuck::{
 
 mod common;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     // Scenarios mostly wait on Kubernetes, not on the CPU: run them all
     // side by side unless told otherwise (libtest's default is one per core).
     args.test_threads.get_or_insert(16);
-    let root = repo_root();
+    let root = common::repo_root();
     let fixtures = root.join("fixtures");
     let scenarios = match unstuck::core::scenario::load_dir(&root.join("scenarios")) {
         Ok(s) => s,

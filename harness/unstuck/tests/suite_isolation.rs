@@ -13,12 +13,7 @@ use std::{
 
 use unstuck::cluster::local;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+mod common;
 
 /// A scenarios folder holding two of the built-in scenarios: one that
 /// shares the cluster and one that injects a node fault.
@@ -30,7 +25,8 @@ fn two_scenarios(tag: &str) -> PathBuf {
         "01-orphan-finalizer-configmap.yaml",
         "08-busy-volume-mount.yaml",
     ] {
-        std::os::unix::fs::symlink(repo_root().join("scenarios").join(f), dir.join(f)).unwrap();
+        std::os::unix::fs::symlink(common::repo_root().join("scenarios").join(f), dir.join(f))
+            .unwrap();
     }
     dir
 }
@@ -43,7 +39,7 @@ fn start_run(scenarios: &Path, out: &Path) -> (Child, mpsc::Receiver<String>) {
         .arg("--scenarios")
         .arg(scenarios)
         .arg("--fixtures")
-        .arg(repo_root().join("fixtures"))
+        .arg(common::repo_root().join("fixtures"))
         .arg("--out")
         .arg(out)
         .stdout(Stdio::null())

@@ -68,10 +68,6 @@ const GONE: Case = Case {
     namespace: "it-guard-gone",
 };
 
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("valid object")
-}
-
 fn webhook_name(c: &Case) -> String {
     format!("deny.{}.example.com", c.config)
 }
@@ -81,7 +77,7 @@ where
     K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
     let label = v["metadata"]["name"].to_string();
-    api.create(&PostParams::default(), &from_json(v))
+    api.create(&PostParams::default(), &common::from_json(v))
         .await
         .unwrap_or_else(|e| panic!("creating {label}: {e}"));
 }

@@ -75,3 +75,12 @@ pub fn stdout_json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", output_text(o)))
 }
+
+/// The repository's root (where `scenarios/` and `fixtures/` are).
+#[allow(dead_code)]
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
