@@ -206,25 +206,30 @@ pub(crate) fn container_id(name: &str) -> &str {
     name.rsplit_once('-').map_or(name, |(_, id)| id)
 }
 
+/// A cgroup v1 freezer as its files read, for tests here and in
+/// [`super::thaw`].
+#[cfg(test)]
+pub(crate) fn v1_fact(path: &str, state: &str, self_f: &str, parent_f: &str) -> CgroupFact {
+    CgroupFact {
+        path: path.into(),
+        version: CgroupVersion::V1,
+        files: [
+            ("freezer.state", state),
+            ("freezer.self_freezing", self_f),
+            ("freezer.parent_freezing", parent_f),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+        procs: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn v1(path: &str, state: &str, self_f: &str, parent_f: &str) -> CgroupFact {
-        CgroupFact {
-            path: path.into(),
-            version: CgroupVersion::V1,
-            files: [
-                ("freezer.state", state),
-                ("freezer.self_freezing", self_f),
-                ("freezer.parent_freezing", parent_f),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
-            procs: vec![],
-        }
-    }
+    use super::v1_fact as v1;
 
     #[test]
     fn roles_follow_the_pod_uid_in_both_drivers() {

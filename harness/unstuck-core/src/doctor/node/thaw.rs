@@ -285,24 +285,8 @@ impl FrozenPod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::node::freezer::CgroupVersion;
+    use crate::doctor::node::freezer::v1_fact as v1;
     use std::path::PathBuf;
-
-    fn v1(path: &str, state: &str, self_f: &str, parent_f: &str) -> CgroupFact {
-        CgroupFact {
-            path: path.into(),
-            version: CgroupVersion::V1,
-            files: [
-                ("freezer.state", state),
-                ("freezer.self_freezing", self_f),
-                ("freezer.parent_freezing", parent_f),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
-            procs: vec![],
-        }
-    }
 
     #[test]
     fn a_frozen_shared_parent_is_refused() {
