@@ -14,11 +14,7 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::{
-    authentication::v1::TokenRequest,
-    core::v1::{ConfigMap, Namespace, ServiceAccount},
-    rbac::v1::{ClusterRole, ClusterRoleBinding},
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{
     Api,
     api::{DeleteParams, PostParams},
@@ -100,82 +96,27 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
         .expect("delete configmap");
 
     // Reads of what the doctor lists, except events, leases and secrets.
-    let role = format!("{SA}-{}", std::process::id());
-    Api::<ClusterRole>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({
-                "metadata": {"name": role},
-                "rules": [
-                    {"apiGroups": [""], "verbs": ["get", "list"], "resources":
-                        ["namespaces", "pods", "configmaps", "services", "nodes",
-                         "persistentvolumes", "persistentvolumeclaims", "serviceaccounts"]},
-                    {"apiGroups": ["apiregistration.k8s.io"], "verbs": ["get", "list"], "resources": ["apiservices"]},
-                    {"apiGroups": ["admissionregistration.k8s.io"], "verbs": ["get", "list"], "resources":
-                        ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]},
-                    {"apiGroups": ["discovery.k8s.io"], "verbs": ["get", "list"], "resources": ["endpointslices"]},
-                    {"apiGroups": ["apps"], "verbs": ["get", "list"], "resources": ["*"]}
-                ]
-            })),
-        )
-        .await
-        .expect("clusterrole");
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({
-                "metadata": {"name": role},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": NS}]
-            })),
-        )
-        .await
-        .expect("clusterrolebinding");
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    sas.create(
-        &PostParams::default(),
-        &common::from_json(serde_json::json!({"metadata": {"name": SA}})),
-    )
-    .await
-    .expect("serviceaccount");
-    let token: TokenRequest = common::from_json(serde_json::json!({
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"audiences": [], "expirationSeconds": 3600}
-    }));
-    let token = wait::until(
-        format!("a token for ServiceAccount {NS}/{SA}"),
-        Duration::from_secs(120),
-        Duration::from_secs(1),
-        || async {
-            match sas
-                .create_subresource::<TokenRequest, TokenRequest>(
-                    "token",
-                    SA,
-                    &PostParams::default(),
-                    &token,
-                )
-                .await
-            {
-                Ok(t) => match t.status {
-                    Some(s) => Poll::Ready(s.token),
-                    None => Poll::Pending("no status".into()),
-                },
-                Err(e) => Poll::Pending(e.to_string()),
-            }
-        },
-    )
-    .await
-    .expect("TokenRequest");
-
-    // The admin's kubeconfig with the ServiceAccount's token as the user.
-    let mut kc = kube::config::Kubeconfig::read_from(&admin_kc).expect("admin kubeconfig");
-    for a in &mut kc.auth_infos {
-        a.auth_info = Some(common::from_json(serde_json::json!({"token": token})));
-    }
     let dir = std::env::temp_dir().join(format!("unstuck-rbac-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sa_kc = dir.join("sa.kubeconfig");
-    std::fs::write(&sa_kc, serde_json::to_string(&kc).unwrap()).unwrap();
+    common::service_account_kubeconfig(
+        &client,
+        &admin_kc,
+        NS,
+        SA,
+        serde_json::json!([
+            {"apiGroups": [""], "verbs": ["get", "list"], "resources":
+                ["namespaces", "pods", "configmaps", "services", "nodes",
+                 "persistentvolumes", "persistentvolumeclaims", "serviceaccounts"]},
+            {"apiGroups": ["apiregistration.k8s.io"], "verbs": ["get", "list"], "resources": ["apiservices"]},
+            {"apiGroups": ["admissionregistration.k8s.io"], "verbs": ["get", "list"], "resources":
+                ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]},
+            {"apiGroups": ["discovery.k8s.io"], "verbs": ["get", "list"], "resources": ["endpointslices"]},
+            {"apiGroups": ["apps"], "verbs": ["get", "list"], "resources": ["*"]}
+        ]),
+        &sa_kc,
+    )
+    .await;
 
     // The control, as admin: no blind spot, and the owner is dead.
     let admin = wait::until(
