@@ -10,7 +10,7 @@ use unstuck_core::doctor::node::{
 
 use crate::node::{Node, runtime_facts};
 
-use super::heal::signal_and_wait;
+use super::act::signal_and_wait;
 use super::{HealOptions, NodeDoctorError, NodeDoctorReport, freezer};
 
 /// After the pod left the API: waits for the node to let go of it, then
