@@ -7,17 +7,15 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::{
-    api::core::v1::Namespace, kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions},
-};
+use kube::{Api, Client, api::DynamicObject};
 use serde::Serialize;
 use unstuck_core::doctor::{Action, ObjectTarget, PlannedStep};
 
+mod apiservice;
 mod conversion;
+mod finalizers;
+mod namespace;
+mod webhook;
 
 /// One API call the doctor made, as evidence.
 #[derive(Clone, Debug, Serialize)]
@@ -195,156 +193,11 @@ pub async fn apply_step(client: &Client, step: &PlannedStep, backups: &Path) -> 
     match &step.action {
         Action::Wait { reason } => observed("Wait", StepOutcome::Waiting(reason.clone())),
         Action::Refuse { reason, .. } => observed("Refuse", StepOutcome::Refused(reason.clone())),
-        Action::RemoveFinalizers(rf) => {
-            let t = &rf.target;
-            let api = dynamic_api(client, t);
-            let mut rec = Recorder::new("RemoveFinalizers", t.api_path());
-            if rec
-                .read_and_back_up(&api, &t.name, &t.kind, t.namespace.as_deref(), backups)
-                .await
-                .is_none()
-            {
-                return rec.finish();
-            }
-            let patch_value = rf.json_patch();
-            let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
-                Ok(p) => p,
-                Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
-            };
-            let r = api
-                .patch(&t.name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                .await;
-            rec.call("PATCH", Some(patch_value), &r);
-            rec.end(match r {
-                Ok(after) => {
-                    let left = after.metadata.finalizers.unwrap_or_default();
-                    if rf.remove.iter().any(|f| left.contains(f)) {
-                        StepOutcome::Failed(format!(
-                            "finalizers still hold {left:?} after the patch"
-                        ))
-                    } else {
-                        StepOutcome::Done(format!(
-                            "removed {:?}; finalizers now {left:?}",
-                            rf.remove
-                        ))
-                    }
-                }
-                // The last finalizer gone lets the object go while we patch.
-                Err(e) if is_not_found(&e) => StepOutcome::Done("object gone".into()),
-                Err(e) => write_refused(&e, true),
-            })
-        }
-        Action::DeleteApiService(d) => {
-            let api: Api<APIService> = Api::all(client.clone());
-            let mut rec = Recorder::new("DeleteApiService", d.api_path());
-            if rec
-                .read_and_back_up(&api, &d.name, "APIService", None, backups)
-                .await
-                .is_none()
-            {
-                return rec.finish();
-            }
-            let dp = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(d.uid.clone()),
-                    resource_version: Some(d.resource_version.clone()),
-                }),
-                ..DeleteParams::default()
-            };
-            let r = api.delete(&d.name, &dp).await;
-            rec.call("DELETE", Some(d.delete_options()), &r);
-            let restore = rec
-                .backup
-                .as_ref()
-                .map(|b| b.display().to_string())
-                .unwrap_or_default();
-            rec.end(match r {
-                Ok(_) => StepOutcome::Done(format!(
-                    "deleted; manifest saved to {restore} (kubectl apply -f it to restore)"
-                )),
-                Err(e) => write_refused(&e, false),
-            })
-        }
-        Action::SetWebhookFailurePolicy(w) => {
-            let kind = w.configuration.kind();
-            let ar = super::collect::api_resource(
-                "admissionregistration.k8s.io/v1",
-                kind,
-                w.configuration.resource(),
-            );
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let mut rec = Recorder::new("SetWebhookFailurePolicy", w.api_path());
-            if rec
-                .read_and_back_up(&api, &w.configuration_name, kind, None, backups)
-                .await
-                .is_none()
-            {
-                return rec.finish();
-            }
-            let patch_value = w.json_patch();
-            let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
-                Ok(p) => p,
-                Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
-            };
-            let r = api
-                .patch(
-                    &w.configuration_name,
-                    &PatchParams::default(),
-                    &Patch::<()>::Json(patch),
-                )
-                .await;
-            rec.call("PATCH", Some(patch_value), &r);
-            let restore = rec
-                .backup
-                .as_ref()
-                .map(|b| b.display().to_string())
-                .unwrap_or_default();
-            rec.end(match r {
-                Ok(after) => {
-                    let policy = after.data["webhooks"][w.index]["failurePolicy"].as_str();
-                    if policy == Some("Ignore") {
-                        StepOutcome::Done(format!(
-                            "webhook {:?} now fails open (failurePolicy Ignore) until its backend is restored; manifest saved to {restore} (kubectl apply -f it to restore failurePolicy Fail)",
-                            w.webhook
-                        ))
-                    } else {
-                        StepOutcome::Failed(format!(
-                            "failurePolicy reads {policy:?} after the patch"
-                        ))
-                    }
-                }
-                Err(e) => write_refused(&e, true),
-            })
-        }
+        Action::RemoveFinalizers(rf) => finalizers::remove(client, rf, backups).await,
+        Action::DeleteApiService(d) => apiservice::delete(client, d, backups).await,
+        Action::SetWebhookFailurePolicy(w) => webhook::fail_open(client, w, backups).await,
         Action::SetCrdConversionNone(c) => conversion::set_none(client, c, backups).await,
-        Action::FinalizeNamespace(f) => {
-            let api: Api<Namespace> = Api::all(client.clone());
-            let mut rec = Recorder::new("FinalizeNamespace", f.api_path());
-            rec.read_path = format!("/api/v1/namespaces/{}", f.name);
-            let Some(ns) = rec
-                .read_and_back_up(&api, &f.name, "Namespace", None, backups)
-                .await
-            else {
-                return rec.finish();
-            };
-            let body = match f.body(&ns) {
-                Ok(b) => b,
-                Err(e @ unstuck_core::doctor::FinalizeError::ResourceVersionChanged { .. }) => {
-                    return rec.end(StepOutcome::Moved(format!(
-                        "the object changed since it was read: {e}"
-                    )));
-                }
-                Err(e) => return rec.end(StepOutcome::Failed(e.to_string())),
-            };
-            let r = api
-                .replace_subresource("finalize", &f.name, &PostParams::default(), &body)
-                .await;
-            rec.call("PUT", serde_json::to_value(&body.spec).ok(), &r);
-            rec.end(match r {
-                Ok(_) => StepOutcome::Done(format!("spec.finalizers now {:?}", f.kept())),
-                Err(e) => write_refused(&e, false),
-            })
-        }
+        Action::FinalizeNamespace(f) => namespace::finalize(client, f, backups).await,
     }
 }
 

@@ -315,139 +315,13 @@ impl Consent {
         ask: &mut dyn AskAgain,
     ) -> Gated {
         let confirmed = match self {
-            Consent::Scope if run_scope => {
-                return Gated {
-                    decisions: steps
-                        .iter()
-                        .map(|s| match claim(s) {
-                            Some(_) => Decision::Apply(s.clone()),
-                            None => Decision::Observe(s.clone()),
-                        })
-                        .collect(),
-                    asked: false,
-                };
-            }
-            Consent::Scope => {
-                return Gated {
-                    decisions: steps
-                        .iter()
-                        .map(|s| match claim(s) {
-                            Some(c) => Decision::Left {
-                                step: s.clone(),
-                                claim: c,
-                                why: "consent by scope covers a scenario run's own objects only"
-                                    .into(),
-                            },
-                            None => Decision::Observe(s.clone()),
-                        })
-                        .collect(),
-                    asked: false,
-                };
-            }
+            Consent::Scope => return gate::by_scope(steps, run_scope),
             Consent::Confirmed(c) => c,
         };
-
-        // Per step: the covered part, and the part to ask about (or leave).
-        struct Sorted {
-            step: PlannedStep,
-            covered: Option<PlannedStep>,
-            rest: Option<(PlannedStep, Claim)>,
-            declined_before: bool,
-        }
-        let mut sorted = Vec::new();
-        for s in steps {
-            let Some(c) = claim(s) else {
-                sorted.push(Sorted {
-                    step: s.clone(),
-                    covered: None,
-                    rest: None,
-                    declined_before: false,
-                });
-                continue;
-            };
-            let (covered, rest, whole) = confirmed.split(&c);
-            let (covered, rest) = if whole {
-                (Some(s.clone()), None)
-            } else if c.keys.is_empty() {
-                (None, Some((s.clone(), c)))
-            } else {
-                let rest_step = restrict(s, &rest).map(|r| {
-                    let rc = claim(&r).expect("a restricted mutating step keeps its claim");
-                    (r, rc)
-                });
-                (restrict(s, &covered), rest_step)
-            };
-            let declined_before = rest
-                .as_ref()
-                .is_some_and(|(_, rc)| confirmed.was_declined(rc));
-            sorted.push(Sorted {
-                step: s.clone(),
-                covered,
-                rest,
-                declined_before,
-            });
-        }
-
-        let new: Vec<PlannedStep> = sorted
-            .iter()
-            .filter(|s| !s.declined_before)
-            .filter_map(|s| s.rest.as_ref().map(|(r, _)| r.clone()))
-            .collect();
-        let answer = if new.is_empty() {
-            None
-        } else {
-            Some(ask.ask(&new))
-        };
-        let verdict: Result<(), String> = match &answer {
-            None => Ok(()),
-            Some(Answer::Yes {
-                shown_at,
-                answered_at,
-            }) => check_age(*shown_at, *answered_at).map_err(|e| e.to_string()),
-            Some(Answer::No) => Err("declined when asked".into()),
-            Some(Answer::NotAsked) => Err(NOT_CONFIRMED.into()),
-        };
-
-        let mut decisions = Vec::new();
-        for s in sorted {
-            if s.covered.is_none() && s.rest.is_none() {
-                decisions.push(Decision::Observe(s.step));
-                continue;
-            }
-            match (s.covered, s.rest) {
-                (covered, Some((rest, rc))) if s.declined_before => {
-                    decisions.extend(covered.map(Decision::Apply));
-                    decisions.push(Decision::Left {
-                        step: rest,
-                        claim: rc,
-                        why: "declined when asked earlier in this run".into(),
-                    });
-                }
-                (covered, Some((rest, rc))) => match &verdict {
-                    Ok(()) => {
-                        confirmed.grant(&rc);
-                        // One write per object: the covered keys and the
-                        // newly confirmed ones together.
-                        decisions.push(Decision::Apply(s.step));
-                    }
-                    Err(why) => {
-                        if matches!(answer, Some(Answer::No)) {
-                            confirmed.decline(&rc);
-                        }
-                        decisions.extend(covered.map(Decision::Apply));
-                        decisions.push(Decision::Left {
-                            step: rest,
-                            claim: rc,
-                            why: why.clone(),
-                        });
-                    }
-                },
-                (Some(covered), None) => decisions.push(Decision::Apply(covered)),
-                (None, None) => unreachable!("handled above"),
-            }
-        }
+        let sorted = gate::sort(confirmed, steps);
+        let (answer, verdict) = gate::ask_once(&sorted, ask);
         Gated {
-            decisions,
+            decisions: gate::decide(confirmed, sorted, answer.as_ref(), &verdict),
             asked: answer.is_some_and(|a| !matches!(a, Answer::NotAsked)),
         }
     }
@@ -506,5 +380,6 @@ impl AskAgain for NobodyToAsk {
     }
 }
 
+mod gate;
 #[cfg(test)]
 mod tests;

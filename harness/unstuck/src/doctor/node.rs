@@ -9,6 +9,7 @@
 //! Dry-run unless [`HealOptions::apply`]; a force delete only with
 //! [`HealOptions::allow_force`], and then reported as such.
 
+mod act;
 mod freezer;
 mod gather;
 mod heal;

@@ -111,28 +111,54 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
         return Vec::new();
     }
     let mut steps = Vec::new();
-    let step = |remedy, why: String| NodeStep {
+    let kubelet_down = f.causes.contains(&NodeCause::KubeletDown);
+    if kubelet_down {
+        steps.push(kubelet_rung(f));
+    }
+    steps.extend(thaw_rung(f));
+    runtime_rungs(f, &mut steps);
+    volume_rungs(f, &mut steps);
+    steps.extend(cni_rung(f));
+    if f.causes.contains(&NodeCause::Unknown) {
+        steps.push(step(
+            NodeRemedy::AwaitKubelet {
+                until: f.next_kubelet_retry,
+            },
+            "no cause visible on the node; give the kubelet its retry before anything stronger"
+                .to_owned(),
+        ));
+    }
+    steps.push(force_delete(f, kubelet_down));
+    steps
+}
+
+/// A rung that goes through the kubelet (not a force).
+fn step(remedy: NodeRemedy, why: String) -> NodeStep {
+    NodeStep {
         remedy,
         why,
         force: false,
-    };
-
-    let kubelet_down = f.causes.contains(&NodeCause::KubeletDown);
-    if kubelet_down {
-        steps.push(step(
-            NodeRemedy::RestartKubelet,
-            format!(
-                "{} on node {}; started again (as its service manager would), it kills the pod's containers, tears down its volumes and finishes the deletion itself",
-                if f.kubelet_running == Some(false) {
-                    "the kubelet does not run"
-                } else {
-                    "the kubelet stopped posting node status"
-                },
-                f.node
-            ),
-        ));
     }
+}
 
+/// Kubelet down: start it again.
+fn kubelet_rung(f: &NodeFinding) -> NodeStep {
+    step(
+        NodeRemedy::RestartKubelet,
+        format!(
+            "{} on node {}; started again (as its service manager would), it kills the pod's containers, tears down its volumes and finishes the deletion itself",
+            if f.kubelet_running == Some(false) {
+                "the kubelet does not run"
+            } else {
+                "the kubelet stopped posting node status"
+            },
+            f.node
+        ),
+    )
+}
+
+/// Frozen cgroup: thaw it, only on the thaw proof.
+fn thaw_rung(f: &NodeFinding) -> Option<NodeStep> {
     if f.causes.contains(&NodeCause::CgroupFrozen)
         && let Some(ThawVerdict::Thaw { targets, .. }) = f.frozen.as_ref().map(|z| &z.verdict)
     {
@@ -140,7 +166,7 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             .iter()
             .map(|t| t.path.display().to_string())
             .collect();
-        steps.push(step(
+        return Some(step(
             NodeRemedy::ThawCgroup {
                 cgroups: targets.clone(),
             },
@@ -150,7 +176,11 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             ),
         ));
     }
+    None
+}
 
+/// Wedged runtime: kill the wedged shims, then restart the runtime.
+fn runtime_rungs(f: &NodeFinding, steps: &mut Vec<NodeStep>) {
     // A process in `D` ignores SIGKILL until its kernel call returns:
     // restarting containerd (or killing a healthy shim) changes nothing
     // for it, so the runtime rungs are left out; the only rung left is
@@ -176,83 +206,88 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             ));
         }
     }
+}
 
-    if f.causes.contains(&NodeCause::BusyVolume) {
-        let stop: Vec<ProcessTarget> = f.stoppable_holders().map(ProcessTarget::from).collect();
-        let unmount: Vec<PathBuf> = f
-            .stray_mounts()
-            .map(|m| m.mount.mount_point.clone())
-            .collect();
-        let mut lazy = unmount.clone();
-        for v in &f.busy_volumes {
-            lazy.extend(
-                kubelet_mounts_of(&f.mounts, &v.volume).map(|m| m.mount.mount_point.clone()),
-            );
-        }
-        if f.busy_volumes.is_empty() && lazy.is_empty() {
-            // Mounts remain but the log names no volume: all of them.
-            lazy.extend(f.mounts.iter().map(|m| m.mount.mount_point.clone()));
-        }
-        lazy.dedup();
-        if !stop.is_empty() || !unmount.is_empty() {
-            let mut why = Vec::new();
-            if !stop.is_empty() {
-                why.push(format!(
-                    "process(es) {} hold the pod's directory",
-                    stop.iter()
-                        .map(|p| format!("{} ({})", p.pid, p.command))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            if !unmount.is_empty() {
-                why.push(format!(
-                    "stray mount(s) {} keep the volume directory busy",
-                    unmount
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            steps.push(step(
-                NodeRemedy::ReleaseHolder { stop, unmount },
-                format!(
-                    "{}; releasing them lets the kubelet's next TearDown succeed",
-                    why.join("; ")
-                ),
-            ));
-        }
-        if !lazy.is_empty() {
-            steps.push(step(
-                NodeRemedy::LazyUnmount { paths: lazy },
-                "a lazy unmount detaches the mount even while it is still held".to_owned(),
-            ));
-        }
-        if steps.iter().all(|s| {
-            !matches!(
-                s.remedy,
-                NodeRemedy::ReleaseHolder { .. } | NodeRemedy::LazyUnmount { .. }
-            )
-        }) {
-            steps.push(step(
-                NodeRemedy::AwaitKubelet {
-                    until: f.next_kubelet_retry,
-                },
-                "nothing on the node blocks the volume any more; the kubelet retries with a backoff of up to 2m2s".to_owned(),
-            ));
-        }
+/// Busy volume: release the holders and stray mounts, then a lazy
+/// unmount; with nothing left to release, the kubelet's retry.
+fn volume_rungs(f: &NodeFinding, steps: &mut Vec<NodeStep>) {
+    if !f.causes.contains(&NodeCause::BusyVolume) {
+        return;
     }
+    let stop: Vec<ProcessTarget> = f.stoppable_holders().map(ProcessTarget::from).collect();
+    let unmount: Vec<PathBuf> = f
+        .stray_mounts()
+        .map(|m| m.mount.mount_point.clone())
+        .collect();
+    let mut lazy = unmount.clone();
+    for v in &f.busy_volumes {
+        lazy.extend(kubelet_mounts_of(&f.mounts, &v.volume).map(|m| m.mount.mount_point.clone()));
+    }
+    if f.busy_volumes.is_empty() && lazy.is_empty() {
+        // Mounts remain but the log names no volume: all of them.
+        lazy.extend(f.mounts.iter().map(|m| m.mount.mount_point.clone()));
+    }
+    lazy.dedup();
+    if !stop.is_empty() || !unmount.is_empty() {
+        let mut why = Vec::new();
+        if !stop.is_empty() {
+            why.push(format!(
+                "process(es) {} hold the pod's directory",
+                stop.iter()
+                    .map(|p| format!("{} ({})", p.pid, p.command))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !unmount.is_empty() {
+            why.push(format!(
+                "stray mount(s) {} keep the volume directory busy",
+                unmount
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        steps.push(step(
+            NodeRemedy::ReleaseHolder { stop, unmount },
+            format!(
+                "{}; releasing them lets the kubelet's next TearDown succeed",
+                why.join("; ")
+            ),
+        ));
+    }
+    if !lazy.is_empty() {
+        steps.push(step(
+            NodeRemedy::LazyUnmount { paths: lazy },
+            "a lazy unmount detaches the mount even while it is still held".to_owned(),
+        ));
+    }
+    if steps.iter().all(|s| {
+        !matches!(
+            s.remedy,
+            NodeRemedy::ReleaseHolder { .. } | NodeRemedy::LazyUnmount { .. }
+        )
+    }) {
+        steps.push(step(
+            NodeRemedy::AwaitKubelet {
+                until: f.next_kubelet_retry,
+            },
+            "nothing on the node blocks the volume any more; the kubelet retries with a backoff of up to 2m2s".to_owned(),
+        ));
+    }
+}
 
-    // A failing network DEL: only repairing the plugin helps. Where the
-    // node's configuration is simply gone and the cluster's own is known,
-    // that repair is writing it back; anywhere else the finding says what
-    // to repair and no rung is planned (a force delete would leak the
-    // sandbox, its network namespace and its IP).
+/// A failing network DEL: only repairing the plugin helps. Where the
+/// node's configuration is simply gone and the cluster's own is known,
+/// that repair is writing it back; anywhere else the finding says what
+/// to repair and no rung is planned (a force delete would leak the
+/// sandbox, its network namespace and its IP).
+fn cni_rung(f: &NodeFinding) -> Option<NodeStep> {
     if f.causes.contains(&NodeCause::CniTeardownFailed)
         && let Some(own) = &f.cni_restore
     {
-        steps.push(step(
+        return Some(step(
             NodeRemedy::RestoreCniConfig {
                 path: own.path.clone(),
                 content: own.content.clone(),
@@ -263,18 +298,12 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             ),
         ));
     }
+    None
+}
 
-    if f.causes.contains(&NodeCause::Unknown) {
-        steps.push(step(
-            NodeRemedy::AwaitKubelet {
-                until: f.next_kubelet_retry,
-            },
-            "no cause visible on the node; give the kubelet its retry before anything stronger"
-                .to_owned(),
-        ));
-    }
-
-    steps.push(NodeStep {
+/// Always last: remove the object without the kubelet (force).
+fn force_delete(f: &NodeFinding, kubelet_down: bool) -> NodeStep {
+    NodeStep {
         remedy: NodeRemedy::ForceDelete {
             namespace: f.pod.namespace.clone().unwrap_or_default(),
             name: f.pod.name.clone(),
@@ -286,6 +315,5 @@ pub fn plan_node(f: &NodeFinding) -> Vec<NodeStep> {
             "last resort: removes the pod object without the kubelet; its containers, mounts and directory may stay on the node".to_owned()
         },
         force: true,
-    });
-    steps
+    }
 }

@@ -1,28 +1,24 @@
 //! Healing one stuck pod: the ladder applied one rung at a time, each
-//! followed by a wait for the kubelet and a fresh look, and the actions
-//! of each rung (signals to processes, lazy unmounts, a thawed cgroup, a
-//! restarted runtime or kubelet, a force delete when allowed).
+//! followed by a wait for the kubelet and a fresh look; the actions of
+//! each rung are in [`super::act`].
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, Preconditions},
-};
+use kube::{Api, Client};
 use unstuck_core::doctor::node::{
-    DiagnoseNodeOptions, NodeFinding, NodeRemedy, ProcessTarget, diagnose_pod, plan_node,
+    DiagnoseNodeOptions, NodeFinding, NodeRemedy, NodeStep, diagnose_pod, plan_node,
 };
 
 use unstuck_core::doctor::snapshot::status_container_ids;
 
-use crate::node::{Node, NodeError};
+use crate::node::Node;
 
+use super::act::apply_step;
 use super::gather::gather;
 use super::prove::prove;
 use super::{
     AppliedNodeStep, HealOptions, HealOutcome, HealTimings, NodeDoctorError, NodeDoctorReport, api,
-    freezer,
 };
 
 /// Diagnoses the pod on its node and, with [`HealOptions::apply`], heals
@@ -40,23 +36,18 @@ pub async fn heal_pod(
     let diag = DiagnoseNodeOptions {
         stuck_after: opts.stuck_after,
     };
-    let mut report = NodeDoctorReport {
-        pod: format!("{namespace}/{name}"),
-        uid: None,
-        node: node.name().to_owned(),
-        outcome: HealOutcome::GaveUp,
-        initial: None,
-        plan: Vec::new(),
-        steps: Vec::new(),
-        force_used: false,
-        proof: Vec::new(),
-        leftovers: Vec::new(),
-        timings: HealTimings::default(),
-    };
+    let mut report = new_report(node, namespace, name);
     // Runtime and container IDs seen over the whole heal, for the proof.
     let mut ids: Vec<String> = Vec::new();
     let mut tried: Vec<&'static str> = Vec::new();
     let mut gone = false;
+    let at = Round {
+        client,
+        namespace,
+        name,
+        opts,
+        start,
+    };
 
     for round in 0..=opts.max_steps {
         let facts = gather(client, node, namespace, name, opts.log_tail_bytes).await?;
@@ -111,38 +102,10 @@ pub async fn heal_pod(
             break;
         };
         tried.push(step.remedy.name());
-        let step_start = start.elapsed().as_millis();
-        if step.force && !opts.allow_force {
-            report.steps.push(AppliedNodeStep {
-                finding_summary: finding.summary.clone(),
-                ok: false,
-                actions: vec![format!(
-                    "not taken: {} bypasses the kubelet and force was not allowed; the pod stays stuck",
-                    step.remedy.name()
-                )],
-                step,
-                started_at_ms: step_start,
-                took_ms: 0,
-                pod_gone: false,
-            });
+        let Some(now_gone) = take_step(&at, node, step, &finding, &mut report).await? else {
             break;
-        }
-        let t0 = Instant::now();
-        let (ok, actions) = apply_step(client, node, &step.remedy, &mut report.force_used).await;
-        let wait = wait_budget(&step.remedy, &finding, opts);
-        gone = wait_gone(client, namespace, name, report.uid.as_deref(), wait).await?;
-        if gone {
-            report.timings.pod_gone_ms = Some(start.elapsed().as_millis());
-        }
-        report.steps.push(AppliedNodeStep {
-            step,
-            finding_summary: finding.summary.clone(),
-            ok,
-            actions,
-            started_at_ms: step_start,
-            took_ms: t0.elapsed().as_millis(),
-            pod_gone: gone,
-        });
+        };
+        gone = now_gone;
         if gone {
             break;
         }
@@ -161,6 +124,86 @@ pub async fn heal_pod(
     }
     report.timings.total_ms = start.elapsed().as_millis();
     Ok(report)
+}
+
+/// The report of a heal not yet begun: given up unless a round says
+/// otherwise.
+fn new_report(node: &impl Node, namespace: &str, name: &str) -> NodeDoctorReport {
+    NodeDoctorReport {
+        pod: format!("{namespace}/{name}"),
+        uid: None,
+        node: node.name().to_owned(),
+        outcome: HealOutcome::GaveUp,
+        initial: None,
+        plan: Vec::new(),
+        steps: Vec::new(),
+        force_used: false,
+        proof: Vec::new(),
+        leftovers: Vec::new(),
+        timings: HealTimings::default(),
+    }
+}
+
+/// What a step of the heal needs besides the node.
+struct Round<'a> {
+    client: &'a Client,
+    namespace: &'a str,
+    name: &'a str,
+    opts: &'a HealOptions,
+    /// When the heal began: step times are measured from it.
+    start: Instant,
+}
+
+/// Takes one rung and waits for the kubelet, recording the step. A force
+/// rung without permission is recorded as not taken, and ends the heal
+/// (`None`); otherwise whether the pod is gone after the wait.
+async fn take_step(
+    at: &Round<'_>,
+    node: &impl Node,
+    step: NodeStep,
+    finding: &NodeFinding,
+    report: &mut NodeDoctorReport,
+) -> Result<Option<bool>, NodeDoctorError> {
+    let Round {
+        client,
+        namespace,
+        name,
+        opts,
+        start,
+    } = *at;
+    let step_start = start.elapsed().as_millis();
+    if step.force && !opts.allow_force {
+        report.steps.push(AppliedNodeStep {
+            finding_summary: finding.summary.clone(),
+            ok: false,
+            actions: vec![format!(
+                "not taken: {} bypasses the kubelet and force was not allowed; the pod stays stuck",
+                step.remedy.name()
+            )],
+            step,
+            started_at_ms: step_start,
+            took_ms: 0,
+            pod_gone: false,
+        });
+        return Ok(None);
+    }
+    let t0 = Instant::now();
+    let (ok, actions) = apply_step(client, node, &step.remedy, &mut report.force_used).await;
+    let wait = wait_budget(&step.remedy, finding, opts);
+    let gone = wait_gone(client, namespace, name, report.uid.as_deref(), wait).await?;
+    if gone {
+        report.timings.pod_gone_ms = Some(start.elapsed().as_millis());
+    }
+    report.steps.push(AppliedNodeStep {
+        step,
+        finding_summary: finding.summary.clone(),
+        ok,
+        actions,
+        started_at_ms: step_start,
+        took_ms: t0.elapsed().as_millis(),
+        pod_gone: gone,
+    });
+    Ok(Some(gone))
 }
 
 /// How long to wait for the kubelet after a step.
@@ -210,183 +253,6 @@ async fn wait_gone(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// Whether `target` is still the same process (pid and start time).
-async fn still_there(node: &impl Node, target: &ProcessTarget) -> Result<Option<char>, NodeError> {
-    Ok(node
-        .processes()
-        .await?
-        .into_iter()
-        .find(|p| p.pid == target.pid && p.start_time == target.start_time && p.state != 'Z')
-        .map(|p| p.state))
-}
-
-/// Signals a process and waits up to `within` for it to go.
-pub(super) async fn signal_and_wait(
-    node: &impl Node,
-    target: &ProcessTarget,
-    sig: i32,
-    within: Duration,
-) -> Result<bool, NodeError> {
-    node.signal(target.pid, sig).await?;
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if still_there(node, target).await?.is_none() {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(still_there(node, target).await?.is_none())
-}
-
-/// Marks a step failed and passes its line through.
-fn fail(line: String, ok: &mut bool) -> String {
-    *ok = false;
-    line
-}
-
-/// Takes one remedy. Never fails as a whole: each action's result is a
-/// line, and `ok` says whether all succeeded.
-async fn apply_step(
-    client: &Client,
-    node: &impl Node,
-    remedy: &NodeRemedy,
-    force_used: &mut bool,
-) -> (bool, Vec<String>) {
-    let mut ok = true;
-    let mut lines = Vec::new();
-    match remedy {
-        NodeRemedy::KillShim { shims } => {
-            for s in shims {
-                let line = match still_there(node, s).await {
-                    Ok(None) => format!("shim {} already gone", s.pid),
-                    Ok(Some(_)) => {
-                        match signal_and_wait(node, s, libc::SIGKILL, Duration::from_secs(5)).await
-                        {
-                            Ok(true) => format!("SIGKILL to shim {} ({}): gone", s.pid, s.command),
-                            Ok(false) => fail(
-                                format!("SIGKILL to shim {}: still there after 5 s", s.pid),
-                                &mut ok,
-                            ),
-                            Err(e) => fail(format!("SIGKILL to shim {}: {e}", s.pid), &mut ok),
-                        }
-                    }
-                    Err(e) => fail(format!("checking shim {}: {e}", s.pid), &mut ok),
-                };
-                lines.push(line);
-            }
-        }
-        NodeRemedy::ThawCgroup { cgroups } => {
-            let (thawed, done) = freezer::thaw(node, cgroups).await;
-            ok &= thawed;
-            lines.extend(done);
-        }
-        NodeRemedy::RestartRuntime => {
-            lines.push(match node.restart_runtime().await {
-                Ok(r) => r.to_string(),
-                Err(e) => fail(format!("restarting containerd: {e}"), &mut ok),
-            });
-        }
-        NodeRemedy::RestartKubelet => {
-            lines.push(match node.restart_kubelet().await {
-                Ok(r) => format!("{r} (healthz ok)"),
-                Err(e) => fail(format!("restarting the kubelet: {e}"), &mut ok),
-            });
-        }
-        NodeRemedy::ReleaseHolder { stop, unmount } => {
-            for p in stop {
-                let line = match still_there(node, p).await {
-                    Ok(None) => format!("process {} already gone", p.pid),
-                    Ok(Some(_)) => {
-                        match signal_and_wait(node, p, libc::SIGTERM, Duration::from_secs(5)).await
-                        {
-                            Ok(true) => {
-                                format!("stopped process {} ({}) with SIGTERM", p.pid, p.command)
-                            }
-                            Ok(false) => match signal_and_wait(
-                                node,
-                                p,
-                                libc::SIGKILL,
-                                Duration::from_secs(5),
-                            )
-                            .await
-                            {
-                                Ok(true) => format!(
-                                    "killed process {} ({}): it ignored SIGTERM",
-                                    p.pid, p.command
-                                ),
-                                Ok(false) => {
-                                    fail(format!("process {} survives SIGKILL", p.pid), &mut ok)
-                                }
-                                Err(e) => fail(format!("SIGKILL to {}: {e}", p.pid), &mut ok),
-                            },
-                            Err(e) => fail(format!("SIGTERM to {}: {e}", p.pid), &mut ok),
-                        }
-                    }
-                    Err(e) => fail(format!("checking process {}: {e}", p.pid), &mut ok),
-                };
-                lines.push(line);
-            }
-            for path in unmount {
-                lines.push(match node.unmount(path, false).await {
-                    Ok(()) => format!("unmounted {}", path.display()),
-                    Err(e) => fail(format!("{e}"), &mut ok),
-                });
-            }
-        }
-        NodeRemedy::LazyUnmount { paths } => {
-            for path in paths {
-                lines.push(match node.unmount(path, true).await {
-                    Ok(()) => format!("lazily unmounted {}", path.display()),
-                    Err(e) => fail(format!("{e}"), &mut ok),
-                });
-            }
-        }
-        NodeRemedy::RestoreCniConfig { path, content } => {
-            lines.push(match node.write_file(path, content).await {
-                Ok(()) => format!(
-                    "wrote this cluster's CNI configuration back to {} ({} bytes); containerd reloads it",
-                    path.display(),
-                    content.len()
-                ),
-                Err(e) => fail(format!("{e}"), &mut ok),
-            });
-        }
-        NodeRemedy::AwaitKubelet { until } => lines.push(match until {
-            Some(t) => format!("waiting for the kubelet's retry at {t}"),
-            None => "waiting for the kubelet".to_owned(),
-        }),
-        NodeRemedy::ForceDelete {
-            namespace,
-            name,
-            uid,
-        } => {
-            tracing::warn!(
-                "force deleting pod {namespace}/{name}: the kubelet did not finish it; its node may keep mounts or containers"
-            );
-            let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-            let dp = DeleteParams {
-                grace_period_seconds: Some(0),
-                preconditions: Some(Preconditions {
-                    uid: uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            lines.push(match pods.delete(name, &dp).await {
-                Ok(_) => {
-                    *force_used = true;
-                    format!(
-                        "FORCE deleted pod {namespace}/{name} (grace period 0) without the kubelet"
-                    )
-                }
-                Err(kube::Error::Api(s)) if s.code == 404 => "pod already gone".to_owned(),
-                Err(e) => fail(format!("force delete of {namespace}/{name}: {e}"), &mut ok),
-            });
-        }
-    }
-    (ok, lines)
 }
 
 #[cfg(test)]

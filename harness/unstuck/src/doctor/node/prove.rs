@@ -2,15 +2,19 @@
 //! delete (not a force delete), nothing mounted under its directory, and
 //! nothing listed by the runtime for it; or the leftovers.
 
-use std::time::{Duration, Instant};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use unstuck_core::doctor::node::{
-    KubeletEvent, NodeRemedy, ProcessTarget, SyncLoopOp, parse_kubelet_log, pod_dir,
+    KubeletEvent, NodeRemedy, ProcessTarget, RuntimeFacts, ShimFact, SyncLoopOp, parse_kubelet_log,
+    pod_dir,
 };
 
 use crate::node::{Node, runtime_facts};
 
-use super::heal::signal_and_wait;
+use super::act::signal_and_wait;
 use super::{HealOptions, NodeDoctorError, NodeDoctorReport, freezer};
 
 /// After the pod left the API: waits for the node to let go of it, then
@@ -35,32 +39,7 @@ pub(super) async fn prove(
     let deadline = Instant::now() + opts.proof_timeout;
     let mut reaped_orphans = false;
     loop {
-        let mut left = Vec::new();
-        for m in node.mounts().await? {
-            if m.mount_point.starts_with(&dir) {
-                left.push(format!(
-                    "mount {} ({} {})",
-                    m.mount_point.display(),
-                    m.fs_type,
-                    m.source
-                ));
-            }
-        }
-        for h in node.holders_of(&dir).await? {
-            left.push(format!(
-                "process {} ({}) holds {}",
-                h.pid,
-                h.command,
-                dir.display()
-            ));
-        }
-        let rt = runtime_facts(node, &uid, ids).await;
-        for t in &rt.tasks {
-            left.push(format!(
-                "runtime task {} (pid {}, {})",
-                t.id, t.pid, t.status
-            ));
-        }
+        let (mut left, rt) = still_held(node, &dir, &uid, ids).await?;
         // Exited containers' records are not running and hold nothing;
         // the kubelet's container garbage collection removes those of a
         // deleted pod, but only once a minute (ContainerGCPeriod, a constant
@@ -79,50 +58,14 @@ pub(super) async fn prove(
         let stale: Vec<_> = rt.shims.iter().filter(|s| s.is_stopped()).collect();
         if !stale.is_empty() && !reaped_orphans {
             reaped_orphans = true;
-            for s in stale {
-                let target = ProcessTarget {
-                    pid: s.pid,
-                    start_time: s.start_time,
-                    command: s.command.clone(),
-                };
-                let gone =
-                    signal_and_wait(node, &target, libc::SIGKILL, Duration::from_secs(5)).await?;
-                report.proof.push(format!(
-                    "cleanup: SIGKILL to stopped shim {} left behind by the runtime ({})",
-                    s.pid,
-                    if gone { "gone" } else { "still there" }
-                ));
-            }
+            reap_stopped_shims(node, &stale, report).await?;
             continue;
         }
         for s in &rt.shims {
             left.push(format!("shim {} (-id {}) state {}", s.pid, s.id, s.state));
         }
         if left.is_empty() {
-            report.proof.push(format!(
-                "nothing is mounted under {} any more",
-                dir.display()
-            ));
-            report
-                .proof
-                .push("no process holds the pod's directory".to_owned());
-            report.proof.push(format!(
-                "the runtime runs no task or shim for the pod (IDs {})",
-                if ids.is_empty() {
-                    "<none known>".to_owned()
-                } else {
-                    ids.join(", ")
-                }
-            ));
-            report.proof.push(if records.is_empty() {
-                "the runtime lists no container of the pod".to_owned()
-            } else {
-                format!(
-                    "the runtime still lists {} exited container record(s) of the pod, which the kubelet's container garbage collection removes within a minute: {}",
-                    records.len(),
-                    records.join(", ")
-                )
-            });
+            prove_clean(&dir, ids, &records, report);
             break;
         }
         if Instant::now() >= deadline {
@@ -141,12 +84,112 @@ pub(super) async fn prove(
             Err(left) => report.leftovers.extend(left),
         }
     }
-    // The kubelet's own words that it finished the pod.
+    kubelet_finished(node, namespace, name, &uid, opts, report).await
+}
+
+/// What the node still holds of the pod: mounts under its directory,
+/// processes holding it, the runtime's tasks (the runtime's whole view is
+/// returned beside).
+async fn still_held(
+    node: &impl Node,
+    dir: &Path,
+    uid: &str,
+    ids: &[String],
+) -> Result<(Vec<String>, RuntimeFacts), NodeDoctorError> {
+    let mut left = Vec::new();
+    for m in node.mounts().await? {
+        if m.mount_point.starts_with(dir) {
+            left.push(format!(
+                "mount {} ({} {})",
+                m.mount_point.display(),
+                m.fs_type,
+                m.source
+            ));
+        }
+    }
+    for h in node.holders_of(dir).await? {
+        left.push(format!(
+            "process {} ({}) holds {}",
+            h.pid,
+            h.command,
+            dir.display()
+        ));
+    }
+    let rt = runtime_facts(node, uid, ids).await;
+    for t in &rt.tasks {
+        left.push(format!(
+            "runtime task {} (pid {}, {})",
+            t.id, t.pid, t.status
+        ));
+    }
+    Ok((left, rt))
+}
+
+/// SIGKILL to each stopped shim the runtime left behind, recorded in the
+/// proof.
+async fn reap_stopped_shims(
+    node: &impl Node,
+    stale: &[&ShimFact],
+    report: &mut NodeDoctorReport,
+) -> Result<(), NodeDoctorError> {
+    for s in stale {
+        let target = ProcessTarget {
+            pid: s.pid,
+            start_time: s.start_time,
+            command: s.command.clone(),
+        };
+        let gone = signal_and_wait(node, &target, libc::SIGKILL, Duration::from_secs(5)).await?;
+        report.proof.push(format!(
+            "cleanup: SIGKILL to stopped shim {} left behind by the runtime ({})",
+            s.pid,
+            if gone { "gone" } else { "still there" }
+        ));
+    }
+    Ok(())
+}
+
+/// The proof that the node let go of the pod.
+fn prove_clean(dir: &Path, ids: &[String], records: &[String], report: &mut NodeDoctorReport) {
+    report.proof.push(format!(
+        "nothing is mounted under {} any more",
+        dir.display()
+    ));
+    report
+        .proof
+        .push("no process holds the pod's directory".to_owned());
+    report.proof.push(format!(
+        "the runtime runs no task or shim for the pod (IDs {})",
+        if ids.is_empty() {
+            "<none known>".to_owned()
+        } else {
+            ids.join(", ")
+        }
+    ));
+    report.proof.push(if records.is_empty() {
+        "the runtime lists no container of the pod".to_owned()
+    } else {
+        format!(
+            "the runtime still lists {} exited container record(s) of the pod, which the kubelet's container garbage collection removes within a minute: {}",
+            records.len(),
+            records.join(", ")
+        )
+    });
+}
+
+/// The kubelet's own words that it finished the pod.
+async fn kubelet_finished(
+    node: &impl Node,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    opts: &HealOptions,
+    report: &mut NodeDoctorReport,
+) -> Result<(), NodeDoctorError> {
     if let Some(log) = node.kubelet_log_tail(opts.log_tail_bytes).await? {
         let key = format!("{namespace}/{name}");
         let lines: Vec<&str> = log
             .lines()
-            .filter(|l| l.contains(&key) || (!uid.is_empty() && l.contains(&uid)))
+            .filter(|l| l.contains(&key) || (!uid.is_empty() && l.contains(uid)))
             .collect();
         let remove = parse_kubelet_log(lines.iter().copied()).into_iter().rev().find(|e| {
             matches!(&e.event, KubeletEvent::SyncLoop { op: SyncLoopOp::Remove, pods } if pods.contains(&key))
