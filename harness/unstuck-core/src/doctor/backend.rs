@@ -282,6 +282,15 @@ pub fn judge(lookup: Option<&ServiceLookup>) -> Judgement {
             );
         }
     }
+    judge_selected(l, last)
+}
+
+/// A Service that selects pods and has no ready endpoint now: gone only
+/// if none was ready over [`SUSTAINED`] and none of its pods is starting
+/// or restarting; every read and the pods are quoted.
+fn judge_selected(l: &ServiceLookup, last: Option<&EndpointRead>) -> Judgement {
+    use BackendState::*;
+    let svc = &l.service;
     let mut evidence: Vec<String> = l
         .reads
         .iter()

@@ -52,6 +52,26 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         .find_map(|(res, gv)| unreadable(s, res, gv)),
         ..SourceReport::default()
     };
+    let (webhooks, left_over) = webhooks_of_owner(ctx, &mut r);
+    let aggregated = api_services_of_owner(ctx, &mut r);
+    r.checked = format!(
+        "webhooks and APIServices: none names {} with a backend that is not proven gone ({webhooks} webhooks, {aggregated} aggregated APIServices checked){}",
+        t.describe(),
+        if left_over.is_empty() {
+            String::new()
+        } else {
+            format!("; left behind: {}", left_over.join("; "))
+        }
+    );
+    r
+}
+
+/// Webhooks named for the owner: served (alive), or installed but not
+/// shown serving; those whose Service is proven gone are left behind, not
+/// installations. Returns how many were checked and the leftovers.
+fn webhooks_of_owner(ctx: &Ctx, r: &mut SourceReport) -> (usize, Vec<String>) {
+    let s = ctx.snapshot;
+    let t = ctx.target;
     let validating = s.validating_webhooks.iter().flat_map(|c| {
         c.webhooks.iter().flatten().map(move |w| {
             (
@@ -105,6 +125,15 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
             )),
         }
     }
+    (webhooks, left_over)
+}
+
+/// Aggregated APIServices named for the owner (its group or its
+/// Service): Available is alive, anything else installed. Returns how
+/// many were checked.
+fn api_services_of_owner(ctx: &Ctx, r: &mut SourceReport) -> usize {
+    let s = ctx.snapshot;
+    let t = ctx.target;
     let mut aggregated = 0;
     for a in &s.api_services {
         let Some(spec) = &a.spec else {
@@ -145,14 +174,5 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
                 .push(format!("{line}: installed but not shown running"));
         }
     }
-    r.checked = format!(
-        "webhooks and APIServices: none names {} with a backend that is not proven gone ({webhooks} webhooks, {aggregated} aggregated APIServices checked){}",
-        t.describe(),
-        if left_over.is_empty() {
-            String::new()
-        } else {
-            format!("; left behind: {}", left_over.join("; "))
-        }
-    );
-    r
+    aggregated
 }
