@@ -147,39 +147,7 @@ pub(super) fn check(ctx: &Ctx, req: Option<&Request>) -> SourceReport {
             if pods.contains_key(&name) {
                 continue;
             }
-            let ready = pod_running_ready(pod);
-            let lease = held_lease(s, pod);
-            let state = if ready {
-                "is Running and Ready".to_owned()
-            } else {
-                format!(
-                    "is {} and not Ready (starting, restarting or failing)",
-                    pod.status
-                        .as_ref()
-                        .and_then(|st| st.phase.as_deref())
-                        .unwrap_or("in no phase yet")
-                )
-            };
-            let mut line = format!(
-                "pod {name} {state}, running as ServiceAccount {ns}/{sa}, which {}",
-                grant_text(g, req)
-            );
-            let alive = ready && specific_group && g.breadth != Breadth::Wildcard;
-            if let Some(l) = lease {
-                line.push_str(&format!("; {l}"));
-            }
-            if ready && !alive {
-                line.push_str(&format!(
-                    "; {} it could remove {}, but that is no sign it serves it: confirm, then --assume-dead {}",
-                    if g.breadth == Breadth::Wildcard {
-                        "with rights on every API group"
-                    } else {
-                        "with rights on a built-in type"
-                    },
-                    ctx.finalizer,
-                    ctx.finalizer
-                ));
-            }
+            let (line, alive) = pod_line(ctx, g, req, pod, &name, specific_group);
             pods.insert(name, (line, alive));
         }
         if any {
@@ -230,6 +198,56 @@ pub(super) fn check(ctx: &Ctx, req: Option<&Request>) -> SourceReport {
         used_accounts,
     );
     r
+}
+
+/// What one pod running as a granted ServiceAccount shows: its line and
+/// whether it argues the owner alive (Running and Ready, with a grant that
+/// names the object's own, non-built-in group).
+fn pod_line(
+    ctx: &Ctx,
+    g: &super::rbac::Grant,
+    req: &Request,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    name: &str,
+    specific_group: bool,
+) -> (String, bool) {
+    let s = ctx.snapshot;
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let sa = service_account(pod.spec.as_ref());
+    let ready = pod_running_ready(pod);
+    let lease = held_lease(s, pod);
+    let state = if ready {
+        "is Running and Ready".to_owned()
+    } else {
+        format!(
+            "is {} and not Ready (starting, restarting or failing)",
+            pod.status
+                .as_ref()
+                .and_then(|st| st.phase.as_deref())
+                .unwrap_or("in no phase yet")
+        )
+    };
+    let mut line = format!(
+        "pod {name} {state}, running as ServiceAccount {ns}/{sa}, which {}",
+        grant_text(g, req)
+    );
+    let alive = ready && specific_group && g.breadth != Breadth::Wildcard;
+    if let Some(l) = lease {
+        line.push_str(&format!("; {l}"));
+    }
+    if ready && !alive {
+        line.push_str(&format!(
+            "; {} it could remove {}, but that is no sign it serves it: confirm, then --assume-dead {}",
+            if g.breadth == Breadth::Wildcard {
+                "with rights on every API group"
+            } else {
+                "with rights on a built-in type"
+            },
+            ctx.finalizer,
+            ctx.finalizer
+        ));
+    }
+    (line, alive)
 }
 
 type Template<'a> = (&'static str, &'a ObjectMeta, Option<&'a PodSpec>);
