@@ -352,11 +352,13 @@ pub(super) fn ageing(
             (_, None) => false,
         })
         .filter_map(|r| r.deletion_timestamp())
-        .filter_map(|ts| {
-            let due = ts + threshold + Duration::from_millis(250);
-            Duration::try_from(due.duration_since(now)).ok()
-        })
-        .filter(|left| !left.is_zero() && *left <= at_most.min(MAX_AGEING_WAIT))
+        .map(|ts| ts + threshold + Duration::from_millis(250))
+        // Too young to be judged when the snapshot was taken (older ones
+        // were judged). One that has aged since is due at once: the run
+        // must look again, not wait for the cluster to move.
+        .filter(|due| *due > snapshot.taken_at)
+        .map(|due| Duration::try_from(due.duration_since(now)).unwrap_or(Duration::ZERO))
+        .filter(|left| *left <= at_most.min(MAX_AGEING_WAIT))
         .min()
 }
 
@@ -396,7 +398,11 @@ mod tests {
             },
             ..DoctorOptions::dry_run(std::env::temp_dir())
         };
-        let mut snap = unstuck_core::doctor::Snapshot::default();
+        let read_now = || unstuck_core::doctor::Snapshot {
+            taken_at: k8s_openapi::jiff::Timestamp::now(),
+            ..Default::default()
+        };
+        let mut snap = read_now();
         snap.terminating
             .push(pod_deleted("app-x", 1, &["pods.guard.example.com/protect"]));
         let wait = ageing(&snap, &opts, Duration::from_secs(60))
@@ -411,10 +417,21 @@ mod tests {
             pod_deleted("app-x", 1, &[]),
             pod_deleted("someone-else", 1, &["x.example.com/f"]),
         ] {
-            let mut snap = unstuck_core::doctor::Snapshot::default();
+            let mut snap = read_now();
             snap.terminating.push(r);
             assert_eq!(ageing(&snap, &opts, Duration::from_secs(60)), None);
         }
+        // Too young when read, aged since (the wait for the cluster took a
+        // while): due now, so the run looks again at once (issue 18's
+        // chain, seen on v1.37.2: it waited for a change that never came).
+        let mut snap = read_now();
+        snap.taken_at -= k8s_openapi::jiff::SignedDuration::from_secs(10);
+        snap.terminating
+            .push(pod_deleted("app-x", 9, &["pods.guard.example.com/protect"]));
+        assert_eq!(
+            ageing(&snap, &opts, Duration::from_secs(60)),
+            Some(Duration::ZERO)
+        );
     }
 
     #[test]
