@@ -12,8 +12,8 @@ use unstuck_core::{
     duration::Duration,
     scenario::{
         Condition, ConditionStatus, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DeleteSpec,
-        Fault, LoadError, ObjectRef, Phase, Position, Scenario, Step, default_api_version,
-        is_namespaced, load_dir, load_file, load_str,
+        LoadError, ObjectRef, Phase, Position, Scenario, Step, default_api_version, is_namespaced,
+        load_dir, load_file, load_str,
     },
 };
 
@@ -134,6 +134,24 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "missing field `namespace`",
     ),
     (
+        "fault-missing-param.yaml",
+        "6:7",
+        Invalid,
+        "fault holdVolume needs `volume` (the volume's name in the pod spec); it is written holdVolume: {pod, namespace, volume}",
+    ),
+    (
+        "fault-param-it-does-not-take.yaml",
+        "5:51",
+        Invalid,
+        "fault busyMount takes no parameter `volume`; it is written busyMount: {pod, namespace}",
+    ),
+    (
+        "fault-unknown-param.yaml",
+        "5:52",
+        Invalid,
+        "fault holdVolume takes no parameter `volum`; it is written holdVolume: {pod, namespace, volume}",
+    ),
+    (
         "finding-kind-not-pascal-case.yaml",
         "5:31",
         Invalid,
@@ -225,7 +243,7 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "unknown-fault.yaml",
         "5:13",
         Parse,
-        "unknown variant `killNode`, expected one of busyMount, wedgeShim",
+        "unknown variant `killNode`, expected one of busyMount, wedgeShim, stopKubelet, holdVolume, removeCniConfig, freezeCgroup, missingCniPlugin",
     ),
     (
         "unknown-kind-without-apiversion.yaml",
@@ -765,7 +783,7 @@ fn faults_make_a_scenario_run_alone() {
     assert_eq!(fault.pod().pod.as_str(), "web");
     assert_eq!(fault.pod().namespace.as_str(), "app");
     assert!(
-        matches!(&s.steps[6].value, Step::Fault(Fault::WedgeShim(pod)) if pod.pod.as_str() == "web")
+        matches!(&s.steps[6].value, Step::Fault(f) if f.kind() == "wedgeShim" && f.pod().pod.as_str() == "web")
     );
     assert_eq!(s.steps[2].summary(), "inject busyMount on pod app/web");
     assert_eq!(s.steps[6].summary(), "inject wedgeShim on pod app/web");

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use super::located::Located;
-use super::model::ObjectRef;
+use super::steps::ObjectRef;
 
 /// One thing an `expect` step waits for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -440,5 +440,52 @@ impl fmt::Display for EventCheck {
             write!(f, " with message containing {:?}", message.as_str())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_condition_checks_print_subject_type_status_and_optional_parts() {
+        let ns = |reason: Option<&str>, message: Option<&str>| {
+            NamespaceConditionCheck {
+                namespace: String::from("app").into(),
+                condition_type: String::from("NamespaceContentRemaining").into(),
+                status: ConditionStatus::True,
+                reason: reason.map(String::from),
+                message_contains: message.map(|m| String::from(m).into()),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            ns(None, None),
+            "namespace app has NamespaceContentRemaining=True"
+        );
+        assert_eq!(
+            ns(Some("R"), None),
+            "namespace app has NamespaceContentRemaining=True (reason R)"
+        );
+        assert_eq!(
+            ns(None, Some("m")),
+            "namespace app has NamespaceContentRemaining=True (message contains \"m\")"
+        );
+        assert_eq!(
+            ns(Some("R"), Some("m")),
+            "namespace app has NamespaceContentRemaining=True (reason R, message contains \"m\")"
+        );
+        let api = ApiServiceConditionCheck {
+            name: String::from("v1beta1.metrics.k8s.io").into(),
+            condition_type: String::from("Available").into(),
+            status: ConditionStatus::False,
+            reason: Some("ServiceNotFound".into()),
+            message_contains: Some(String::from("not present").into()),
+        };
+        assert_eq!(
+            api.to_string(),
+            "APIService v1beta1.metrics.k8s.io has Available=False \
+             (reason ServiceNotFound, message contains \"not present\")"
+        );
     }
 }

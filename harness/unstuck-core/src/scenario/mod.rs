@@ -34,29 +34,33 @@
 //! a scenario that silently means something else than it says would test
 //! nothing while passing.
 
+mod agents;
 mod condition;
 mod error;
+mod fault;
+pub mod fault_catalogue;
 mod kinds;
 mod load;
 mod located;
 mod model;
 pub mod scaffold;
 mod shard;
+mod steps;
 mod validate;
 
+pub use agents::{ControllerCleanup, ControllerSpec, DoctorCheck};
 pub use condition::{
     API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, Condition, ConditionStatus, EventCheck,
     KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck, NamespaceRef,
     ObjectConditionCheck,
 };
 pub use error::{Diagnostic, LoadError, LoadErrors};
+pub use fault::{Fault, FaultParam};
+pub use fault_catalogue::{CATALOGUE, FaultSpec, ParamSpec, fault_spec};
 pub use kinds::{default_api_version, is_namespaced};
 pub use load::{load_dir, load_file, load_str};
 pub use located::{Located, Position};
-pub use model::{
-    ApplySpec, ControllerCleanup, ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT,
-    DeleteSpec, DoctorCheck, Expect, Fault, ObjectRef, Phase, PodRef, PodVolumeRef,
-    PropagationPolicy, Scenario, Step, incident_url,
-};
+pub use model::{DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, Scenario, Step, incident_url};
 pub use shard::{Shard, ShardError};
+pub use steps::{ApplySpec, DeleteSpec, Expect, ObjectRef, Phase, PodRef, PropagationPolicy};
 pub use validate::MAX_NAME_LEN;

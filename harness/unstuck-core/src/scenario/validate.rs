@@ -8,18 +8,18 @@
 //! something that can never appear. Catching these before a cluster is even
 //! started saves a slow, confusing failure later.
 
-use std::path::{Component, Path};
+mod expect;
+mod steps;
+
+use std::path::Component;
 
 use super::{
-    condition::{
-        API_SERVICE_CONDITION_TYPES, Condition, NAMESPACE_CONDITION_TYPES, NODE_CONDITION_TYPES,
-    },
-    error::{Diagnostic, LoadError},
+    fault::Fault,
     kinds::{default_api_version, is_namespaced},
     located::{Located, Position},
-    model::{DoctorCheck, Expect, Fault, ObjectRef, Phase, Scenario, Step},
+    model::{Scenario, Step},
+    steps::ObjectRef,
 };
-use crate::doctor::{FindingKind, node::diagnose::NodeCause};
 use crate::duration::Duration;
 
 /// Longest scenario name, leaving room in a 63-character namespace name for
@@ -45,6 +45,43 @@ fn problem(position: Position, message: impl Into<String>) -> Problem {
 /// other fields (the apiVersion of well-known kinds). Stops at the first
 /// problem, checking in file order.
 pub(crate) fn scenario(s: &mut Scenario) -> Check {
+    header(s)?;
+    let ctx = Context {
+        namespaces: s.namespaces.iter().map(|ns| ns.value.clone()).collect(),
+        timeout: s.timeout.value,
+    };
+    let mut doctor_seen = false;
+    for step in s.steps.value.iter_mut() {
+        let at = step.position;
+        match &mut step.value {
+            Step::Apply(apply) => {
+                fixture_path(&apply.file)?;
+                if let Some(ns) = &apply.namespace {
+                    ctx.declared(ns)?;
+                }
+            }
+            Step::Delete(d) => ctx.object(&mut d.object)?,
+            Step::Fault(fault) => ctx.fault(fault)?,
+            Step::Expect(e) => ctx.expect(e, at, doctor_seen)?,
+            Step::Doctor(doctor) => {
+                steps::doctor_check(doctor, at)?;
+                doctor_seen = true;
+            }
+            Step::Controller(c) => {
+                ctx.declared(&c.namespace)?;
+                for ns in &c.watches {
+                    ctx.declared(ns)?;
+                }
+                steps::controller(c)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Everything before the steps: name, description, seeds, incident,
+/// namespaces, timeout, and that there are steps.
+fn header(s: &Scenario) -> Check {
     dns_label("scenario name", &s.name)?;
     if s.description.trim().is_empty() {
         return Err(problem(
@@ -92,49 +129,6 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
             s.steps.position,
             "steps is empty; a scenario needs at least one step",
         ));
-    }
-
-    let ctx = Context {
-        namespaces: s.namespaces.iter().map(|ns| ns.value.clone()).collect(),
-        timeout: s.timeout.value,
-    };
-    let mut doctor_seen = false;
-    for step in s.steps.value.iter_mut() {
-        let at = step.position;
-        match &mut step.value {
-            Step::Apply(apply) => {
-                fixture_path(&apply.file)?;
-                if let Some(ns) = &apply.namespace {
-                    ctx.declared(ns)?;
-                }
-            }
-            Step::Delete(d) => ctx.object(&mut d.object)?,
-            Step::Fault(fault) => ctx.fault(fault)?,
-            Step::Expect(expect) => ctx.expect(expect, at, doctor_seen)?,
-            Step::Doctor(doctor) => {
-                doctor_check(doctor, at)?;
-                doctor_seen = true;
-            }
-            Step::Controller(c) => {
-                ctx.declared(&c.namespace)?;
-                for ns in &c.watches {
-                    ctx.declared(ns)?;
-                }
-                if let super::model::ControllerCleanup::Fail { reason, message } = &c.cleanup {
-                    nonempty("reason", reason)?;
-                    nonempty("message", message)?;
-                }
-                if !c.finalizer.contains('/') {
-                    return Err(problem(
-                        c.finalizer.position,
-                        format!(
-                            "controller finalizer '{}' must be domain/path (e.g. example.com/cleanup): the domain names its Lease",
-                            *c.finalizer
-                        ),
-                    ));
-                }
-            }
-        }
     }
     Ok(())
 }
@@ -245,145 +239,53 @@ impl Context {
         }
     }
 
+    /// The pod's namespace is declared, and the parameters are the ones
+    /// the catalogue gives the fault, each written once and not empty.
     fn fault(&self, fault: &Fault) -> Check {
-        if let Fault::HoldVolume(v) = fault {
-            nonempty("volume", &v.volume)?;
+        let spec = fault.spec().ok_or_else(|| {
+            problem(
+                fault.kind.position,
+                format!("{:?} is not a fault", fault.kind()),
+            )
+        })?;
+        for (i, p) in fault.params.iter().enumerate() {
+            if spec.param(&p.name).is_none() {
+                return Err(problem(
+                    p.name.position,
+                    format!(
+                        "fault {} takes no parameter `{}`; it is written {}",
+                        spec.name,
+                        p.name,
+                        spec.usage()
+                    ),
+                ));
+            }
+            if fault.params[..i].iter().any(|q| q.name == p.name) {
+                return Err(problem(
+                    p.name.position,
+                    format!("parameter `{}` is given twice", p.name),
+                ));
+            }
+            nonempty(&p.name, &p.value)?;
         }
-        let pod = fault.pod();
-        nonempty("pod", &pod.pod)?;
-        self.declared(&pod.namespace)
-    }
-
-    fn expect(&self, expect: &mut Expect, at: Position, doctor_seen: bool) -> Check {
-        if expect.phase == Phase::Recovered && !doctor_seen {
+        if let Some(missing) = spec
+            .params
+            .iter()
+            .find(|p| p.required && fault.param(p.name).is_none())
+        {
             return Err(problem(
-                at,
-                "an expect with phase: recovered must come after a doctor step (recovered means \
-                 recovered by the doctor); use phase: symptom before it",
-            ));
-        }
-        let timeout_at = expect.timeout.position.or(at);
-        positive_timeout(&expect.timeout, at)?;
-        if expect.timeout.value > self.timeout {
-            return Err(problem(
-                timeout_at,
+                fault.kind.position,
                 format!(
-                    "this expect waits up to {}, longer than the whole scenario's timeout of {}",
-                    expect.timeout, self.timeout
+                    "fault {} needs `{}` ({}); it is written {}",
+                    spec.name,
+                    missing.name,
+                    missing.about,
+                    spec.usage()
                 ),
             ));
         }
-        if expect.that.is_empty() {
-            return Err(problem(
-                expect.that.position.or(at),
-                "`that` is empty; an expect needs at least one condition",
-            ));
-        }
-        for condition in expect.that.value.iter_mut() {
-            self.condition(condition)?;
-        }
-        Ok(())
-    }
-
-    fn condition(&self, condition: &mut Condition) -> Check {
-        match condition {
-            Condition::Terminating(object) | Condition::Gone(object) => {
-                self.object_or_prefix(object)
-            }
-            Condition::Running(object) => {
-                if object.kind.as_str() != "Pod" {
-                    return Err(problem(
-                        object.kind.position,
-                        format!("`running` applies to Pods only, not to {}", object.kind),
-                    ));
-                }
-                self.object(object)
-            }
-            Condition::Ready(object) => {
-                if !matches!(
-                    object.kind.as_str(),
-                    "Deployment" | "ReplicaSet" | "StatefulSet"
-                ) {
-                    return Err(problem(
-                        object.kind.position,
-                        format!(
-                            "`ready` applies to Deployments, ReplicaSets and StatefulSets, not to {}",
-                            object.kind
-                        ),
-                    ));
-                }
-                self.object(object)
-            }
-            Condition::NamespaceCondition(check) => {
-                self.declared(&check.namespace)?;
-                known_condition_type(
-                    &check.condition_type,
-                    NAMESPACE_CONDITION_TYPES,
-                    "a namespace",
-                )?;
-                if let Some(message) = &check.message_contains {
-                    nonempty("messageContains", message)?;
-                }
-                Ok(())
-            }
-            Condition::ApiServiceCondition(check) => {
-                nonempty("name", &check.name)?;
-                known_condition_type(
-                    &check.condition_type,
-                    API_SERVICE_CONDITION_TYPES,
-                    "an APIService",
-                )?;
-                if let Some(message) = &check.message_contains {
-                    nonempty("messageContains", message)?;
-                }
-                Ok(())
-            }
-            Condition::Condition(check) => {
-                let mut object = check.object();
-                self.object(&mut object)?;
-                check.api_version = object.api_version;
-                nonempty("type", &check.condition_type)?;
-                if let Some(message) = &check.message_contains {
-                    nonempty("messageContains", message)?;
-                }
-                Ok(())
-            }
-            Condition::NodeCondition(check) => {
-                nonempty("pod", &check.pod)?;
-                self.declared(&check.namespace)?;
-                known_condition_type(&check.condition_type, NODE_CONDITION_TYPES, "a node")?;
-                if let Some(message) = &check.message_contains {
-                    nonempty("messageContains", message)?;
-                }
-                Ok(())
-            }
-            Condition::NoContentLeft(ns) => self.declared(&ns.namespace),
-            Condition::DiscoveryComplete {} => Ok(()),
-            Condition::KubeletLog(check) => {
-                nonempty("contains", &check.contains)?;
-                match (&check.pod, &check.namespace) {
-                    (Some(pod), None) => Err(problem(
-                        pod.position,
-                        "`pod` needs `namespace` too (a logical namespace of the scenario)",
-                    )),
-                    (None, Some(ns)) => Err(problem(
-                        ns.position,
-                        "`namespace` without `pod` says nothing: name the pod whose node's log to read",
-                    )),
-                    (Some(pod), Some(ns)) => {
-                        nonempty("pod", pod)?;
-                        self.declared(ns)
-                    }
-                    (None, None) => Ok(()),
-                }
-            }
-            Condition::Event(check) => {
-                if let Some(message) = &check.message_contains {
-                    nonempty("messageContains", message)?;
-                }
-                self.declared(&check.namespace)
-            }
-        }
+        nonempty("pod", &fault.pod.pod)?;
+        self.declared(&fault.pod.namespace)
     }
 }
 
@@ -436,20 +338,6 @@ fn positive_timeout(timeout: &Located<Duration>, fallback: Position) -> Check {
     Ok(())
 }
 
-fn known_condition_type(value: &Located<String>, known: &[&str], owner: &str) -> Check {
-    if known.contains(&value.as_str()) {
-        return Ok(());
-    }
-    Err(problem(
-        value.position,
-        format!(
-            "{:?} is not a condition type of {owner}; expected one of: {}",
-            value.as_str(),
-            known.join(", ")
-        ),
-    ))
-}
-
 /// A fixture path must stay inside the fixtures directory, so scenarios are
 /// portable and the fixtures directory is the one place to look.
 fn fixture_path(file: &Located<std::path::PathBuf>) -> Check {
@@ -470,76 +358,4 @@ fn fixture_path(file: &Located<std::path::PathBuf>) -> Check {
         ));
     }
     Ok(())
-}
-
-/// Whether `name` is a finding the doctor can report: an API finding
-/// ([`FindingKind`]) or a node finding's cause ([`NodeCause`]).
-fn is_finding_name(name: &str) -> bool {
-    name.parse::<FindingKind>().is_ok()
-        || serde_json::from_value::<NodeCause>(serde_json::Value::String(name.to_owned())).is_ok()
-}
-
-fn doctor_check(doctor: &DoctorCheck, at: Position) -> Check {
-    if doctor.allow_conversion_changes && !doctor.apply {
-        return Err(problem(
-            at,
-            "allowConversionChanges needs apply: true (a doctor that only diagnoses changes nothing)",
-        ));
-    }
-    for kind in &doctor.expect_findings {
-        if !is_finding_name(kind.as_str()) {
-            let known: Vec<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();
-            return Err(problem(
-                kind.position,
-                format!(
-                    "{:?} is not a finding the doctor reports; API findings: {}; node findings: the causes of the node doctor (BusyVolume, WedgedRuntime, KubeletDown, ...)",
-                    kind.as_str(),
-                    known.join(", ")
-                ),
-            ));
-        }
-    }
-    for key in &doctor.assume_dead {
-        nonempty("assumeDead", key)?;
-        if key.contains(char::is_whitespace) {
-            return Err(problem(
-                key.position,
-                format!(
-                    "assumeDead {:?} is not a finalizer key (keys have no spaces, like example.com/cleanup)",
-                    key.as_str()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-impl Scenario {
-    /// Checks that every fixture an `apply` step names exists under
-    /// `fixtures_dir`. The error names the scenario file and the line of the
-    /// step, so a typo in a path is found before a cluster is started.
-    pub fn validate_fixtures(&self, fixtures_dir: &Path) -> Result<(), LoadError> {
-        for step in self.steps.iter() {
-            let Step::Apply(apply) = &step.value else {
-                continue;
-            };
-            let full = fixtures_dir.join(&*apply.file);
-            let why = match std::fs::metadata(&full) {
-                Ok(meta) if meta.is_file() => continue,
-                Ok(_) => "is not a file".to_owned(),
-                Err(e) => format!("cannot be read: {e}"),
-            };
-            return Err(LoadError::MissingFixture(Diagnostic::new(
-                self.path(),
-                &self.source.text,
-                apply.file.position.or(step.position),
-                format!(
-                    "fixture {} {why} (looked for {})",
-                    apply.file.display(),
-                    full.display()
-                ),
-            )));
-        }
-        Ok(())
-    }
 }

@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{FaultError, Injected, PodTarget, target_pod};
+use super::{FaultError, undone, FaultKind, NoParams, Placed, PodTarget, Reverted, target_pod};
 use crate::node::{Node, ProcRef};
 
 /// The directory created inside the volume, and mounted over.
@@ -88,6 +88,26 @@ pub struct BusyMount {
     pub holder: Option<ProcRef>,
 }
 
+/// `busyMount`: a tmpfs nested in the pod's first emptyDir (else its
+/// first volume), no holder.
+pub struct BusyMountFault;
+
+impl FaultKind for BusyMountFault {
+    const NAME: &'static str = "busyMount";
+    type Params = NoParams;
+    type Placed = BusyMount;
+
+    async fn inject(
+        client: &Client,
+        node: &impl Node,
+        namespace: &str,
+        name: &str,
+        _: NoParams,
+    ) -> Result<BusyMount, FaultError> {
+        inject(client, node, namespace, name, &BusyMountOptions::default()).await
+    }
+}
+
 /// Makes one of the pod's volumes busy. The pod must run on `node`.
 pub async fn inject(
     client: &Client,
@@ -95,7 +115,7 @@ pub async fn inject(
     namespace: &str,
     name: &str,
     opts: &BusyMountOptions,
-) -> Result<Injected, FaultError> {
+) -> Result<BusyMount, FaultError> {
     let (pod, _) = target_pod(client, node, namespace, name).await?;
     let pod_dir = node.kubelet_dir().join("pods").join(&pod.uid);
     let mut busy = match opts.kind {
@@ -130,10 +150,7 @@ pub async fn inject(
         ];
         match node.start_background(&argv).await {
             Ok(p) => busy.holder = Some(p),
-            Err(e) => {
-                let _ = busy.revert(node).await;
-                return Err(e.into());
-            }
+            Err(e) => return Err(undone(e, &busy, node).await),
         }
     }
     // The fault is only real if what should be busy is a mount point.
@@ -144,13 +161,13 @@ pub async fn inject(
         .iter()
         .any(|m| m.mount_point == mounted)
     {
-        let _ = busy.revert(node).await;
-        return Err(FaultError::NotInjected(format!(
+        let failed = FaultError::NotInjected(format!(
             "{} is not in the mount table",
             mounted.display()
-        )));
+        ));
+        return Err(undone(failed, &busy, node).await);
     }
-    Ok(Injected::BusyMount(busy))
+    Ok(busy)
 }
 
 async fn nested_mount(
@@ -164,8 +181,13 @@ async fn nested_mount(
     let mount_point = busy_path.join(BUSY_DIR);
     node.make_dir(&mount_point).await?;
     if let Err(e) = node.mount_tmpfs(&mount_point, MOUNT_LABEL).await {
-        let _ = node.remove_dir(&mount_point).await;
-        return Err(e.into());
+        return Err(match node.remove_dir(&mount_point).await {
+            Ok(()) => e.into(),
+            Err(undo) => FaultError::UndoFailed {
+                failed: Box::new(e.into()),
+                undo: Box::new(undo.into()),
+            },
+        });
     }
     Ok(BusyMount {
         pod,
@@ -259,8 +281,12 @@ fn no_volume(
     }
 }
 
-impl BusyMount {
-    pub fn describe(&self) -> String {
+impl Placed for BusyMount {
+    fn pod(&self) -> &PodTarget {
+        &self.pod
+    }
+
+    fn describe(&self) -> String {
         let what = match (&self.kind, &self.mount_point) {
             (BusyKind::NestedMount, Some(m)) => format!(
                 "tmpfs {MOUNT_LABEL} nested on {} inside volume {:?}",
@@ -292,7 +318,7 @@ impl BusyMount {
     /// mount (lazily if a plain unmount stays busy) and removes its
     /// directory. Each part is skipped when already undone; the kubelet's
     /// own mounts are never touched.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
         let mut done = Vec::new();
         if let Some(h) = &self.holder {
             let procs = node.processes().await?;

@@ -18,7 +18,7 @@ use kube::Client;
 use serde::{Deserialize, Serialize};
 use unstuck_core::doctor::node::{CgroupVersion, freezer::CgroupRole};
 
-use super::{FaultError, Injected, PodTarget, target_pod};
+use super::{FaultError, undone, FaultKind, NoParams, Placed, PodTarget, Reverted, target_pod};
 use crate::node::{Node, cgroup};
 
 /// A frozen pod cgroup in place.
@@ -32,6 +32,25 @@ pub struct FrozenCgroup {
     pub state: String,
 }
 
+/// `freezeCgroup`.
+pub struct FreezeCgroupFault;
+
+impl FaultKind for FreezeCgroupFault {
+    const NAME: &'static str = "freezeCgroup";
+    type Params = NoParams;
+    type Placed = FrozenCgroup;
+
+    async fn inject(
+        client: &Client,
+        node: &impl Node,
+        namespace: &str,
+        name: &str,
+        _: NoParams,
+    ) -> Result<FrozenCgroup, FaultError> {
+        inject(client, node, namespace, name).await
+    }
+}
+
 /// Freezes the cgroup of the pod (in the v1 freezer hierarchy when the
 /// node has one, else in cgroup v2). The pod must run on `node`.
 pub async fn inject(
@@ -39,7 +58,7 @@ pub async fn inject(
     node: &impl Node,
     namespace: &str,
     name: &str,
-) -> Result<Injected, FaultError> {
+) -> Result<FrozenCgroup, FaultError> {
     let (pod, _) = target_pod(client, node, namespace, name).await?;
     let cgroups = cgroup::pod_cgroups(node, &pod.uid).await?;
     let mut own: Vec<_> = cgroups
@@ -62,16 +81,17 @@ pub async fn inject(
     };
     match cgroup::set_frozen(node, &target.path, target.version, true).await {
         Ok(c) => frozen.state = c.quote(),
-        Err(e) => {
-            let _ = frozen.revert(node).await;
-            return Err(e.into());
-        }
+        Err(e) => return Err(undone(e, &frozen, node).await),
     }
-    Ok(Injected::FrozenCgroup(frozen))
+    Ok(frozen)
 }
 
-impl FrozenCgroup {
-    pub fn describe(&self) -> String {
+impl Placed for FrozenCgroup {
+    fn pod(&self) -> &PodTarget {
+        &self.pod
+    }
+
+    fn describe(&self) -> String {
         format!(
             "frozen cgroup: {} > {} of pod {} (now {})",
             self.version.control_value(true),
@@ -83,7 +103,7 @@ impl FrozenCgroup {
 
     /// Thaws the cgroup if it is still there and still frozen by a write
     /// to it. One the doctor thawed, or the kubelet removed, is left alone.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
         let present = cgroup::pod_cgroups(node, &self.pod.uid)
             .await?
             .into_iter()

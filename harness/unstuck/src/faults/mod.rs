@@ -2,36 +2,93 @@
 //! finish deleting it, the way the seed incidents did, so the node doctor
 //! can be proven against the real symptom.
 //!
-//! - [`busy_mount`]: a stray mount nested inside one of the pod's volume
-//!   directories (optionally with a process holding it), so the kubelet's
-//!   volume TearDown fails with EBUSY (catalog case 4, seeds 003 and 004).
-//! - [`wedge_shim`]: SIGSTOP the pod's containerd shim, so every stop
-//!   request runs into its deadline and the runtime lists the tasks as
-//!   UNKNOWN (catalog case 5, seed 000).
-//! - [`stop_kubelet`]: stop the kubelet of the pod's node, so the node is
-//!   lost to the control plane (`Ready=Unknown`, `Kubelet stopped posting
-//!   node status.`) and nothing confirms the pod's containers are gone
-//!   (seed 004's pods on a NotReady node). Revert starts it again.
-//! - [`freeze_cgroup`]: freeze the pod's cgroup with the cgroup freezer,
-//!   so its processes take no signal and the runtime's kill never
-//!   finishes. Revert thaws it.
+//! One file per fault, each a [`FaultKind`]: its name in scenario files,
+//! its parameters (deserialised from the scenario's step), `inject`, and
+//! what it leaves in place (a [`Placed`]: `describe` and `revert`).
+//! [`TABLE`] maps the scenario's fault names to them; the runner's one
+//! call is [`inject`], which returns a boxed [`Injected`] it reverts in
+//! cleanup. The faults a scenario may name, and their parameters, are
+//! `unstuck_core::scenario::fault_catalogue`'s (the loader refuses others
+//! at their line); a test here keeps the two tables the same.
 //!
-//! An injector returns an [`Injected`] that records exactly what it did;
-//! [`Injected::revert`] undoes it. Revert is idempotent and tolerates the
-//! fault having been healed already, so it is safe in cleanup on every
-//! path. No injector deletes the pod: the scenario does that.
+//! Adding a fault: a file here implementing [`FaultKind`] and [`Placed`]
+//! (`missing_cni_plugin.rs` is a small one), its line in the `table!`
+//! below, and its entry in the core's catalogue (which the README's list
+//! of faults is a copy of, checked by a test).
+//!
+//! Revert is idempotent and tolerates the fault having been healed
+//! already (by the doctor, the kubelet or an earlier revert), so it is
+//! safe in cleanup on every path. No injector deletes the pod: the
+//! scenario does that.
 
-pub mod busy_mount;
-pub mod freeze_cgroup;
-pub mod remove_cni_config;
-pub mod stop_kubelet;
-pub mod wedge_shim;
+mod kind;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
+use unstuck_core::scenario::Fault;
 
-use crate::node::{Node, NodeError};
+pub use kind::{FaultKind, FaultRecord, Injected, Injector, NoParams, Placed, Reverted};
+
+use crate::node::{AnyNode, Node, NodeError};
+
+/// Declares each fault's module and lists its injector in [`TABLE`], so a
+/// fault's file and its table entry are one line.
+macro_rules! table {
+    ($($module:ident :: $fault:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every fault, by the name scenarios give it (in the core's
+        /// catalogue order; `table_matches_the_core_catalogue` checks).
+        pub static TABLE: &[&dyn Injector] = &[$(&$module::$fault),*];
+    };
+}
+
+table! {
+    busy_mount::BusyMountFault,
+    wedge_shim::WedgeShimFault,
+    stop_kubelet::StopKubeletFault,
+    hold_volume::HoldVolumeFault,
+    remove_cni_config::RemoveCniConfigFault,
+    freeze_cgroup::FreezeCgroupFault,
+    missing_cni_plugin::MissingCniPluginFault,
+}
+
+/// The injector of the fault named `name`.
+pub fn injector(name: &str) -> Option<&'static dyn Injector> {
+    TABLE.iter().copied().find(|i| i.name() == name)
+}
+
+/// Injects a scenario's `fault` step into its pod, which runs in the real
+/// `namespace`, on `node`: the runner's one call. The fault is in place
+/// when this returns; the runner reverts it in cleanup.
+pub async fn inject(
+    client: &Client,
+    node: Option<&AnyNode>,
+    fault: &Fault,
+    namespace: &str,
+) -> Result<Box<dyn Injected>, FaultError> {
+    let node = node.ok_or_else(|| FaultError::NoNodeAccess {
+        fault: fault.kind().into(),
+    })?;
+    let injector = injector(fault.kind()).ok_or_else(|| FaultError::Unknown {
+        fault: fault.kind().into(),
+        known: TABLE
+            .iter()
+            .map(|i| i.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })?;
+    injector
+        .inject(
+            client,
+            node,
+            namespace,
+            &fault.pod().pod,
+            fault.params_json(),
+        )
+        .await
+}
 
 /// Why an injection or a revert failed.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +122,23 @@ pub enum FaultError {
     },
     #[error("the fault did not take: {0}")]
     NotInjected(String),
+    #[error("{failed}; undoing what was done of it failed too: {undo}")]
+    UndoFailed {
+        failed: Box<FaultError>,
+        undo: Box<FaultError>,
+    },
+    #[error(
+        "fault '{fault}' needs node access; this cluster provider gives none (use the local or kind provider)"
+    )]
+    NoNodeAccess { fault: String },
+    #[error("no fault is called {fault:?}; the faults are: {known}")]
+    Unknown { fault: String, known: String },
+    #[error("fault {fault}: its parameters do not fit: {source}")]
+    Params {
+        fault: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error(transparent)]
     Node(#[from] NodeError),
     #[error("kubernetes API call failed while {what}: {source}")]
@@ -130,49 +204,77 @@ pub(crate) async fn target_pod(
     Ok((target, pod))
 }
 
-/// A fault in place, with everything needed to undo it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fault")]
-pub enum Injected {
-    BusyMount(busy_mount::BusyMount),
-    WedgedShim(wedge_shim::WedgedShim),
-    StoppedKubelet(stop_kubelet::StoppedKubelet),
-    RemovedCniConfig(remove_cni_config::RemovedCniConfig),
-    FrozenCgroup(freeze_cgroup::FrozenCgroup),
+/// `failed`, after undoing what an injection that failed half way did; a
+/// failed undo is said too, not dropped.
+pub(crate) async fn undone(
+    failed: impl Into<FaultError>,
+    placed: &impl Placed,
+    node: &impl Node,
+) -> FaultError {
+    let failed = failed.into();
+    match placed.revert(node).await {
+        Ok(_) => failed,
+        Err(undo) => FaultError::UndoFailed {
+            failed: Box::new(failed),
+            undo: Box::new(undo),
+        },
+    }
 }
 
-impl Injected {
-    /// The pod the fault was injected into.
-    pub fn pod(&self) -> &PodTarget {
-        match self {
-            Injected::BusyMount(b) => &b.pod,
-            Injected::WedgedShim(w) => &w.pod,
-            Injected::StoppedKubelet(k) => &k.pod,
-            Injected::RemovedCniConfig(c) => &c.pod,
-            Injected::FrozenCgroup(f) => &f.pod,
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use serde_json::{Map, Value, json};
+    use unstuck_core::scenario::CATALOGUE;
 
-    /// One line saying what was done, for logs and reports.
-    pub fn describe(&self) -> String {
-        match self {
-            Injected::BusyMount(b) => b.describe(),
-            Injected::WedgedShim(w) => w.describe(),
-            Injected::StoppedKubelet(k) => k.describe(),
-            Injected::RemovedCniConfig(c) => c.describe(),
-            Injected::FrozenCgroup(f) => f.describe(),
-        }
-    }
+    use super::*;
 
-    /// Undoes the fault. Idempotent: what is already undone (by the doctor,
-    /// the kubelet or an earlier revert) is skipped. Returns what it did.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
-        match self {
-            Injected::BusyMount(b) => b.revert(node).await,
-            Injected::WedgedShim(w) => w.revert(node).await,
-            Injected::StoppedKubelet(k) => k.revert(node).await,
-            Injected::RemovedCniConfig(c) => c.revert(node).await,
-            Injected::FrozenCgroup(f) => f.revert(node).await,
+    /// The core's catalogue (what scenarios may name) and this table (what
+    /// can be injected) list the same faults in the same order, and each
+    /// injector takes exactly the parameters the catalogue gives it.
+    #[test]
+    fn table_matches_the_core_catalogue() {
+        let table: Vec<&str> = TABLE.iter().map(|i| i.name()).collect();
+        let catalogue: Vec<&str> = CATALOGUE.iter().map(|f| f.name).collect();
+        assert_eq!(
+            table, catalogue,
+            "faults::TABLE and unstuck_core::scenario::fault_catalogue::CATALOGUE differ"
+        );
+        for spec in CATALOGUE {
+            let injector = injector(spec.name).unwrap();
+            let all: Map<String, Value> = spec
+                .params
+                .iter()
+                .map(|p| (p.name.to_owned(), json!("x")))
+                .collect();
+            injector
+                .check_params(&Value::Object(all.clone()))
+                .unwrap_or_else(|e| panic!("{}: every declared parameter: {e}", spec.name));
+            let required: Map<String, Value> = all
+                .iter()
+                .filter(|(k, _)| spec.param(k).is_some_and(|p| p.required))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            injector
+                .check_params(&Value::Object(required))
+                .unwrap_or_else(|e| panic!("{}: the required parameters: {e}", spec.name));
+            for p in spec.params.iter().filter(|p| p.required) {
+                let mut without = all.clone();
+                without.remove(p.name);
+                assert!(
+                    injector.check_params(&Value::Object(without)).is_err(),
+                    "{}: takes no required {}",
+                    spec.name,
+                    p.name
+                );
+            }
+            let mut extra = all;
+            extra.insert("notAParameter".into(), json!("x"));
+            let err = injector.check_params(&Value::Object(extra)).unwrap_err();
+            assert!(
+                err.to_string().contains("unknown field `notAParameter`"),
+                "{}: {err}",
+                spec.name
+            );
         }
     }
 }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{FaultError, Injected, PodTarget, target_pod};
+use super::{FaultError, undone, FaultKind, NoParams, Placed, PodTarget, Reverted, target_pod};
 use crate::node::Node;
 
 /// The directory beside the configuration directory that holds the moved
@@ -38,6 +38,25 @@ pub struct RemovedCniConfig {
     pub files: Vec<String>,
 }
 
+/// `removeCniConfig`.
+pub struct RemoveCniConfigFault;
+
+impl FaultKind for RemoveCniConfigFault {
+    const NAME: &'static str = "removeCniConfig";
+    type Params = NoParams;
+    type Placed = RemovedCniConfig;
+
+    async fn inject(
+        client: &Client,
+        node: &impl Node,
+        namespace: &str,
+        name: &str,
+        _: NoParams,
+    ) -> Result<RemovedCniConfig, FaultError> {
+        inject(client, node, namespace, name).await
+    }
+}
+
 /// Moves every file out of the CNI configuration directory of `node`,
 /// where the pod must run.
 pub async fn inject(
@@ -45,7 +64,7 @@ pub async fn inject(
     node: &impl Node,
     namespace: &str,
     name: &str,
-) -> Result<Injected, FaultError> {
+) -> Result<RemovedCniConfig, FaultError> {
     let (pod, _) = target_pod(client, node, namespace, name).await?;
     let place = node.cni_config().ok_or_else(|| {
         FaultError::NotInjected(format!(
@@ -74,16 +93,19 @@ pub async fn inject(
             .rename(&fault.conf_dir.join(&f), &fault.moved_to.join(&f))
             .await
         {
-            let _ = fault.revert(node).await;
-            return Err(e.into());
+            return Err(undone(e, &fault, node).await);
         }
         fault.files.push(f);
     }
-    Ok(Injected::RemovedCniConfig(fault))
+    Ok(fault)
 }
 
-impl RemovedCniConfig {
-    pub fn describe(&self) -> String {
+impl Placed for RemovedCniConfig {
+    fn pod(&self) -> &PodTarget {
+        &self.pod
+    }
+
+    fn describe(&self) -> String {
         format!(
             "removed CNI configuration: moved {} from {} to {} (pod {} runs on that node)",
             self.files.join(", "),
@@ -95,7 +117,7 @@ impl RemovedCniConfig {
 
     /// Moves each file back unless one of that name is in place again,
     /// then removes the holding directory (with what is left in it).
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
         let mut done = Vec::new();
         let present = node.list_dir(&self.conf_dir).await?;
         let held = node.list_dir(&self.moved_to).await.unwrap_or_default();

@@ -17,7 +17,7 @@
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{FaultError, Injected, PodTarget, target_pod};
+use super::{FaultError, FaultKind, NoParams, Placed, PodTarget, Reverted, target_pod};
 use crate::node::{Node, ProcRef};
 
 /// A stopped kubelet in place.
@@ -30,13 +30,32 @@ pub struct StoppedKubelet {
     pub killed: bool,
 }
 
+/// `stopKubelet`.
+pub struct StopKubeletFault;
+
+impl FaultKind for StopKubeletFault {
+    const NAME: &'static str = "stopKubelet";
+    type Params = NoParams;
+    type Placed = StoppedKubelet;
+
+    async fn inject(
+        client: &Client,
+        node: &impl Node,
+        namespace: &str,
+        name: &str,
+        _: NoParams,
+    ) -> Result<StoppedKubelet, FaultError> {
+        inject(client, node, namespace, name).await
+    }
+}
+
 /// Stops the kubelet of `node`, where the pod must run.
 pub async fn inject(
     client: &Client,
     node: &impl Node,
     namespace: &str,
     name: &str,
-) -> Result<Injected, FaultError> {
+) -> Result<StoppedKubelet, FaultError> {
     let (pod, _) = target_pod(client, node, namespace, name).await?;
     let stop = node.stop_kubelet().await?;
     let Some(kubelet) = stop.stopped else {
@@ -52,15 +71,19 @@ pub async fn inject(
             kubelet.pid
         )));
     }
-    Ok(Injected::StoppedKubelet(StoppedKubelet {
+    Ok(StoppedKubelet {
         pod,
         kubelet,
         killed: stop.killed,
-    }))
+    })
 }
 
-impl StoppedKubelet {
-    pub fn describe(&self) -> String {
+impl Placed for StoppedKubelet {
+    fn pod(&self) -> &PodTarget {
+        &self.pod
+    }
+
+    fn describe(&self) -> String {
         format!(
             "stopped kubelet: {} to kubelet {} on node {} (pod {} runs there)",
             if self.killed {
@@ -76,7 +99,7 @@ impl StoppedKubelet {
 
     /// Starts the kubelet again when none runs. One the doctor (or anyone)
     /// already started is left alone.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
         if node.kubelet_running().await? {
             return Ok(Vec::new());
         }

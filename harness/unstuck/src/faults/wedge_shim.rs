@@ -23,7 +23,7 @@
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{FaultError, Injected, PodTarget, target_pod};
+use super::{FaultError, undone, FaultKind, NoParams, Placed, PodTarget, Reverted, target_pod};
 use crate::node::{Node, ProcRef, runtime_facts};
 
 /// A stopped shim in place.
@@ -36,13 +36,32 @@ pub struct WedgedShim {
     pub shim_ids: Vec<String>,
 }
 
+/// `wedgeShim`.
+pub struct WedgeShimFault;
+
+impl FaultKind for WedgeShimFault {
+    const NAME: &'static str = "wedgeShim";
+    type Params = NoParams;
+    type Placed = WedgedShim;
+
+    async fn inject(
+        client: &Client,
+        node: &impl Node,
+        namespace: &str,
+        name: &str,
+        _: NoParams,
+    ) -> Result<WedgedShim, FaultError> {
+        inject(client, node, namespace, name).await
+    }
+}
+
 /// Stops the shim(s) serving the pod. The pod must run on `node`.
 pub async fn inject(
     client: &Client,
     node: &impl Node,
     namespace: &str,
     name: &str,
-) -> Result<Injected, FaultError> {
+) -> Result<WedgedShim, FaultError> {
     let (pod, api_pod) = target_pod(client, node, namespace, name).await?;
     let from_status: Vec<String> = api_pod
         .status
@@ -75,8 +94,7 @@ pub async fn inject(
     };
     for s in &wedged.shims {
         if let Err(e) = node.signal(s.pid, libc::SIGSTOP).await {
-            let _ = wedged.revert(node).await;
-            return Err(e.into());
+            return Err(undone(e, &wedged, node).await);
         }
     }
     // SIGSTOP takes effect asynchronously; confirm every shim is stopped.
@@ -87,19 +105,23 @@ pub async fn inject(
             .iter()
             .all(|s| s.find(&procs).is_some_and(|p| p.state == 'T'))
         {
-            return Ok(Injected::WedgedShim(wedged));
+            return Ok(wedged);
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let _ = wedged.revert(node).await;
-    Err(FaultError::NotInjected(format!(
+    let failed = FaultError::NotInjected(format!(
         "shim(s) {:?} did not reach the stopped state",
         wedged.shims.iter().map(|s| s.pid).collect::<Vec<_>>()
-    )))
+    ));
+    Err(undone(failed, &wedged, node).await)
 }
 
-impl WedgedShim {
-    pub fn describe(&self) -> String {
+impl Placed for WedgedShim {
+    fn pod(&self) -> &PodTarget {
+        &self.pod
+    }
+
+    fn describe(&self) -> String {
         format!(
             "wedged shim: SIGSTOP to containerd-shim {} (-id {}) serving pod {}",
             self.shims
@@ -115,7 +137,7 @@ impl WedgedShim {
     /// SIGCONT to every shim that is still the same process and still
     /// stopped. A shim the doctor killed, or that the runtime replaced, is
     /// left alone.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
         let procs = node.processes().await?;
         let mut done = Vec::new();
         for s in &self.shims {

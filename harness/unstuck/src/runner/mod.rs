@@ -23,7 +23,7 @@ use std::sync::Arc;
 use kube::{Client, api::DeleteParams};
 use serde::{Deserialize, Serialize};
 use unstuck_core::scenario::{
-    Condition, ControllerCleanup, Expect, Fault, Located, Phase, PropagationPolicy, Scenario, Step,
+    Condition, ControllerCleanup, Expect, Located, Phase, PropagationPolicy, Scenario, Step,
 };
 
 use self::{
@@ -34,7 +34,7 @@ use self::{
 use crate::{
     cluster::exits::{ComponentExit, ExitLog},
     doctor::DoctorReport,
-    faults::{Injected, busy_mount, freeze_cgroup, remove_cni_config, stop_kubelet, wedge_shim},
+    faults::Injected,
     node::AnyNode,
     wait::{self, Poll},
 };
@@ -319,7 +319,7 @@ struct ScenarioRun<'a> {
     /// stuck until it is STUCK_AFTER past that time.
     deleting_since: Option<k8s_openapi::jiff::Timestamp>,
     /// Node faults in place; reverted before cleanup on every path out.
-    injected: Vec<Injected>,
+    injected: Vec<Box<dyn Injected>>,
     /// Live controllers the scenario started; they run through cleanup.
     controllers: Vec<controller::LiveController>,
 }
@@ -464,51 +464,11 @@ impl ScenarioRun<'_> {
                 )])
             }
             Step::Fault(f) => {
-                let node = self.ctx.node.clone().ok_or_else(|| {
-                    format!("fault '{}' needs node access; this cluster provider gives none (use the local or kind provider)", f.kind())
-                })?;
-                let pod = f.pod();
-                let ns = self.names.namespace(&pod.namespace);
-                let injected = match f {
-                    Fault::BusyMount(_) => {
-                        busy_mount::inject(
-                            &self.ctx.client,
-                            node.as_ref(),
-                            &ns,
-                            &pod.pod,
-                            &Default::default(),
-                        )
+                let ns = self.names.namespace(&f.pod().namespace);
+                let injected =
+                    crate::faults::inject(&self.ctx.client, self.ctx.node.as_deref(), f, &ns)
                         .await
-                    }
-                    Fault::WedgeShim(_) => {
-                        wedge_shim::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
-                    }
-                    Fault::FreezeCgroup(_) => {
-                        freeze_cgroup::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
-                    }
-                    Fault::StopKubelet(_) => {
-                        stop_kubelet::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod).await
-                    }
-                    Fault::RemoveCniConfig(_) => {
-                        remove_cni_config::inject(&self.ctx.client, node.as_ref(), &ns, &pod.pod)
-                            .await
-                    }
-                    Fault::HoldVolume(v) => {
-                        busy_mount::inject(
-                            &self.ctx.client,
-                            node.as_ref(),
-                            &ns,
-                            &pod.pod,
-                            &busy_mount::BusyMountOptions {
-                                kind: busy_mount::BusyKind::HeldVolume,
-                                volume: Some(v.volume.to_string()),
-                                holder: true,
-                            },
-                        )
-                        .await
-                    }
-                }
-                .map_err(|e| e.to_string())?;
+                        .map_err(|e| e.to_string())?;
                 let evidence = vec![injected.describe()];
                 self.injected.push(injected);
                 self.last_injection = Some(Instant::now());
