@@ -28,7 +28,7 @@ use kube::{
 use unstuck::{
     cluster::local::{self, LocalCluster, UpOptions},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod},
-    faults::{Injected, freeze_cgroup},
+    faults::{Placed, freeze_cgroup},
     node::{LocalNode, cgroup},
     wait::{self, Poll},
 };
@@ -155,10 +155,7 @@ async fn runc_thaws_a_frozen_container_but_a_frozen_pod_cgroup_needs_the_doctor(
     let first = freeze_cgroup::inject(&client, &node, "default", "web")
         .await
         .expect("freeze the pod's cgroup");
-    let Injected::FrozenCgroup(f1) = &first else {
-        panic!("wrong fault: {first:?}")
-    };
-    let f1_path = f1.path.clone();
+    let f1_path = first.path.clone();
     guard.0.push(f1_path.clone());
     let undone = first.revert(&node).await.expect("revert");
     assert!(
@@ -170,16 +167,13 @@ async fn runc_thaws_a_frozen_container_but_a_frozen_pod_cgroup_needs_the_doctor(
         .unwrap();
     assert_eq!(after.state(), FreezerState::Thawed, "{after:?}");
     assert!(first.revert(&node).await.unwrap().is_empty());
-    let injected = freeze_cgroup::inject(&client, &node, "default", "web")
+    let f = freeze_cgroup::inject(&client, &node, "default", "web")
         .await
         .expect("freeze the pod's cgroup");
-    let Injected::FrozenCgroup(f) = &injected else {
-        panic!("wrong fault: {injected:?}")
-    };
     assert_eq!(f.version, CgroupVersion::V1);
     assert!(f.path.ends_with(format!("pod{uid}")), "{f:?}");
     guard.0.push(f.path.clone());
-    eprintln!("{}", injected.describe());
+    eprintln!("{}", f.describe());
     pods.delete("web", &DeleteParams::default()).await.unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -291,7 +285,7 @@ async fn runc_thaws_a_frozen_container_but_a_frozen_pod_cgroup_needs_the_doctor(
         "{:#?}",
         report.proof
     );
-    let undone = injected.revert(&node).await.expect("revert after heal");
+    let undone = f.revert(&node).await.expect("revert after heal");
     assert!(undone.is_empty(), "revert found work left: {undone:?}");
     drop(guard);
 

@@ -23,7 +23,10 @@ use kube::{
 use unstuck::{
     cluster::local::{self, LocalCluster, UpOptions},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod, stuck_pods},
-    faults::{Injected, busy_mount, stop_kubelet, wedge_shim},
+    faults::{
+        Placed, busy_mount, stop_kubelet,
+        wedge_shim::{self, WedgedShim},
+    },
     node::{LocalNode, Node},
     wait::{self, Poll},
 };
@@ -190,7 +193,7 @@ async fn busy_case(
     let pod = running_pod(&client, "busy").await;
     let uid = pod.metadata.uid.clone().unwrap();
 
-    let injected = busy_mount::inject(
+    let busy = busy_mount::inject(
         &client,
         &node,
         "default",
@@ -203,11 +206,8 @@ async fn busy_case(
     )
     .await
     .expect("inject busy mount");
-    let Injected::BusyMount(busy) = &injected else {
-        panic!("wrong fault: {injected:?}")
-    };
     let holder = busy.holder.clone().expect("holder started");
-    eprintln!("{}", injected.describe());
+    eprintln!("{}", busy.describe());
 
     let deleted = Instant::now();
     delete(&client, "busy").await;
@@ -283,7 +283,7 @@ async fn busy_case(
             .iter()
             .any(|m| m.mount_point.starts_with(&pod_dir))
     );
-    let undone = injected.revert(&node).await.expect("revert after heal");
+    let undone = busy.revert(&node).await.expect("revert after heal");
     assert!(undone.is_empty(), "revert found work left: {undone:?}");
     eprintln!(
         "timings: symptom after {symptom_after:.1?}, heal {} ms (pod gone after {:?} ms)",
@@ -293,7 +293,7 @@ async fn busy_case(
 }
 
 /// Wedges pod `name`'s shim, and returns the fault.
-async fn wedge(client: &Client, node: &LocalNode, name: &str) -> (Injected, String) {
+async fn wedge(client: &Client, node: &LocalNode, name: &str) -> (WedgedShim, String) {
     let pod = running_pod(client, name).await;
     let injected = wedge_shim::inject(client, node, "default", name)
         .await
@@ -309,11 +309,8 @@ async fn wedged_symptom(
     client: &Client,
     node: &LocalNode,
     name: &str,
-    injected: &Injected,
+    wedged: &WedgedShim,
 ) -> (NodeFacts, NodeFinding) {
-    let Injected::WedgedShim(wedged) = injected else {
-        panic!("wrong fault: {injected:?}")
-    };
     let (facts, finding) = wait_symptom(
         client,
         node,
@@ -454,14 +451,11 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it_or_rest
     // No stopped process left, and revert has nothing to undo.
     let procs = node.processes().await.unwrap();
     let dir = cluster.layout().dir.display().to_string();
-    for injected in [&killed, &restarted] {
-        let Injected::WedgedShim(w) = injected else {
-            unreachable!()
-        };
+    for w in [&killed, &restarted] {
         for s in &w.shims {
             assert!(s.find(&procs).is_none(), "shim {} still there", s.pid);
         }
-        let undone = injected.revert(&node).await.expect("revert after heal");
+        let undone = w.revert(&node).await.expect("revert after heal");
         assert!(undone.is_empty(), "revert found work left: {undone:?}");
     }
     assert!(
@@ -579,14 +573,11 @@ async fn a_stopped_kubelet_keeps_a_pod_terminating_until_the_doctor_starts_it_ag
     .await
     .unwrap();
 
-    let injected = stop_kubelet::inject(&client, &node, "default", "lost")
+    let lost = stop_kubelet::inject(&client, &node, "default", "lost")
         .await
         .expect("inject stopped kubelet");
     let stopped = Instant::now();
-    let Injected::StoppedKubelet(lost) = &injected else {
-        panic!("wrong fault: {injected:?}")
-    };
-    eprintln!("{}", injected.describe());
+    eprintln!("{}", lost.describe());
     assert!(!node.kubelet_running().await.unwrap());
     assert!(lost.kubelet.command.contains("kubelet"), "{lost:?}");
     delete(&client, "lost").await;
@@ -727,7 +718,7 @@ async fn a_stopped_kubelet_keeps_a_pod_terminating_until_the_doctor_starts_it_ag
         !state.contains(&format!("\"pid\": {},", lost.kubelet.pid)),
         "state.json still records the stopped kubelet: {state}"
     );
-    let undone = injected.revert(&node).await.expect("revert after heal");
+    let undone = lost.revert(&node).await.expect("revert after heal");
     assert!(undone.is_empty(), "revert found work left: {undone:?}");
     run_and_delete(&client, "after-restart").await;
     assert_down_clean(cluster).await;
