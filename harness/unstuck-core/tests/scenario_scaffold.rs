@@ -134,3 +134,25 @@ fn a_snapshot_with_nothing_stuck_or_a_bad_name_is_refused() {
         Err(ScaffoldError::BadName(_))
     ));
 }
+
+/// A pod stuck on its node is left to a node fault; the note names every
+/// fault of the catalogue by the node doctor's finding it reproduces.
+#[test]
+fn a_stuck_pod_is_left_to_a_node_fault_from_the_catalogue() {
+    let made = scaffold("lost-node", &recorded("node-lost")).expect("scaffold");
+    let note = made
+        .notes
+        .iter()
+        .find(|n| n.starts_with("pod lost/web is left out"))
+        .unwrap_or_else(|| panic!("{:#?}", made.notes));
+    for f in unstuck_core::scenario::CATALOGUE {
+        assert!(note.contains(f.name), "{} not in {note}", f.name);
+        assert!(
+            note.contains(f.reproduces),
+            "{} not in {note}",
+            f.reproduces
+        );
+    }
+    assert!(note.contains("holdVolume (with volume)"), "{note}");
+    assert!(note.contains("KubeletDown: stopKubelet"), "{note}");
+}
