@@ -243,7 +243,7 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "unknown-fault.yaml",
         "5:13",
         Parse,
-        "unknown variant `killNode`, expected one of busyMount, wedgeShim, stopKubelet, holdVolume, removeCniConfig, freezeCgroup, missingCniPlugin",
+        "unknown variant `killNode`, expected one of busyMount, wedgeShim, stopKubelet",
     ),
     (
         "unknown-kind-without-apiversion.yaml",
@@ -803,6 +803,35 @@ fn faults_make_a_scenario_run_alone() {
     )
     .unwrap();
     assert!(serial.serial && serial.runs_alone());
+}
+
+/// A fault's own parameters are read beside its pod, kept in the model
+/// (and in its summary), and written back the way they were read.
+#[test]
+fn fault_parameters_are_read_summarised_and_written_back() {
+    let text = minimal("held").replace(
+        "steps:",
+        "namespaces: [app]\nsteps:\n  - fault: {holdVolume: {pod: envoy, namespace: app, volume: cfg}}",
+    );
+    let s = load_str(&text, Path::new("held.yaml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let Step::Fault(fault) = &s.steps[0].value else {
+        panic!("{:?}", s.steps[0].value)
+    };
+    assert_eq!(fault.kind(), "holdVolume");
+    assert_eq!(fault.param("volume"), Some("cfg"));
+    assert_eq!(fault.params_json(), serde_json::json!({"volume": "cfg"}));
+    assert!(fault.is_node_level() && s.runs_alone() && s.needs_node());
+    assert_eq!(
+        s.steps[0].summary(),
+        "inject holdVolume on pod app/envoy (volume cfg)"
+    );
+    let yaml = serde_saphyr::to_string(&s).unwrap();
+    assert!(
+        yaml.contains("holdVolume:") && yaml.contains("volume: cfg"),
+        "{yaml}"
+    );
+    let again = load_str(&yaml, Path::new("again.yaml")).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(*again.steps, *s.steps);
 }
 
 #[test]

@@ -171,3 +171,38 @@ impl<F: FaultKind> Injected for Holding<F> {
         Box::pin(self.0.revert(node))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::missing_cni_plugin::{ChainedMissingPlugin, MissingCniPluginFault};
+
+    /// A run's record of a fault names the fault (not the type it left in
+    /// place) and keeps every field of what it did.
+    #[test]
+    fn a_record_names_the_fault_and_keeps_what_it_did() {
+        let placed = ChainedMissingPlugin {
+            pod: PodTarget {
+                namespace: "app".into(),
+                name: "web".into(),
+                uid: "u1".into(),
+                node: "n1".into(),
+            },
+            plugin: "flannel".into(),
+            path: "/etc/cni/net.d/10-x.conflist".into(),
+            original: "{}".into(),
+            written: "{\"plugins\":[]}".into(),
+        };
+        let held: Box<dyn Injected> = Box::new(Holding::<MissingCniPluginFault>(
+            placed.clone(),
+            PhantomData,
+        ));
+        assert_eq!(held.name(), "missingCniPlugin");
+        let record = held.record();
+        assert_eq!(record.fault, "missingCniPlugin");
+        assert_eq!(record.pod, placed.pod);
+        assert_eq!(record.description, placed.describe());
+        assert_eq!(record.detail["plugin"], "flannel");
+        assert_eq!(record.detail["path"], "/etc/cni/net.d/10-x.conflist");
+    }
+}

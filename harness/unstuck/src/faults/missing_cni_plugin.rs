@@ -71,8 +71,9 @@ impl FaultKind for MissingCniPluginFault {
             .conf_dir;
         let path = first_config(node, &conf_dir).await?;
         let original = node.read_file(&path).await?;
-        let written = chained(&original, &params.plugin)
-            .map_err(|why| FaultError::NotInjected(format!("{}: {why}", path.display())))?;
+        let written = chained(&original, &params.plugin).map_err(|why| {
+            FaultError::NotInjected(format!("{}: {}", path.display(), why.0))
+        })?;
         replace(node, &path, &written).await?;
         Ok(ChainedMissingPlugin {
             pod,
@@ -142,20 +143,25 @@ async fn replace(node: &impl Node, path: &Path, content: &str) -> Result<(), Fau
     Ok(())
 }
 
+/// Why a configuration cannot take the plugin.
+#[derive(Debug)]
+struct Unchainable(String);
+
 /// `conf` (a conflist, or a single plugin's `.conf`, which becomes a
 /// conflist) with `plugin` appended to its chain.
-fn chained(conf: &str, plugin: &str) -> Result<String, String> {
+fn chained(conf: &str, plugin: &str) -> Result<String, Unchainable> {
+    let why = |s: String| Unchainable(s);
     if plugin.is_empty() || plugin.contains('/') {
-        return Err(format!("{plugin:?} is not a plugin type"));
+        return Err(why(format!("{plugin:?} is not a plugin type")));
     }
-    let mut v: Value =
-        serde_json::from_str(conf).map_err(|e| format!("not a CNI configuration: {e}"))?;
+    let mut v: Value = serde_json::from_str(conf)
+        .map_err(|e| why(format!("not a CNI configuration: {e}")))?;
     let obj = v
         .as_object_mut()
-        .ok_or("not a CNI configuration: not a JSON object")?;
+        .ok_or_else(|| why("not a CNI configuration: not a JSON object".into()))?;
     let plugins = match obj.remove("plugins") {
         Some(Value::Array(list)) => list,
-        Some(_) => return Err("`plugins` is not a list".into()),
+        Some(_) => return Err(why("`plugins` is not a list".into())),
         None => {
             // A single plugin's configuration: its keys but the list's own.
             let single: serde_json::Map<String, Value> = obj
@@ -168,7 +174,7 @@ fn chained(conf: &str, plugin: &str) -> Result<String, String> {
         }
     };
     if plugins.iter().any(|p| p["type"] == plugin) {
-        return Err(format!("plugin {plugin:?} is already in the chain"));
+        return Err(why(format!("plugin {plugin:?} is already in the chain")));
     }
     let mut plugins = plugins;
     plugins.push(serde_json::json!({ "type": plugin }));
