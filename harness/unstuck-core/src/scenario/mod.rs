@@ -39,6 +39,7 @@ mod error;
 mod kinds;
 mod load;
 mod located;
+mod meta;
 mod model;
 pub mod scaffold;
 mod shard;
@@ -47,12 +48,13 @@ mod validate;
 pub use condition::{
     API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, Condition, ConditionStatus, EventCheck,
     KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck, NamespaceRef,
-    ObjectConditionCheck,
+    NodeConditionCheck, ObjectConditionCheck,
 };
 pub use error::{Diagnostic, LoadError, LoadErrors};
 pub use kinds::{default_api_version, is_namespaced};
 pub use load::{load_dir, load_file, load_str};
 pub use located::{Located, Position};
+pub use meta::ScenarioMeta;
 pub use model::{
     ApplySpec, ControllerCleanup, ControllerSpec, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT,
     DeleteSpec, DoctorCheck, Expect, Fault, ObjectRef, Phase, PodRef, PodVolumeRef,

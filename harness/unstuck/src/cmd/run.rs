@@ -78,8 +78,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let versions = unstuck::report::matrix::parse_versions(
         &args.k8s_version,
         unstuck::components::SUPPORTED_K8S_VERSIONS,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     if existing.is_some() && versions.len() > 1 {
         anyhow::bail!(
             "--k8s-version with several versions makes local clusters of each; a --kubeconfig cluster has the one version it runs"

@@ -330,10 +330,18 @@ async fn remove_finalizer(
         {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
         {"op": "replace", "path": "/metadata/finalizers", "value": kept},
     ]);
-    if let Ok(p) = serde_json::from_value::<json_patch::Patch>(patch) {
-        let _ = api
-            .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
-            .await;
+    // As a real controller does, a failed write is logged and tried again
+    // on its next pass (the `test` fails when the list changed meanwhile).
+    match serde_json::from_value::<json_patch::Patch>(patch) {
+        Ok(p) => {
+            if let Err(e) = api
+                .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
+                .await
+            {
+                tracing::debug!("live controller: removing {finalizer} from {name}: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("live controller: the patch for {name} is malformed: {e}"),
     }
 }
 
