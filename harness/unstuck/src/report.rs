@@ -415,6 +415,44 @@ mod tests {
         );
     }
 
+    /// What cleanup could not do and evidence that was not written are
+    /// in the terminal summary, not only in the JSON.
+    #[test]
+    fn the_terminal_says_what_cleanup_and_the_writes_could_not_do() {
+        let mut run = run_with(Vec::new());
+        let s = &mut run.scenarios[0];
+        s.cleanup
+            .failed
+            .push("deleting ConfigMap a/b: denied (403 Forbidden)".into());
+        s.cleanup
+            .leaked
+            .push("busy mount on pod a/web: reverting it failed".into());
+        s.unwritten
+            .push("could not write /o/doctor.json: No space left on device".into());
+        let text = run.terminal();
+        assert!(
+            text.contains("cleanup failed: deleting ConfigMap a/b: denied (403 Forbidden)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("LEAKED: busy mount on pod a/web: reverting it failed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("evidence could not write /o/doctor.json: No space left on device"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!(
+            json["scenarios"][0]["unwritten"][0],
+            "could not write /o/doctor.json: No space left on device"
+        );
+        assert_eq!(
+            json["scenarios"][0]["cleanup"]["failed"][0],
+            "deleting ConfigMap a/b: denied (403 Forbidden)"
+        );
+    }
+
     #[test]
     fn without_a_doctor_step_there_is_no_graph_section() {
         assert!(

@@ -27,7 +27,7 @@ pub enum FixtureError {
     #[error("parsing fixture {}: {source}", path.display())]
     Parse {
         path: PathBuf,
-        source: serde_saphyr::Error,
+        source: Box<serde_saphyr::Error>,
     },
 }
 
@@ -58,7 +58,7 @@ pub fn read_manifests(path: &Path) -> Result<Vec<serde_json::Value>, FixtureErro
     let docs: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&text).map_err(|source| FixtureError::Parse {
             path: path.to_path_buf(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }

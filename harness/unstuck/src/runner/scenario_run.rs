@@ -180,3 +180,25 @@ pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_step_that_panics_is_a_failed_step_with_the_message() {
+        let r: Result<(), StepError> = guarded(async { panic!("boom in step") }).await;
+        match r {
+            Err(StepError::Panicked(m)) => assert_eq!(m, "boom in step"),
+            other => panic!("not a panicked step: {other:?}"),
+        }
+        let r: Result<(), StepError> =
+            guarded(async { panic!("{} formatted", String::from("also")) }).await;
+        assert_eq!(
+            r.unwrap_err().to_string(),
+            "the step panicked: also formatted"
+        );
+        let ok: Result<u8, StepError> = guarded(async { Ok(7) }).await;
+        assert_eq!(ok.unwrap(), 7);
+    }
+}

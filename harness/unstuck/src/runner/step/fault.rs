@@ -27,7 +27,7 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>, f: &Fault) -> Result<Evidence
         .await
         .map_err(|source| StepError::Fault {
             fault: f.to_string(),
-            source,
+            source: Box::new(source),
         })?;
     let evidence = vec![injected.describe()];
     run.injected.push(injected);

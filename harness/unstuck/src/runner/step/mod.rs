@@ -57,11 +57,11 @@ pub enum StepError {
         "fault '{fault}' needs node access; this cluster provider gives none (use the local or kind provider)"
     )]
     NoNode { fault: &'static str },
-    #[error("{source}")]
+    #[error("injecting {fault}: {source}")]
     Fault {
         /// The fault as the scenario wrote it.
         fault: String,
-        source: FaultError,
+        source: Box<FaultError>,
     },
     /// An `expect` gate that did not hold by its deadline.
     #[error(transparent)]
