@@ -17,7 +17,12 @@ use crate::{cluster::exits::ComponentExit, doctor::DoctorReport};
 #[serde(tag = "result", rename_all = "camelCase")]
 pub enum Outcome {
     Passed,
-    Failed { step: usize, reason: String },
+    /// `step` counts from 1 as `steps` lists them; 0 is the set-up before
+    /// the first step (the run's namespaces) or a scenario that never ran.
+    Failed {
+        step: usize,
+        reason: String,
+    },
 }
 
 /// One step as it ran.
