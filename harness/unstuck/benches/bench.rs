@@ -191,7 +191,7 @@ async fn basic() {
     for s in &report.scenarios {
         println!(
             "  {:<32} {}  detect {:>8}  recover {:>8}",
-            s.name,
+            s.name(),
             if s.passed() { "pass" } else { "FAIL" },
             s.time_to_detect_ms
                 .map_or("-".into(), |ms| format!("{ms} ms")),

@@ -11,17 +11,18 @@ use std::{
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
-use unstuck_core::{
-    doctor::graph::{NodeKind, mermaid},
-    scenario::incident_url,
-};
+use unstuck_core::doctor::graph::{NodeKind, mermaid};
 
-use crate::runner::{Outcome, ScenarioReport, StepGraph};
-
+pub mod cleanup;
 pub mod drift;
 pub mod matrix;
 pub mod merge;
+pub mod scenario;
+pub mod write;
+pub use cleanup::CleanupReport;
 pub use merge::MergeError;
+pub use scenario::{IsolatedCluster, NamespaceMap, Outcome, ScenarioReport, StepGraph, StepRecord};
+pub use write::WriteError;
 
 /// A whole run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -49,17 +50,17 @@ impl RunReport {
     }
 
     /// Writes report.json, junit.xml and summary.md into `dir`.
-    pub fn write_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir)?;
+    pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
         let json = dir.join("report.json");
-        std::fs::write(
-            &json,
-            serde_json::to_string_pretty(self).map_err(io::Error::other)?,
-        )?;
+        write::json(&json, self)?;
         let junit = dir.join("junit.xml");
-        std::fs::write(&junit, self.junit().map_err(io::Error::other)?)?;
+        let xml = self.junit().map_err(|e| WriteError::Io {
+            path: junit.clone(),
+            source: io::Error::other(e),
+        })?;
+        write::text(&junit, &xml)?;
         let md = dir.join("summary.md");
-        std::fs::write(&md, self.markdown())?;
+        write::text(&md, &self.markdown())?;
         Ok(vec![json, junit, md])
     }
 
@@ -92,10 +93,12 @@ impl RunReport {
                     st
                 }
             };
-            let mut case = TestCase::new(s.name.clone(), status);
+            let mut case = TestCase::new(s.name(), status);
             case.set_classname(format!(
                 "unstuck.case{}",
-                s.catalog_case.map_or("-".into(), |c| c.to_string())
+                s.scenario
+                    .catalog_case
+                    .map_or("-".into(), |c| c.to_string())
             ));
             case.set_time(Duration::from_millis(s.duration_ms as u64));
             case.set_system_out(evidence_text(s));
@@ -118,13 +121,9 @@ impl RunReport {
         for s in &self.scenarios {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
-                match s
-                    .incident
-                    .as_deref()
-                    .and_then(|i| incident_url(i).map(|u| (i, u)))
-                {
-                    Some((id, url)) => format!("{} ([{id}]({url}))", s.name),
-                    None => s.name.clone(),
+                match (&s.scenario.incident, s.scenario.incident_url()) {
+                    (Some(id), Some(url)) => format!("{} ([{id}]({url}))", s.name()),
+                    _ => s.name().to_owned(),
                 },
                 if s.passed() {
                     "✅ passed"
@@ -142,7 +141,7 @@ impl RunReport {
         }
         for s in self.scenarios.iter().filter(|s| !s.passed()) {
             if let Outcome::Failed { reason, .. } = &s.outcome {
-                out.push_str(&format!("\n**{}** failed: {}\n", s.name, md_cell(reason)));
+                out.push_str(&format!("\n**{}** failed: {}\n", s.name(), md_cell(reason)));
             }
             for exit in &s.cluster_exits {
                 out.push_str(&format!("\n- meanwhile {}\n", md_cell(&exit.to_string())));
@@ -160,10 +159,10 @@ impl RunReport {
             let verdict = if s.passed() { "PASS" } else { "FAIL" };
             out.push_str(&format!(
                 "{verdict}  {}  ({:.1} s)\n",
-                s.name,
+                s.name(),
                 s.duration_ms as f64 / 1000.0
             ));
-            if let Some(url) = s.incident.as_deref().and_then(incident_url) {
+            if let Some(url) = s.scenario.incident_url() {
                 out.push_str(&format!("      incident:  {url}\n"));
             }
             for sym in &s.symptoms {
@@ -207,8 +206,17 @@ impl RunReport {
                     s.cleanup.left.join("; ")
                 ));
             }
+            if !s.cleanup.failed.is_empty() {
+                out.push_str(&format!(
+                    "      cleanup failed: {}\n",
+                    s.cleanup.failed.join("; ")
+                ));
+            }
             if !s.cleanup.leaked.is_empty() {
                 out.push_str(&format!("      LEAKED: {}\n", s.cleanup.leaked.join(", ")));
+            }
+            for u in &s.unwritten {
+                out.push_str(&format!("      evidence {u}\n"));
             }
         }
         out.push_str(&format!(
@@ -225,7 +233,7 @@ impl RunReport {
             };
             out.push_str(&format!(
                 "{:<32} {:<6} {:>10} {:>12} {:>9}\n",
-                s.name,
+                s.name(),
                 if s.passed() { "pass" } else { "FAIL" },
                 ms(s.time_to_detect_ms),
                 ms(s.time_to_recover_ms),
@@ -243,7 +251,7 @@ impl RunReport {
 
 fn evidence_text(s: &ScenarioReport) -> String {
     let mut out = String::new();
-    if let Some(url) = s.incident.as_deref().and_then(incident_url) {
+    if let Some(url) = s.scenario.incident_url() {
         out.push_str(&format!("reproduces {url}\n"));
     }
     for step in &s.steps {
@@ -310,7 +318,7 @@ fn graphs_markdown(scenarios: &[ScenarioReport]) -> String {
         };
         out.push_str(&format!(
             "\n<details><summary><b>{}</b>, doctor step {}: {}</summary>\n\n{}\n</details>\n",
-            html_text(&s.name),
+            html_text(s.name()),
             g.step,
             html_text(&named),
             mermaid::flowchart(&g.graph).fenced()
@@ -404,6 +412,44 @@ mod tests {
         assert_eq!(
             back.scenarios[0].graphs[0].graph,
             report.scenarios[0].graphs[0].graph
+        );
+    }
+
+    /// What cleanup could not do and evidence that was not written are
+    /// in the terminal summary, not only in the JSON.
+    #[test]
+    fn the_terminal_says_what_cleanup_and_the_writes_could_not_do() {
+        let mut run = run_with(Vec::new());
+        let s = &mut run.scenarios[0];
+        s.cleanup
+            .failed
+            .push("deleting ConfigMap a/b: denied (403 Forbidden)".into());
+        s.cleanup
+            .leaked
+            .push("busy mount on pod a/web: reverting it failed".into());
+        s.unwritten
+            .push("could not write /o/doctor.json: No space left on device".into());
+        let text = run.terminal();
+        assert!(
+            text.contains("cleanup failed: deleting ConfigMap a/b: denied (403 Forbidden)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("LEAKED: busy mount on pod a/web: reverting it failed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("evidence could not write /o/doctor.json: No space left on device"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!(
+            json["scenarios"][0]["unwritten"][0],
+            "could not write /o/doctor.json: No space left on device"
+        );
+        assert_eq!(
+            json["scenarios"][0]["cleanup"]["failed"][0],
+            "deleting ConfigMap a/b: denied (403 Forbidden)"
         );
     }
 

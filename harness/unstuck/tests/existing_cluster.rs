@@ -397,7 +397,8 @@ async fn create_never_overwrites(client: &Client, out: &Path) {
     let err = create_or_replace_ours(&cms, &doc, "mymap", "ConfigMap app/mymap", None)
         .await
         .err()
-        .expect("a taken name is refused");
+        .expect("a taken name is refused")
+        .to_string();
     assert!(err.contains("ConfigMap app/mymap already exists"), "{err}");
     let err = create_or_replace_ours(
         &cms,
@@ -408,7 +409,8 @@ async fn create_never_overwrites(client: &Client, out: &Path) {
     )
     .await
     .err()
-    .expect("another object's UID is refused");
+    .expect("another object's UID is refused")
+    .to_string();
     assert!(
         err.contains("is no longer the object this run created"),
         "{err}"

@@ -114,11 +114,11 @@ async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing(
             r.outcome,
             Outcome::Passed,
             "{} on kind:\n{:#?}",
-            r.name,
+            r.name(),
             r.steps
         );
         assert!(r.cleanup.leaked.is_empty(), "{:?}", r.cleanup);
-        assert!(!r.remedies.is_empty(), "{} recovered by a remedy", r.name);
+        assert!(!r.remedies.is_empty(), "{} recovered by a remedy", r.name());
     }
     // The kubelet's own words, read from the node's journal.
     assert!(
@@ -398,7 +398,7 @@ async fn the_whole_suite_passes_on_kind() {
         .scenarios
         .iter()
         .filter(|s| !s.passed())
-        .map(|s| format!("{}: {:?}", s.name, s.outcome))
+        .map(|s| format!("{}: {:?}", s.name(), s.outcome))
         .collect();
     assert!(failed.is_empty(), "failed on kind: {failed:#?}");
     assert!(status.success(), "unstuck run exited {status}");

@@ -42,6 +42,7 @@ pub mod fault_catalogue;
 mod kinds;
 mod load;
 mod located;
+mod meta;
 mod model;
 pub mod scaffold;
 mod shard;
@@ -52,7 +53,7 @@ pub use agents::{ControllerCleanup, ControllerSpec, DoctorCheck};
 pub use condition::{
     API_SERVICE_CONDITION_TYPES, ApiServiceConditionCheck, Condition, ConditionStatus, EventCheck,
     KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck, NamespaceRef,
-    ObjectConditionCheck,
+    NodeConditionCheck, ObjectConditionCheck,
 };
 pub use error::{Diagnostic, LoadError, LoadErrors};
 pub use fault::{Fault, FaultParam};
@@ -60,6 +61,7 @@ pub use fault_catalogue::{CATALOGUE, FaultSpec, ParamSpec, fault_spec};
 pub use kinds::{default_api_version, is_namespaced};
 pub use load::{load_dir, load_file, load_str};
 pub use located::{Located, Position};
+pub use meta::ScenarioMeta;
 pub use model::{DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, Scenario, Step, incident_url};
 pub use shard::{Shard, ShardError};
 pub use steps::{ApplySpec, DeleteSpec, Expect, ObjectRef, Phase, PodRef, PropagationPolicy};

@@ -77,8 +77,8 @@ pub async fn run() {
         };
         println!(
             "  {:<42} {:<28} {verdict}{}",
-            s.name,
-            s.incident.as_deref().unwrap_or("-"),
+            s.name(),
+            s.scenario.incident.as_deref().unwrap_or("-"),
             if unsafe_here.is_empty() {
                 String::new()
             } else {

@@ -294,7 +294,7 @@ pub async fn run() {
             continue;
         };
         ran += 1;
-        let keys = live.get(&s.name).cloned().unwrap_or_default();
+        let keys = live.get(s.name()).cloned().unwrap_or_default();
         // The snapshot is the whole cluster: only this scenario's objects.
         let mine = s.namespaces.real_names();
         let own = |r: &ObjectRecord| {
@@ -305,7 +305,7 @@ pub async fn run() {
             };
             ns.is_some_and(|n| mine.iter().any(|m| m == n))
         };
-        tally(&round.snapshot, &keys, &s.name, own, &mut t);
+        tally(&round.snapshot, &keys, s.name(), own, &mut t);
     }
     println!(
         "{}",

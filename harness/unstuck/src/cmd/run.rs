@@ -63,7 +63,6 @@ pub struct RunArgs {
 }
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    use unstuck::runner::suite::{SuiteOptions, run_suite};
     if args.kubeconfig.is_some() && args.provider != ProviderKind::Local {
         anyhow::bail!(
             "--provider {} makes throwaway clusters; --kubeconfig runs on an existing one: give one of them",
@@ -78,52 +77,13 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let versions = unstuck::report::matrix::parse_versions(
         &args.k8s_version,
         unstuck::components::SUPPORTED_K8S_VERSIONS,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     if existing.is_some() && versions.len() > 1 {
         anyhow::bail!(
             "--k8s-version with several versions makes local clusters of each; a --kubeconfig cluster has the one version it runs"
         );
     }
-    let mut scenarios = super::load_scenarios(&args.scenarios, &args.fixtures)?;
-    if let Some(f) = &args.filter {
-        scenarios.retain(|s| s.name.contains(f.as_str()));
-        if scenarios.is_empty() {
-            anyhow::bail!("no scenario name contains '{f}'; `unstuck scenarios` lists them");
-        }
-    }
-    if let Some(shard) = &args.shard {
-        let all = scenarios.len();
-        scenarios = shard.select(scenarios);
-        eprintln!(
-            "[unstuck] shard {shard}: {} of {all} scenario(s): {}",
-            scenarios.len(),
-            scenarios
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    if args.without_node_scenarios {
-        scenarios.retain(|s| !s.needs_node());
-        if scenarios.is_empty() {
-            anyhow::bail!("--without-node-scenarios left no scenario to run");
-        }
-    } else if existing.is_some() {
-        let node: Vec<&str> = scenarios
-            .iter()
-            .filter(|s| s.needs_node())
-            .map(|s| s.name.as_str())
-            .collect();
-        if !node.is_empty() {
-            anyhow::bail!(
-                "these scenarios inject node faults and need the node access of the local or kind provider, which a --kubeconfig cluster does not give: {}\n  \
-                 Leave them out with --without-node-scenarios (or pick others with --filter)",
-                node.join(", ")
-            );
-        }
-    }
+    let scenarios = select_scenarios(&args, existing.is_some())?;
     let stamp = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
@@ -161,61 +121,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     });
 
     let report = if let Some((client, target)) = existing {
-        eprintln!("[unstuck] running on {target}");
-        let version = client
-            .apiserver_version()
-            .await
-            .map(|v| v.git_version)
-            .unwrap_or_else(|_| "unknown".into());
-        let opts = SuiteOptions {
-            client,
-            fixtures_dir: fixtures,
-            out_dir: out_dir.clone(),
-            node: None,
-            parallelism: args.parallel,
-            // A cluster unstuck did not make: no clusters of its own
-            // beside it; scenarios that must run alone take turns.
-            own_clusters: None,
-            cluster: format!("context '{}' ({})", target.context, target.server),
-            k8s_version: version,
-            provider: Default::default(),
-            shard: args.shard.map(|s| s.to_string()),
-            // Not ours to watch: its components are whoever runs them.
-            cluster_exits: Default::default(),
-        };
-        run_suite(&opts, scenarios, cancel_rx).await
+        existing_suite(
+            &args, client, &target, scenarios, &out_dir, fixtures, cancel_rx,
+        )
+        .await
     } else if versions.len() > 1 {
-        let mut runs = Vec::new();
-        for version in &versions {
-            eprintln!("[unstuck] === Kubernetes {version} ===");
-            let dir = out_dir.join(version);
-            runs.push(
-                provider_suite(
-                    &args,
-                    version,
-                    scenarios.clone(),
-                    &dir,
-                    fixtures.clone(),
-                    cancel_rx.clone(),
-                )
-                .await
-                .with_context(|| format!("the suite on Kubernetes {version}"))?,
-            );
-            if *cancel_rx.borrow() {
-                break;
-            }
-        }
-        let matrix = unstuck::report::matrix::MatrixReport::new(runs);
-        let files = matrix.write_all(&out_dir).context("writing reports")?;
-        print!("{}", matrix.terminal());
-        for f in files {
-            eprintln!("[unstuck] wrote {}", f.display());
-        }
-        return Ok(if matrix.failed() == 0 {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        });
+        return matrix_run(&args, &versions, scenarios, &out_dir, fixtures, cancel_rx).await;
     } else {
         provider_suite(
             &args,
@@ -237,6 +148,135 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The suite once per Kubernetes version, each on throwaway clusters of
+/// that version, reported as a matrix with what changed between them.
+async fn matrix_run(
+    args: &RunArgs,
+    versions: &[String],
+    scenarios: Vec<unstuck::core::scenario::Scenario>,
+    out_dir: &std::path::Path,
+    fixtures: PathBuf,
+    cancel_rx: tokio::sync::watch::Receiver<bool>,
+) -> Result<ExitCode> {
+    let mut runs = Vec::new();
+    for version in versions {
+        eprintln!("[unstuck] === Kubernetes {version} ===");
+        let dir = out_dir.join(version);
+        runs.push(
+            provider_suite(
+                args,
+                version,
+                scenarios.clone(),
+                &dir,
+                fixtures.clone(),
+                cancel_rx.clone(),
+            )
+            .await
+            .with_context(|| format!("the suite on Kubernetes {version}"))?,
+        );
+        if *cancel_rx.borrow() {
+            break;
+        }
+    }
+    let matrix = unstuck::report::matrix::MatrixReport::new(runs);
+    let files = matrix.write_all(out_dir).context("writing reports")?;
+    print!("{}", matrix.terminal());
+    for f in files {
+        eprintln!("[unstuck] wrote {}", f.display());
+    }
+    Ok(if matrix.failed() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The scenarios this run runs: loaded, then narrowed by `--filter`,
+/// `--shard` and `--without-node-scenarios`; on an `existing` cluster
+/// (no node access) a scenario that needs a node is refused.
+fn select_scenarios(
+    args: &RunArgs,
+    existing: bool,
+) -> Result<Vec<unstuck::core::scenario::Scenario>> {
+    let mut scenarios = super::load_scenarios(&args.scenarios, &args.fixtures)?;
+    if let Some(f) = &args.filter {
+        scenarios.retain(|s| s.name.contains(f.as_str()));
+        if scenarios.is_empty() {
+            anyhow::bail!("no scenario name contains '{f}'; `unstuck scenarios` lists them");
+        }
+    }
+    if let Some(shard) = &args.shard {
+        let all = scenarios.len();
+        scenarios = shard.select(scenarios);
+        eprintln!(
+            "[unstuck] shard {shard}: {} of {all} scenario(s): {}",
+            scenarios.len(),
+            scenarios
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if args.without_node_scenarios {
+        scenarios.retain(|s| !s.needs_node());
+        if scenarios.is_empty() {
+            anyhow::bail!("--without-node-scenarios left no scenario to run");
+        }
+    } else if existing {
+        let node: Vec<&str> = scenarios
+            .iter()
+            .filter(|s| s.needs_node())
+            .map(|s| s.name.as_str())
+            .collect();
+        if !node.is_empty() {
+            anyhow::bail!(
+                "these scenarios inject node faults and need the node access of the local or kind provider, which a --kubeconfig cluster does not give: {}\n  \
+                 Leave them out with --without-node-scenarios (or pick others with --filter)",
+                node.join(", ")
+            );
+        }
+    }
+    Ok(scenarios)
+}
+
+/// The suite on a cluster unstuck did not make (`--kubeconfig`), which
+/// the caller has checked may be changed.
+async fn existing_suite(
+    args: &RunArgs,
+    client: kube::Client,
+    target: &unstuck::cluster::identity::Target,
+    scenarios: Vec<unstuck::core::scenario::Scenario>,
+    out_dir: &std::path::Path,
+    fixtures: PathBuf,
+    cancel_rx: tokio::sync::watch::Receiver<bool>,
+) -> unstuck::report::RunReport {
+    use unstuck::runner::suite::{SuiteOptions, run_suite};
+    eprintln!("[unstuck] running on {target}");
+    let version = client
+        .apiserver_version()
+        .await
+        .map(|v| v.git_version)
+        .unwrap_or_else(|e| format!("unknown (asking failed: {e})"));
+    let opts = SuiteOptions {
+        client,
+        fixtures_dir: fixtures,
+        out_dir: out_dir.to_path_buf(),
+        node: None,
+        parallelism: args.parallel,
+        // A cluster unstuck did not make: no clusters of its own
+        // beside it; scenarios that must run alone take turns.
+        own_clusters: None,
+        cluster: format!("context '{}' ({})", target.context, target.server),
+        k8s_version: version,
+        provider: Default::default(),
+        shard: args.shard.as_ref().map(|s| s.to_string()),
+        // Not ours to watch: its components are whoever runs them.
+        cluster_exits: Default::default(),
+    };
+    run_suite(&opts, scenarios, cancel_rx).await
 }
 
 /// The suite on throwaway clusters of `version` made by the chosen

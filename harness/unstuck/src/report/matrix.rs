@@ -11,8 +11,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{RunReport, drift::normalize};
-use crate::runner::ScenarioReport;
+use super::{RunReport, ScenarioReport, WriteError, drift::normalize, write};
 
 /// One run per version, in the order given.
 #[derive(Clone, Debug, Serialize)]
@@ -46,8 +45,8 @@ impl MatrixReport {
         let mut names: Vec<&str> = Vec::new();
         for r in &self.runs {
             for s in &r.scenarios {
-                if !names.contains(&s.name.as_str()) {
-                    names.push(&s.name);
+                if !names.contains(&s.name()) {
+                    names.push(s.name());
                 }
             }
         }
@@ -59,7 +58,7 @@ impl MatrixReport {
     }
 
     fn find<'a>(run: &'a RunReport, scenario: &str) -> Option<&'a ScenarioReport> {
-        run.scenarios.iter().find(|s| s.name == scenario)
+        run.scenarios.iter().find(|s| s.name() == scenario)
     }
 
     fn cell(run: &RunReport, scenario: &str) -> &'static str {
@@ -206,8 +205,7 @@ impl MatrixReport {
 
     /// Writes matrix.json, junit.xml and summary.md into `dir`, and each
     /// version's own reports into `dir/<version>/`.
-    pub fn write_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir)?;
+    pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
         for r in &self.runs {
             r.write_all(&dir.join(&r.k8s_version))?;
         }
@@ -238,39 +236,30 @@ impl MatrixReport {
             passed: self.runs.iter().map(RunReport::passed).sum(),
             failed: self.failed(),
         };
-        let files = [
-            (
-                dir.join("matrix.json"),
-                serde_json::to_string_pretty(&json).map_err(io::Error::other)?,
-            ),
-            (
-                dir.join("junit.xml"),
-                self.junit().map_err(io::Error::other)?,
-            ),
-            (dir.join("summary.md"), self.markdown()),
-        ];
-        let mut written = Vec::new();
-        for (path, text) in files {
-            std::fs::write(&path, text)?;
-            written.push(path);
-        }
-        Ok(written)
+        let (matrix, junit, md) = (
+            dir.join("matrix.json"),
+            dir.join("junit.xml"),
+            dir.join("summary.md"),
+        );
+        write::json(&matrix, &json)?;
+        let xml = self.junit().map_err(|e| WriteError::Io {
+            path: junit.clone(),
+            source: io::Error::other(e),
+        })?;
+        write::text(&junit, &xml)?;
+        write::text(&md, &self.markdown())?;
+        Ok(vec![matrix, junit, md])
     }
 }
 
 /// One scenario's lines of one kind, normalised.
 fn observed(s: &ScenarioReport, what: &str) -> BTreeSet<String> {
-    let ids: Vec<String> = serde_json::to_value(&s.namespaces)
-        .ok()
-        .and_then(|v| v.get("map").cloned())
-        .and_then(|m| m.as_object().cloned())
-        .map(|m| {
-            m.values()
-                .filter_map(|v| v.as_str())
-                .filter_map(|real| real.rsplit_once('-').map(|(_, id)| id.to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let ids: Vec<String> = s
+        .namespaces
+        .real_names()
+        .iter()
+        .filter_map(|real| real.rsplit_once('-').map(|(_, id)| id.to_string()))
+        .collect();
     let lines = match what {
         "symptom" => &s.symptoms,
         "finding" => &s.findings,
@@ -284,8 +273,22 @@ fn observed(s: &ScenarioReport, what: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// A `--k8s-version` that names no version the harness can run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum VersionsError {
+    #[error(
+        "--k8s-version '{given}' is not a version: versions look like v1.34.4 (or use 'supported' for {supported})"
+    )]
+    NotAVersion { given: String, supported: String },
+    #[error("--k8s-version names {0} twice")]
+    Twice(String),
+}
+
+/// Kubernetes versions (`v1.34.4`), in the order given.
+pub type Versions = Vec<String>;
+
 /// Versions from `--k8s-version`: one, a comma list, or `supported`.
-pub fn parse_versions(spec: &str, supported: &[&str]) -> Result<Vec<String>, String> {
+pub fn parse_versions(spec: &str, supported: &[&str]) -> Result<Versions, VersionsError> {
     if spec.trim() == "supported" {
         return Ok(supported.iter().map(|v| v.to_string()).collect());
     }
@@ -293,13 +296,13 @@ pub fn parse_versions(spec: &str, supported: &[&str]) -> Result<Vec<String>, Str
     for v in spec.split(',').map(str::trim) {
         let parts: Vec<&str> = v.strip_prefix('v').unwrap_or("").split('.').collect();
         if parts.len() != 3 || parts.iter().any(|p| p.parse::<u32>().is_err()) {
-            return Err(format!(
-                "--k8s-version '{v}' is not a version: versions look like v1.34.4 (or use 'supported' for {})",
-                supported.join(", ")
-            ));
+            return Err(VersionsError::NotAVersion {
+                given: v.to_string(),
+                supported: supported.join(", "),
+            });
         }
         if out.iter().any(|o| o == v) {
-            return Err(format!("--k8s-version names {v} twice"));
+            return Err(VersionsError::Twice(v.to_string()));
         }
         out.push(v.to_string());
     }
@@ -309,7 +312,7 @@ pub fn parse_versions(spec: &str, supported: &[&str]) -> Result<Vec<String>, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::Outcome;
+    use crate::report::Outcome;
 
     fn scenario(name: &str, ns: &str, symptoms: &[&str], passed: bool) -> ScenarioReport {
         let mut s: ScenarioReport = serde_json::from_value(serde_json::json!({
@@ -438,9 +441,10 @@ mod tests {
             parse_versions("v1.34.4, v1.37.2", &sup).unwrap(),
             ["v1.34.4", "v1.37.2"]
         );
-        let e = parse_versions("1.34", &sup).unwrap_err();
+        let e = parse_versions("1.34", &sup).unwrap_err().to_string();
         assert!(e.contains("versions look like v1.34.4"), "{e}");
         let e = parse_versions("v1.34.4,v1.34.4", &sup).unwrap_err();
-        assert!(e.contains("twice"), "{e}");
+        assert_eq!(e, VersionsError::Twice("v1.34.4".into()));
+        assert!(e.to_string().contains("twice"), "{e}");
     }
 }

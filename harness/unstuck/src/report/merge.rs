@@ -91,20 +91,20 @@ impl RunReport {
         for p in &parts {
             let label = p.shard.clone().unwrap_or_else(|| p.started_at.clone());
             for s in &p.scenarios {
-                if let Some((_, other)) = from.iter().find(|(n, _)| *n == s.name) {
+                if let Some((_, other)) = from.iter().find(|(n, _)| *n == s.name()) {
                     return Err(MergeError::Duplicate {
-                        name: s.name.clone(),
+                        name: s.name().to_owned(),
                         first: other.clone(),
                         second: label,
                     });
                 }
-                from.push((s.name.clone(), label.clone()));
+                from.push((s.name().to_owned(), label.clone()));
                 scenarios.push(s.clone());
             }
         }
         // File order (the scenarios' names start with their number), as an
         // unsharded run would list them.
-        scenarios.sort_by(|a, b| a.file.cmp(&b.file));
+        scenarios.sort_by(|a, b| a.scenario.file.cmp(&b.scenario.file));
         let mut shard_labels: Vec<String> = parts.iter().filter_map(|p| p.shard.clone()).collect();
         shard_labels.sort();
         Ok(RunReport {
@@ -141,7 +141,7 @@ fn unique<'a>(values: impl Iterator<Item = &'a str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::{Outcome, ScenarioReport};
+    use crate::report::{Outcome, ScenarioReport};
 
     fn report(shard: Option<&str>, names: &[&str]) -> RunReport {
         RunReport {
@@ -183,7 +183,7 @@ mod tests {
             report(Some("1/2"), &["01-z", "03-b"]),
         ])
         .unwrap();
-        let names: Vec<&str> = m.scenarios.iter().map(|s| s.name.as_str()).collect();
+        let names: Vec<&str> = m.scenarios.iter().map(|s| s.name()).collect();
         assert_eq!(names, ["01-z", "02-a", "03-b", "04-c"]);
         assert_eq!(m.shard.as_deref(), Some("1/2+2/2"));
         assert_eq!((m.passed(), m.failed()), (3, 1));

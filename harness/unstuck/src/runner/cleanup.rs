@@ -23,45 +23,35 @@
 //! the pods made from them.
 
 pub mod keys;
+mod release;
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
 use kube::{
-    Api, Client,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    Client,
+    api::{DeleteParams, DynamicObject},
 };
-use serde::Serialize;
 
 use super::{
     Created,
-    objects::{api_for, resolve_if_served},
+    objects::{ResolveError, api_for, resolve_if_served},
 };
-use crate::doctor::collect;
 use keys::Holder;
+use release::{release, release_in_namespaces, release_spec};
 
-/// What cleanup did.
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
-pub struct CleanupReport {
-    /// Node faults undone before anything else.
-    pub reverted: Vec<String>,
-    pub deleted: Vec<String>,
-    /// Finalizer keys of the run's own that cleanup removed, each with the
-    /// object (a failed scenario leaves them; a passing one rarely does).
-    pub forced: Vec<String>,
-    /// Keys on the run's objects that the run did not add, left in place
-    /// with the object they hold: their owner removes them, not cleanup.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub left: Vec<String>,
-    pub leaked: Vec<String>,
-}
+/// What cleanup did: the report side's type, filled here.
+pub use crate::report::CleanupReport;
 
-impl CleanupReport {
-    /// Nothing of the run's is left that the run could have removed.
-    /// Objects held only by others' keys are `left`, not leaked.
-    pub fn is_clean(&self) -> bool {
-        self.leaked.is_empty()
-    }
+/// Why cleanup could not tell whether an object of the run's is there.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("discovery of {api_version} failed: {source}")]
+    Discovery {
+        api_version: String,
+        source: ResolveError,
+    },
+    #[error("reading it failed: {}", crate::kube_error::text(source))]
+    Read { source: kube::Error },
 }
 
 /// One second between reads of the run's objects.
@@ -80,13 +70,18 @@ const OTHERS_GRACE: usize = 10;
 
 /// The object of `c`, read by name, if it is still the one this run
 /// created. `Err` says what kept cleanup from telling.
-async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, String> {
+async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, ReadError> {
     // A type no longer served (its CRD deleted) has no objects left; a
     // failed discovery is asked again on the next round.
     let (ar, caps) = match resolve_if_served(client, &c.api_version, &c.kind).await {
         Ok(Some(found)) => found,
         Ok(None) => return Ok(None),
-        Err(e) => return Err(format!("discovery of {} failed: {e}", c.api_version)),
+        Err(source) => {
+            return Err(ReadError::Discovery {
+                api_version: c.api_version.clone(),
+                source,
+            });
+        }
     };
     match api_for(client, &ar, &caps, c.namespace.as_deref())
         .get_opt(&c.name)
@@ -95,23 +90,30 @@ async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, Str
         Ok(Some(o)) if o.metadata.uid.as_deref() == Some(c.uid.as_str()) => Ok(Some(o)),
         // Gone, or the name now holds another object: ours is gone.
         Ok(_) => Ok(None),
-        Err(e) => Err(format!(
-            "reading it failed: {}",
-            crate::kube_error::text(&e)
-        )),
+        Err(source) => Err(ReadError::Read { source }),
     }
 }
 
 async fn delete(client: &Client, c: &Created, report: &mut CleanupReport) {
-    let Ok(Some(obj)) = read(client, c).await else {
-        // Gone, or unreadable: a leak is caught by the final check.
-        return;
+    let obj = match read(client, c).await {
+        Ok(Some(obj)) => obj,
+        Ok(None) => return,
+        // Unreadable: said, and a leak is caught by the final check.
+        Err(e) => {
+            report.failed.push(format!("deleting {c}: {e}"));
+            return;
+        }
     };
     if obj.metadata.deletion_timestamp.is_some() {
         return;
     }
-    let Ok(Some((ar, caps))) = resolve_if_served(client, &c.api_version, &c.kind).await else {
-        return;
+    let (ar, caps) = match resolve_if_served(client, &c.api_version, &c.kind).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return,
+        Err(e) => {
+            report.failed.push(format!("deleting {c}: {e}"));
+            return;
+        }
     };
     let dp = DeleteParams {
         preconditions: Some(kube::api::Preconditions {
@@ -120,90 +122,17 @@ async fn delete(client: &Client, c: &Created, report: &mut CleanupReport) {
         }),
         ..DeleteParams::background()
     };
-    if api_for(client, &ar, &caps, c.namespace.as_deref())
+    match api_for(client, &ar, &caps, c.namespace.as_deref())
         .delete(&c.name, &dp)
         .await
-        .is_ok()
     {
-        report.deleted.push(c.to_string());
-    }
-}
-
-/// Removes the run's own keys `ours` from the object `c` names (read by
-/// name, UID checked, the patch `test`s UID and list). Returns what is
-/// there afterwards, or `None` when the object is gone.
-async fn release(
-    client: &Client,
-    c: &Created,
-    ours: &[String],
-    report: &mut CleanupReport,
-) -> Option<DynamicObject> {
-    let obj = read(client, c).await.ok()??;
-    let current = obj.metadata.finalizers.clone().unwrap_or_default();
-    let Some(r) = keys::release(&c.uid, &current, ours) else {
-        return Some(obj);
-    };
-    let (ar, caps) = resolve_if_served(client, &c.api_version, &c.kind)
-        .await
-        .ok()??;
-    let api = api_for(client, &ar, &caps, c.namespace.as_deref());
-    let patch: json_patch::Patch = serde_json::from_value(r.patch).ok()?;
-    match api
-        .patch(&c.name, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await
-    {
-        Ok(after) => {
-            report.forced.push(format!(
-                "{c}: removed this run's finalizer(s) {}{}",
-                r.removed.join(", "),
-                if r.kept.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (kept {}: not this run's)", r.kept.join(", "))
-                }
-            ));
-            Some(after)
-        }
-        // Changed since the read (its test failed) or gone: the next
-        // round reads it again.
-        Err(_) => Some(obj),
-    }
-}
-
-/// Drops the run's own `spec.finalizers` tokens of a namespace whose
-/// content is gone (PUT /finalize with the namespace just read: its UID
-/// and resourceVersion bind the write). `kubernetes` is never dropped.
-async fn release_spec(
-    client: &Client,
-    c: &Created,
-    obj: &DynamicObject,
-    report: &mut CleanupReport,
-) {
-    let Ok(mut ns) = serde_json::to_value(obj).and_then(serde_json::from_value::<Namespace>) else {
-        return;
-    };
-    let current = ns
-        .spec
-        .as_ref()
-        .and_then(|s| s.finalizers.clone())
-        .unwrap_or_default();
-    let Some(kept) = keys::spec_release(&current, &c.keys.spec) else {
-        return;
-    };
-    if ns.metadata.uid.as_deref() != Some(c.uid.as_str()) {
-        return;
-    }
-    ns.spec.get_or_insert_default().finalizers = Some(kept.clone());
-    let api: Api<Namespace> = Api::all(client.clone());
-    if api
-        .replace_subresource("finalize", &c.name, &PostParams::default(), &ns)
-        .await
-        .is_ok()
-    {
-        report.forced.push(format!(
-            "{c}: removed this run's spec.finalizers token(s) {} after its content was gone",
-            keys::not_ours(&current, &kept).join(", ")
-        ));
+        Ok(_) => report.deleted.push(c.to_string()),
+        // Gone meanwhile, or the name holds another object now (the UID
+        // precondition): nothing of the run's to delete.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(e) => report
+            .failed
+            .push(format!("deleting {c}: {}", crate::kube_error::text(&e))),
     }
 }
 
@@ -318,95 +247,6 @@ async fn wait_for_namespaces(
     }
 }
 
-/// Removes the run's own keys from what it created in `namespaces`, from
-/// the namespaces themselves, and from the objects controllers made from
-/// its templates there.
-async fn release_in_namespaces(
-    client: &Client,
-    created: &[Created],
-    namespaces: &[&Created],
-    report: &mut CleanupReport,
-) {
-    let names: Vec<&str> = namespaces.iter().map(|c| c.name.as_str()).collect();
-    let inside = |c: &&Created| c.namespace.as_deref().is_some_and(|n| names.contains(&n));
-    for c in created.iter().filter(inside) {
-        release(client, c, &c.keys.own, report).await;
-    }
-    for c in namespaces {
-        release(client, c, &c.keys.own, report).await;
-    }
-    let templates: BTreeMap<String, Vec<String>> = created
-        .iter()
-        .filter(inside)
-        .filter(|c| !c.keys.template.is_empty())
-        .map(|c| (c.uid.clone(), c.keys.template.clone()))
-        .collect();
-    if templates.is_empty() {
-        return;
-    }
-    for (child, keys) in made_from_templates(client, &names, &templates).await {
-        release(client, &child, &keys, report).await;
-    }
-}
-
-/// The objects in `namespaces` whose owners lead to a recorded object with
-/// template keys, each with the keys of those it carries.
-async fn made_from_templates(
-    client: &Client,
-    namespaces: &[&str],
-    templates: &BTreeMap<String, Vec<String>>,
-) -> Vec<(Created, Vec<String>)> {
-    let Ok(discovered) = collect::discover(client).await else {
-        return Vec::new();
-    };
-    let mut found: Vec<(Created, keys::Found)> = Vec::new();
-    for t in discovered.types.iter().filter(|t| t.namespaced) {
-        for ns in namespaces {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), ns, &t.api_resource());
-            let Ok(list) = api.list_metadata(&ListParams::default()).await else {
-                continue;
-            };
-            for o in list.items {
-                let Some(uid) = o.metadata.uid.clone() else {
-                    continue;
-                };
-                // A type served in two versions lists the same object twice.
-                if found.iter().any(|(_, f)| f.uid == uid) {
-                    continue;
-                }
-                found.push((
-                    Created {
-                        api_version: t.api_version.clone(),
-                        kind: t.kind.clone(),
-                        namespace: Some(ns.to_string()),
-                        name: o.metadata.name.clone().unwrap_or_default(),
-                        uid: uid.clone(),
-                        keys: Default::default(),
-                    },
-                    keys::Found {
-                        uid,
-                        owners: o
-                            .metadata
-                            .owner_references
-                            .iter()
-                            .flatten()
-                            .map(|r| r.uid.clone())
-                            .collect(),
-                        finalizers: o.metadata.finalizers.clone().unwrap_or_default(),
-                    },
-                ));
-            }
-        }
-    }
-    let plain: Vec<keys::Found> = found.iter().map(|(_, f)| f.clone()).collect();
-    let inherited = keys::inherited_keys(&plain, templates);
-    found
-        .into_iter()
-        .filter_map(|(c, _)| inherited.get(&c.uid).map(|k| (c.clone(), k.clone())))
-        .collect()
-}
-
 /// Waits (bounded) for every object of the run to go, removing the run's
 /// own keys once more from what stays; then reports what is left to
 /// others and what leaked.
@@ -416,7 +256,7 @@ async fn wait_for_all(
     ours: &[String],
     report: &mut CleanupReport,
 ) {
-    let mut pending: Vec<(&Created, Result<DynamicObject, String>)> = Vec::new();
+    let mut pending: Vec<(&Created, Result<DynamicObject, ReadError>)> = Vec::new();
     let mut others_since: Option<usize> = None;
     for round in 0..FINAL_ROUNDS {
         let candidates: Vec<&Created> = if round == 0 {

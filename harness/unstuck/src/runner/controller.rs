@@ -72,6 +72,50 @@ pub struct ControllerConfig {
 
 /// Starts the controller.
 pub fn start(client: Client, config: ControllerConfig) -> LiveController {
+    let what = description(&config);
+    let task = tokio::spawn(serve(client, config));
+    LiveController { task, what }
+}
+
+/// What the controller is, in a line for the step's evidence.
+fn description(config: &ControllerConfig) -> String {
+    let ControllerConfig {
+        namespace,
+        watches,
+        finalizer,
+        lease,
+        cleanup,
+        ..
+    } = config;
+    let domain = finalizer.split('/').next().unwrap_or_default();
+    let serves = if *watches == [namespace.clone()] {
+        String::new()
+    } else {
+        format!(", serving {}", watches.join(", "))
+    };
+    let how = match cleanup {
+        ControllerCleanup::Finish => String::new(),
+        ControllerCleanup::Fail { reason, .. } => {
+            format!("; its cleanup always fails (Warning {reason} at each retry)")
+        }
+        ControllerCleanup::CreateConfigMap => {
+            "; its cleanup must first create a ConfigMap in the object's namespace".to_string()
+        }
+    };
+    if *lease {
+        format!(
+            "live controller for {finalizer} running in {namespace}{serves}, holding Lease {namespace}/{domain}{how}"
+        )
+    } else {
+        format!(
+            "live controller for {finalizer} running in {namespace}{serves} without a Lease, writing to what it cleans up as field manager {}{how}",
+            manager_of(finalizer)
+        )
+    }
+}
+
+/// The controller's loop, until its namespace goes or the task is aborted.
+async fn serve(client: Client, config: ControllerConfig) {
     let ControllerConfig {
         namespace,
         watches,
@@ -81,102 +125,75 @@ pub fn start(client: Client, config: ControllerConfig) -> LiveController {
         cleanup,
     } = config;
     let domain = finalizer.split('/').next().unwrap_or_default().to_string();
-    let serves = if watches == [namespace.clone()] {
-        String::new()
-    } else {
-        format!(", serving {}", watches.join(", "))
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let holder = format!("unstuck-live-controller-{namespace}");
+    let mut types: Vec<collect::ListableType> = Vec::new();
+    // Paced by the clock, not by passes: one pass lists every namespaced
+    // type and takes far longer than 2 s on a loaded machine, and a
+    // cadence counted in passes then stretched a 10 s retry to minutes.
+    let mut last_discovery: Option<std::time::Instant> = None;
+    let mut last_retry: Option<std::time::Instant> = None;
+    let due = |last: Option<std::time::Instant>| {
+        last.is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
     };
-    let how = match &cleanup {
-        ControllerCleanup::Finish => String::new(),
-        ControllerCleanup::Fail { reason, .. } => {
-            format!("; its cleanup always fails (Warning {reason} at each retry)")
+    loop {
+        // Its pod dies with its namespace (pixie-io/pixie#1917: the
+        // owner deleted together with what it must finalize).
+        if let Ok(ns) = namespaces.get_opt(&namespace).await
+            && ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some())
+        {
+            tracing::debug!("live controller in {namespace}: its namespace is going, it stops");
+            return;
         }
-        ControllerCleanup::CreateConfigMap => {
-            "; its cleanup must first create a ConfigMap in the object's namespace".to_string()
+        let now = Timestamp::now();
+        let lease_object = serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": domain, "namespace": namespace},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                     "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
+        });
+        if lease
+            && let Err(e) = leases
+                .patch(
+                    &domain,
+                    &PatchParams::apply("unstuck-live-controller").force(),
+                    &Patch::Apply(&lease_object),
+                )
+                .await
+        {
+            tracing::debug!("live controller: lease renewal failed: {e}");
         }
-    };
-    let what = if lease {
-        format!(
-            "live controller for {finalizer} running in {namespace}{serves}, holding Lease {namespace}/{domain}{how}"
-        )
-    } else {
-        format!(
-            "live controller for {finalizer} running in {namespace}{serves} without a Lease, writing to what it cleans up as field manager {}{how}",
-            manager_of(&finalizer)
-        )
-    };
-    let task = tokio::spawn(async move {
-        let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let holder = format!("unstuck-live-controller-{namespace}");
-        let mut types: Vec<collect::ListableType> = Vec::new();
-        // Paced by the clock, not by passes: one pass lists every namespaced
-        // type and takes far longer than 2 s on a loaded machine, and a
-        // cadence counted in passes then stretched a 10 s retry to minutes.
-        let mut last_discovery: Option<std::time::Instant> = None;
-        let mut last_retry: Option<std::time::Instant> = None;
-        let due = |last: Option<std::time::Instant>| {
-            last.is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        if (due(last_discovery) || types.is_empty())
+            && let Ok(d) = collect::discover(&client).await
+        {
+            types = d.types.into_iter().filter(|t| t.namespaced).collect();
+            last_discovery = Some(std::time::Instant::now());
+        }
+        // Every 10 s, as a controller requeueing its work would; a
+        // failing cleanup is retried at the same pace. The heartbeat
+        // only without a Lease: the Lease case stays the plain one.
+        let retry = due(last_retry);
+        if retry {
+            last_retry = Some(std::time::Instant::now());
+        }
+        let beat = !lease && retry;
+        let job = Job {
+            client: &client,
+            finalizer: &finalizer,
+            after: finish_after,
+            now,
+            beat,
+            retry,
+            cleanup: &cleanup,
         };
-        loop {
-            // Its pod dies with its namespace (pixie-io/pixie#1917: the
-            // owner deleted together with what it must finalize).
-            if let Ok(ns) = namespaces.get_opt(&namespace).await
-                && ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some())
-            {
-                tracing::debug!("live controller in {namespace}: its namespace is going, it stops");
-                return;
+        for ns in &watches {
+            for t in &types {
+                job.finish_due(ns, t).await;
             }
-            let now = Timestamp::now();
-            let lease_object = serde_json::json!({
-                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": domain, "namespace": namespace},
-                "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
-                         "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
-            });
-            if lease
-                && let Err(e) = leases
-                    .patch(
-                        &domain,
-                        &PatchParams::apply("unstuck-live-controller").force(),
-                        &Patch::Apply(&lease_object),
-                    )
-                    .await
-            {
-                tracing::debug!("live controller: lease renewal failed: {e}");
-            }
-            if (due(last_discovery) || types.is_empty())
-                && let Ok(d) = collect::discover(&client).await
-            {
-                types = d.types.into_iter().filter(|t| t.namespaced).collect();
-                last_discovery = Some(std::time::Instant::now());
-            }
-            // Every 10 s, as a controller requeueing its work would; a
-            // failing cleanup is retried at the same pace. The heartbeat
-            // only without a Lease: the Lease case stays the plain one.
-            let retry = due(last_retry);
-            if retry {
-                last_retry = Some(std::time::Instant::now());
-            }
-            let beat = !lease && retry;
-            let job = Job {
-                client: &client,
-                finalizer: &finalizer,
-                after: finish_after,
-                now,
-                beat,
-                retry,
-                cleanup: &cleanup,
-            };
-            for ns in &watches {
-                for t in &types {
-                    job.finish_due(ns, t).await;
-                }
-            }
-            tokio::time::sleep(Duration::from_secs(2)).await;
         }
-    });
-    LiveController { task, what }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 /// One pass of the controller over one type in one namespace.
@@ -330,10 +347,18 @@ async fn remove_finalizer(
         {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
         {"op": "replace", "path": "/metadata/finalizers", "value": kept},
     ]);
-    if let Ok(p) = serde_json::from_value::<json_patch::Patch>(patch) {
-        let _ = api
-            .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
-            .await;
+    // As a real controller does, a failed write is logged and tried again
+    // on its next pass (the `test` fails when the list changed meanwhile).
+    match serde_json::from_value::<json_patch::Patch>(patch) {
+        Ok(p) => {
+            if let Err(e) = api
+                .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
+                .await
+            {
+                tracing::debug!("live controller: removing {finalizer} from {name}: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("live controller: the patch for {name} is malformed: {e}"),
     }
 }
 

@@ -13,7 +13,37 @@ use kube::{
     api::{DynamicObject, PostParams},
 };
 
-use crate::wait::{self, Poll};
+use crate::wait::{self, Poll, WaitTimeout};
+
+/// Why a fixture object could not be put on the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("{label}: {source}")]
+    Encode {
+        label: String,
+        source: serde_json::Error,
+    },
+    #[error(
+        "{label} already exists on this cluster and this run did not create it; \
+         unstuck creates, it never writes over an object ({message})"
+    )]
+    Taken { label: String, message: String },
+    #[error("{verb} {label}: {message}")]
+    Refused {
+        verb: &'static str,
+        label: String,
+        message: String,
+    },
+    #[error("{label} is no longer the object this run created (UID {uid}, now {now}); left alone")]
+    NotOurs {
+        label: String,
+        uid: String,
+        now: String,
+    },
+    /// Kept failing for reasons that pass, past the patience.
+    #[error(transparent)]
+    TimedOut(#[from] WaitTimeout),
+}
 
 /// What the apply step made.
 pub struct Made {
@@ -34,9 +64,12 @@ pub async fn create_or_replace_ours(
     name: &str,
     label: &str,
     ours: Option<&str>,
-) -> Result<Made, String> {
+) -> Result<Made, CreateError> {
     let obj: DynamicObject =
-        serde_json::from_value(doc.clone()).map_err(|e| format!("{label}: {e}"))?;
+        serde_json::from_value(doc.clone()).map_err(|source| CreateError::Encode {
+            label: label.to_string(),
+            source,
+        })?;
     let r = match ours {
         None => {
             wait::until(format!("creating {label}"), PATIENCE, RETRY, || {
@@ -51,7 +84,7 @@ pub async fn create_or_replace_ours(
             .await
         }
     };
-    r.map_err(|e| e.to_string())?
+    r?
 }
 
 const RETRY: Duration = Duration::from_millis(500);
@@ -65,20 +98,21 @@ async fn create_once(
     api: &Api<DynamicObject>,
     obj: &DynamicObject,
     label: &str,
-) -> Poll<Result<Made, String>> {
+) -> Poll<Result<Made, CreateError>> {
     match api.create(&PostParams::default(), obj).await {
         Ok(made) => Poll::Ready(Ok(Made {
             uid: made.metadata.uid.unwrap_or_default(),
             replaced: false,
         })),
-        Err(kube::Error::Api(ae)) if ae.code == 409 => Poll::Ready(Err(format!(
-            "{label} already exists on this cluster and this run did not create it; \
-             unstuck creates, it never writes over an object ({})",
-            ae.message
-        ))),
-        Err(kube::Error::Api(ae)) if is_final(ae.code) => {
-            Poll::Ready(Err(format!("creating {label}: {}", ae.message)))
-        }
+        Err(kube::Error::Api(ae)) if ae.code == 409 => Poll::Ready(Err(CreateError::Taken {
+            label: label.to_string(),
+            message: ae.message,
+        })),
+        Err(kube::Error::Api(ae)) if is_final(ae.code) => Poll::Ready(Err(CreateError::Refused {
+            verb: "creating",
+            label: label.to_string(),
+            message: ae.message,
+        })),
         Err(e) => Poll::Pending(e.to_string()),
     }
 }
@@ -89,7 +123,7 @@ async fn replace_once(
     name: &str,
     label: &str,
     uid: &str,
-) -> Poll<Result<Made, String>> {
+) -> Poll<Result<Made, CreateError>> {
     let current = match api.get_opt(name).await {
         Ok(Some(c)) => c,
         // This run's object was deleted (a scenario that installs a CRD
@@ -99,10 +133,11 @@ async fn replace_once(
         Err(e) => return Poll::Pending(e.to_string()),
     };
     if current.metadata.uid.as_deref() != Some(uid) {
-        return Poll::Ready(Err(format!(
-            "{label} is no longer the object this run created (UID {uid}, now {}); left alone",
-            current.metadata.uid.unwrap_or_default()
-        )));
+        return Poll::Ready(Err(CreateError::NotOurs {
+            label: label.to_string(),
+            uid: uid.to_string(),
+            now: current.metadata.uid.unwrap_or_default(),
+        }));
     }
     let mut obj = obj.clone();
     obj.metadata.uid = Some(uid.to_string());
@@ -114,9 +149,11 @@ async fn replace_once(
         })),
         // Changed since the read (a controller wrote to it): read again.
         Err(kube::Error::Api(ae)) if ae.code == 409 => Poll::Pending(ae.message),
-        Err(kube::Error::Api(ae)) if is_final(ae.code) => {
-            Poll::Ready(Err(format!("replacing {label}: {}", ae.message)))
-        }
+        Err(kube::Error::Api(ae)) if is_final(ae.code) => Poll::Ready(Err(CreateError::Refused {
+            verb: "replacing",
+            label: label.to_string(),
+            message: ae.message,
+        })),
         Err(e) => Poll::Pending(e.to_string()),
     }
 }

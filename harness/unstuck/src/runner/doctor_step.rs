@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use unstuck_core::doctor::{BlockerGraph, FindingKind, node::NodeFinding};
 use unstuck_core::scenario::DoctorCheck;
 
-use super::{MAX_SETTLE, STUCK_AFTER, ScenarioRun, StepGraph};
+use super::{Evidence, MAX_SETTLE, STUCK_AFTER, ScenarioRun, StepError, StepGraph};
 use crate::doctor::{
     self, DoctorOptions, Scope,
     node::{HealOptions, HealOutcome, heal_pod, stuck_pods},
@@ -15,7 +15,7 @@ use crate::doctor::{
 use crate::node::Node;
 
 impl ScenarioRun<'_> {
-    pub(super) async fn doctor(&mut self, d: &DoctorCheck) -> Result<Vec<String>, String> {
+    pub(super) async fn doctor(&mut self, d: &DoctorCheck) -> Result<Evidence, StepError> {
         // The doctor calls an object stuck only once it has been deleting
         // for STUCK_AFTER; let the injected state age that long first, as
         // a person meets a cluster that has been stuck for a while.
@@ -72,25 +72,19 @@ impl ScenarioRun<'_> {
         };
         let (first, looks) = self.settled_snapshot(d, &opts).await;
         self.doctor_started = Some(Instant::now());
-        let report = doctor::run_from(&self.ctx.client, &opts, first)
-            .await
-            .map_err(|e| e.to_string())?;
+        let report = doctor::run_from(&self.ctx.client, &opts, first).await?;
         if let Some(first) = report.rounds.first()
             && self.report.time_to_detect_ms.is_none()
         {
             self.report.time_to_detect_ms = Some(first.collect.duration.as_millis());
         }
-        if let Ok(text) = serde_json::to_string_pretty(&report) {
-            let _ = std::fs::write(self.ctx.out_dir.join("doctor.json"), text);
-        }
+        self.report.write_evidence("doctor.json", &report);
         // What the doctor saw before any remedy: evidence, and a recording
         // the diagnosis unit tests replay. Redacted: on a `--kubeconfig`
         // cluster it holds that cluster's pods and workloads.
-        if let Some(first) = report.rounds.first()
-            && let Ok(text) =
-                serde_json::to_string_pretty(&unstuck_core::doctor::redact::redact(&first.snapshot))
-        {
-            let _ = std::fs::write(self.ctx.out_dir.join("snapshot.json"), text);
+        if let Some(first) = report.rounds.first() {
+            let redacted = unstuck_core::doctor::redact::redact(&first.snapshot);
+            self.report.write_evidence("snapshot.json", &redacted);
         }
         // A scenario may call the doctor more than once (a refusal, then
         // the operator's --assume-dead): the report keeps every call's.
@@ -138,12 +132,13 @@ impl ScenarioRun<'_> {
             .collect();
         let failed: Vec<String> = failed.into_iter().chain(node_failed).collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "the doctor did not find {missing:?} (found {found:?})"
-            ));
+            return Err(StepError::NotFound {
+                missing: missing.iter().map(|k| k.to_string()).collect(),
+                found: found.iter().map(|k| k.to_string()).collect(),
+            });
         }
         if !failed.is_empty() {
-            return Err(format!("remedy steps failed: {}", failed.join("; ")));
+            return Err(StepError::RemediesFailed(failed));
         }
         evidence.insert(0, format!("found {found:?}"));
         if looks > 1 {
@@ -263,14 +258,8 @@ impl ScenarioRun<'_> {
                 evidence.push(line);
             }
             evidence.extend(report.proof.iter().cloned());
-            if let Ok(text) = serde_json::to_string_pretty(&report) {
-                let _ = std::fs::write(
-                    self.ctx
-                        .out_dir
-                        .join(format!("node-doctor-{}.json", pod.name)),
-                    text,
-                );
-            }
+            self.report
+                .write_evidence(&format!("node-doctor-{}.json", pod.name), &report);
             // A pod that went (or stopped being stuck) between the listing
             // and the heal — the API doctor's remedy freed it — is no failure
             // of the node doctor: the recovered gate proves it gone.

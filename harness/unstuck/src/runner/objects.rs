@@ -1,7 +1,10 @@
 //! Reading fixture manifests and resolving kinds to API resources, with the
 //! scenario's logical namespaces mapped to the run's real ones.
 
-use std::{collections::BTreeMap, path::Path, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use kube::{
     Api, Client,
@@ -9,47 +12,54 @@ use kube::{
     discovery::{self, ApiCapabilities, Scope},
 };
 
-use crate::wait::{self, Poll};
+use crate::wait::{self, Poll, WaitTimeout};
 
-/// Logical namespace names of a scenario mapped to this run's namespaces.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct NamespaceMap {
-    map: BTreeMap<String, String>,
+pub use crate::report::NamespaceMap;
+
+/// A fixture file that cannot be read as manifests.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error("reading fixture {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing fixture {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: Box<serde_saphyr::Error>,
+    },
 }
 
-impl NamespaceMap {
-    /// Maps each logical name to `<logical>-<run id>` (63 characters at most).
-    pub fn new<'a>(logical: impl IntoIterator<Item = &'a str>, run_id: &str) -> Self {
-        let map = logical
-            .into_iter()
-            .map(|l| {
-                let keep = 62usize.saturating_sub(run_id.len()).min(l.len());
-                (l.to_string(), format!("{}-{run_id}", &l[..keep]))
-            })
-            .collect();
-        Self { map }
-    }
-
-    /// The real namespace for a logical name. Loading guarantees every name
-    /// used is declared; an undeclared one is passed through unchanged.
-    pub fn real(&self, logical: &str) -> String {
-        self.map
-            .get(logical)
-            .cloned()
-            .unwrap_or_else(|| logical.to_string())
-    }
-
-    pub fn real_names(&self) -> Vec<String> {
-        self.map.values().cloned().collect()
-    }
+/// A kind the API does not serve, or discovery that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The kind was not served within the wait (a CRD that never became
+    /// Established, a misspelt kind).
+    #[error(transparent)]
+    NotServed(#[from] WaitTimeout),
+    #[error(
+        "discovery of {kind} ({api_version}) failed: {}",
+        crate::kube_error::text(source)
+    )]
+    Discovery {
+        api_version: String,
+        kind: String,
+        source: kube::Error,
+    },
 }
 
 /// Reads every document of a manifest file.
-pub fn read_manifests(path: &Path) -> Result<Vec<serde_json::Value>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("reading fixture {}: {e}", path.display()))?;
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
-        .map_err(|e| format!("parsing fixture {}: {e}", path.display()))?;
+pub fn read_manifests(path: &Path) -> Result<Vec<serde_json::Value>, FixtureError> {
+    let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|source| FixtureError::Parse {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
@@ -60,7 +70,7 @@ pub async fn resolve(
     client: &Client,
     api_version: &str,
     kind: &str,
-) -> Result<(ApiResource, ApiCapabilities), String> {
+) -> Result<(ApiResource, ApiCapabilities), ResolveError> {
     let (group, version) = match api_version.split_once('/') {
         Some((g, v)) => (g.to_string(), v.to_string()),
         None => (String::new(), api_version.to_string()),
@@ -81,7 +91,7 @@ pub async fn resolve(
         },
     )
     .await
-    .map_err(|e| e.to_string())
+    .map_err(ResolveError::from)
 }
 
 /// The type, if the API serves it now: `Ok(None)` when its group or
@@ -94,7 +104,7 @@ pub async fn resolve_if_served(
     client: &Client,
     api_version: &str,
     kind: &str,
-) -> Result<Option<(ApiResource, ApiCapabilities)>, String> {
+) -> Result<Option<(ApiResource, ApiCapabilities)>, ResolveError> {
     let (group, version) = match api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", api_version),
@@ -108,7 +118,11 @@ pub async fn resolve_if_served(
         // The group or version answers without this kind (or at all): a
         // CRD being removed passes through these.
         Err(kube::Error::Discovery(_)) => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(source) => Err(ResolveError::Discovery {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            source,
+        }),
     }
 }
 
@@ -122,18 +136,5 @@ pub fn api_for(
     match (caps.scope.clone(), namespace) {
         (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, ar),
         _ => Api::all_with(client.clone(), ar),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn logical_names_map_to_unique_bounded_names() {
-        let m = NamespaceMap::new(["app", &"x".repeat(70)], "k3x9q2");
-        assert_eq!(m.real("app"), "app-k3x9q2");
-        assert!(m.real(&"x".repeat(70)).len() <= 63);
-        assert_eq!(m.real_names().len(), 2);
     }
 }

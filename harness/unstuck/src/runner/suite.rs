@@ -11,18 +11,17 @@ use std::{
 };
 
 use kube::Client;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{RwLock, Semaphore, watch};
 use unstuck_core::scenario::Scenario;
 
-use super::{RunContext, ScenarioReport, run_scenario_until};
+use super::{RunContext, run_scenario_until};
 use crate::{
     cluster::{
         exits::ExitLog,
         provider::{AnyProvider, ProvidedCluster, Provider, ProviderInfo},
     },
     node::AnyNode,
-    report::RunReport,
+    report::{IsolatedCluster, RunReport, ScenarioReport},
 };
 
 /// What a suite runs against and where it writes.
@@ -61,16 +60,6 @@ impl ExclusiveGate {
             f.await
         }
     }
-}
-
-/// The cluster a scenario ran on, when it was not the shared one.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct IsolatedCluster {
-    pub name: String,
-    /// From `up` to node Ready.
-    pub boot_ms: u128,
-    /// Teardown of the scenario's own cluster, in words.
-    pub teardown: String,
 }
 
 /// Throwaway clusters for the scenarios that must run alone: each gets a
@@ -208,7 +197,7 @@ fn announce(r: &ScenarioReport) {
     eprintln!(
         "[unstuck] {}  {} ({:.1} s)",
         if r.passed() { "pass " } else { "FAIL " },
-        r.name,
+        r.name(),
         r.duration_ms as f64 / 1000.0
     );
 }

@@ -1,0 +1,51 @@
+//! The *finally* of a scenario: it runs after the steps whatever way they
+//! ended (passed, failed, timed out, interrupted, a step that panicked).
+//! Node faults go first — a busy mount or a stopped shim would keep the
+//! scenario's pods, and so its namespaces, from ever going — then the
+//! run's objects, then its live controllers. What cleanup could not do is
+//! in the report: a fault whose revert failed is `leaked`, as is anything
+//! left if cleanup itself panicked.
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+
+use super::{cleanup, progress, scenario_run::ScenarioRun, scenario_run::panic_text};
+
+pub(super) async fn run(run: &mut ScenarioRun<'_>) {
+    let name = run.scenario.name.as_str();
+    progress::set(name, "cleaning up".into());
+    let result = AssertUnwindSafe(cleanup_all(run)).catch_unwind().await;
+    if let Err(panic) = result {
+        run.report.cleanup.leaked.push(format!(
+            "cleanup stopped with a panic ({}): what it had not done yet may be left",
+            panic_text(panic.as_ref())
+        ));
+    }
+    progress::clear(name);
+    // Last: they serve finalizers on the run's objects until those are gone.
+    run.controllers.clear();
+}
+
+async fn cleanup_all(run: &mut ScenarioRun<'_>) {
+    let mut reverted = Vec::new();
+    let mut not_reverted = Vec::new();
+    match &run.ctx.node {
+        Some(node) => {
+            for fault in run.injected.drain(..) {
+                match fault.revert(node.as_ref()).await {
+                    Ok(done) => reverted.extend(done),
+                    Err(e) => not_reverted.push(format!(
+                        "{}: reverting it failed, it may still be in place: {e}",
+                        fault.describe()
+                    )),
+                }
+            }
+        }
+        // Faults are injected only through a node: none can be in place.
+        None => debug_assert!(run.injected.is_empty()),
+    }
+    run.report.cleanup = cleanup::cleanup(&run.ctx.client, &run.created).await;
+    run.report.cleanup.reverted = reverted;
+    run.report.cleanup.leaked.extend(not_reverted);
+}

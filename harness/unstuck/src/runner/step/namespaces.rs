@@ -1,0 +1,53 @@
+//! Set-up before the first step: the scenario's namespaces, under the
+//! run's names, except those a fixture defines (created by its `apply`,
+//! because some fields, such as `spec.finalizers`, can only be set when a
+//! namespace is created).
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+
+use super::{ScenarioRun, StepError};
+use crate::runner::{Created, objects::read_manifests};
+
+pub(in crate::runner) async fn create(run: &mut ScenarioRun<'_>) -> Result<(), StepError> {
+    let api: Api<Namespace> = Api::all(run.ctx.client.clone());
+    // Logical namespaces a fixture defines as a Namespace object. A
+    // fixture that cannot be read fails here, before anything is created,
+    // rather than at its apply step.
+    let mut from_fixtures = Vec::new();
+    for f in run.scenario.fixture_files() {
+        for d in read_manifests(&run.ctx.fixtures_dir.join(f))? {
+            if d["kind"] == "Namespace"
+                && let Some(n) = d["metadata"]["name"].as_str()
+            {
+                from_fixtures.push(run.names.namespace(n));
+            }
+        }
+    }
+    for real in run.names.namespaces().real_names() {
+        if from_fixtures.contains(&real) {
+            // Created (and recorded) by its apply step.
+            continue;
+        }
+        let obj: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": real, "labels": {"unstuck.dev/scenario": run.scenario.name.as_str()}}
+        }))
+        .expect("static namespace");
+        let made = api
+            .create(&Default::default(), &obj)
+            .await
+            .map_err(|source| StepError::CreateNamespace {
+                name: real.clone(),
+                source,
+            })?;
+        run.created.push(Created {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: real,
+            uid: made.metadata.uid.unwrap_or_default(),
+            keys: Default::default(),
+        });
+    }
+    Ok(())
+}
