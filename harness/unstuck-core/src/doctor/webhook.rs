@@ -196,47 +196,42 @@ impl WebhookView<'_> {
 
 /// Every webhook of every configuration in the snapshot, validating first.
 pub fn webhooks(snapshot: &Snapshot) -> Vec<WebhookView<'_>> {
+    // The two configuration kinds are two API types with the same fields.
+    macro_rules! views_of {
+        ($configs:expr, $kind:expr, $out:ident) => {
+            for c in $configs {
+                let meta = &c.metadata;
+                for (index, w) in c.webhooks.iter().flatten().enumerate() {
+                    $out.push(WebhookView {
+                        config_kind: $kind,
+                        config_name: meta.name.as_deref().unwrap_or_default(),
+                        config_uid: meta.uid.as_deref(),
+                        config_resource_version: meta.resource_version.as_deref(),
+                        index,
+                        name: &w.name,
+                        failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
+                        client_config: &w.client_config,
+                        rules: w.rules.as_deref().unwrap_or_default(),
+                        namespace_selector: w.namespace_selector.as_ref(),
+                        object_selector: w.object_selector.as_ref(),
+                        match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
+                        match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
+                    });
+                }
+            }
+        };
+    }
     let mut out = Vec::new();
-    for c in &snapshot.validating_webhooks {
-        let meta = &c.metadata;
-        for (index, w) in c.webhooks.iter().flatten().enumerate() {
-            out.push(WebhookView {
-                config_kind: WebhookConfigKind::Validating,
-                config_name: meta.name.as_deref().unwrap_or_default(),
-                config_uid: meta.uid.as_deref(),
-                config_resource_version: meta.resource_version.as_deref(),
-                index,
-                name: &w.name,
-                failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
-                client_config: &w.client_config,
-                rules: w.rules.as_deref().unwrap_or_default(),
-                namespace_selector: w.namespace_selector.as_ref(),
-                object_selector: w.object_selector.as_ref(),
-                match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
-                match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
-            });
-        }
-    }
-    for c in &snapshot.mutating_webhooks {
-        let meta = &c.metadata;
-        for (index, w) in c.webhooks.iter().flatten().enumerate() {
-            out.push(WebhookView {
-                config_kind: WebhookConfigKind::Mutating,
-                config_name: meta.name.as_deref().unwrap_or_default(),
-                config_uid: meta.uid.as_deref(),
-                config_resource_version: meta.resource_version.as_deref(),
-                index,
-                name: &w.name,
-                failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
-                client_config: &w.client_config,
-                rules: w.rules.as_deref().unwrap_or_default(),
-                namespace_selector: w.namespace_selector.as_ref(),
-                object_selector: w.object_selector.as_ref(),
-                match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
-                match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
-            });
-        }
-    }
+    views_of!(
+        &snapshot.validating_webhooks,
+        WebhookConfigKind::Validating,
+        out
+    );
+    views_of!(
+        &snapshot.mutating_webhooks,
+        WebhookConfigKind::Mutating,
+        out
+    );
     out
 }
 

@@ -140,13 +140,7 @@ impl<'a> Diagnosis<'a> {
         }
         findings.push(Finding {
             kind: FindingKind::NamespaceContentDeletionFailed,
-            subject: ObjectRef {
-                api_version: "v1".into(),
-                kind: "Namespace".into(),
-                namespace: None,
-                name: name.to_owned(),
-                uid: ns.metadata.uid.clone(),
-            },
+            subject: namespace_ref(ns),
             summary: format!(
                 "namespace {name} has been terminating for {} and the namespace controller's deletes fail{}{}",
                 fmt_secs(age.as_secs()),
@@ -182,13 +176,7 @@ impl<'a> Diagnosis<'a> {
             return;
         };
         let age = self.is_stuck(&ns.metadata).unwrap_or_default();
-        let subject = ObjectRef {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            namespace: None,
-            name: name.to_owned(),
-            uid: ns.metadata.uid.clone(),
-        };
+        let subject = namespace_ref(ns);
         let base_evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
         let discovery_cond = failing_namespace_condition(ns, NS_DISCOVERY_FAILURE);
 
@@ -389,6 +377,17 @@ impl<'a> Diagnosis<'a> {
         c.iter()
             .map(|r| format!("{}/{}", r.kind, r.name()))
             .collect()
+    }
+}
+
+/// A finding's subject for namespace `ns`.
+pub(crate) fn namespace_ref(ns: &Namespace) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: ns.metadata.name.clone().unwrap_or_default(),
+        uid: ns.metadata.uid.clone(),
     }
 }
 

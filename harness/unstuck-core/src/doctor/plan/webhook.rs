@@ -80,7 +80,15 @@ pub(super) fn webhook_fail_open(
     else {
         return refuse(i, format!("{} finding without webhook detail", f.kind));
     };
-    let w = match still_dead(i, f, snapshot) {
+    let w = match still_dead(
+        i,
+        snapshot,
+        *configuration,
+        configuration_name,
+        *index,
+        webhook,
+        service,
+    ) {
         Ok(w) => w,
         Err(refused) => return *refused,
     };
@@ -141,27 +149,17 @@ pub(super) fn webhook_fail_open(
 /// dead. Otherwise the step that refuses it.
 fn still_dead<'a>(
     i: usize,
-    f: &Finding,
     snapshot: &'a Snapshot,
+    configuration: WebhookConfigKind,
+    configuration_name: &str,
+    index: usize,
+    webhook: &str,
+    service: &crate::doctor::webhook::ServiceKey,
 ) -> Result<WebhookView<'a>, Box<PlannedStep>> {
-    let FindingDetail::Webhook {
-        configuration,
-        configuration_name,
-        index,
-        webhook,
-        service,
-        ..
-    } = &f.detail
-    else {
-        return Err(Box::new(refuse(
-            i,
-            format!("{} finding without webhook detail", f.kind),
-        )));
-    };
     let Some(w) = webhooks(snapshot).into_iter().find(|w| {
-        w.config_kind == *configuration
+        w.config_kind == configuration
             && w.config_name == configuration_name
-            && w.index == *index
+            && w.index == index
             && w.name == webhook
     }) else {
         return Err(Box::new(refuse(
