@@ -13,9 +13,7 @@ use unstuck_core::doctor::{
     Snapshot, diagnose, plan,
 };
 
-fn recorded(name: &str) -> Snapshot {
-    doctor_support::load_snapshot(&format!("real-v1.34.4/{name}"))
-}
+use doctor_support::recorded;
 
 /// What `unstuck doctor --stuck-after 10s` was run with on the first; the
 /// second is the scenario runner's.

@@ -3,6 +3,8 @@
 //! fixes only those. Replayed on a snapshot recorded from a real v1.34.4
 //! cluster (namespace fd), and on variants of it.
 
+mod doctor_support;
+
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -11,10 +13,7 @@ use unstuck_core::doctor::{
 };
 
 fn recorded() -> Snapshot {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/real-v1.34.4/foreground-deletion-chain.json");
-    let text = std::fs::read_to_string(&path).unwrap();
-    serde_json::from_str(&text).unwrap()
+    doctor_support::recorded("foreground-deletion-chain")
 }
 
 fn run(s: &Snapshot) -> (Vec<Finding>, Plan) {

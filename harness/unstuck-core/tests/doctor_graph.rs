@@ -7,7 +7,7 @@
 
 mod doctor_support;
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
 use unstuck_core::doctor::{
     Action, BlockerGraph, DiagnoseOptions, Finding, FindingKind, Plan, Snapshot, diagnose,
@@ -16,9 +16,7 @@ use unstuck_core::doctor::{
     plan,
 };
 
-fn recorded(name: &str) -> Snapshot {
-    doctor_support::load_snapshot(&format!("real-v1.34.4/{name}"))
-}
+use doctor_support::recorded;
 
 /// The scenario runner's threshold, as in `doctor_recorded.rs`.
 fn opts() -> DiagnoseOptions {
@@ -290,9 +288,7 @@ fn a_pod_on_a_lost_node_waits_on_its_kubelet_and_the_kyverno_pod_on_the_webhook(
 
 #[test]
 fn the_node_doctor_names_what_a_pod_waits_on_instead_of_the_api_guess() {
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/recorded/node/busy-mount/facts.json");
-    let facts: NodeFacts = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let facts: NodeFacts = doctor_support::node_facts("busy-mount");
     let nf = diagnose_pod(&facts, &DiagnoseNodeOptions::default());
     let g = BlockerGraph::build_with_nodes(&[], &Plan::default(), &Snapshot::default(), &[&nf]);
     let pod = g.node(&object_id(&nf.pod)).expect("the pod");

@@ -13,6 +13,8 @@
 //! (workqueue lines only), recorded by `tests/namespace_stall.rs` in the
 //! unstuck crate with `UNSTUCK_RECORD_METRICS`.
 
+mod doctor_support;
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -29,10 +31,7 @@ const BLOCKED: &str = "app-bkevf5";
 const HOLDER: &str = "vm_048c65ce-e490-49ec-aa3a-6d2c31c1de90";
 
 fn recorded() -> Snapshot {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/real-v1.34.4/dead-metrics-apiservice.json");
-    let text = std::fs::read_to_string(&path).unwrap();
-    serde_json::from_str(&text).unwrap()
+    doctor_support::recorded("dead-metrics-apiservice")
 }
 
 fn opts() -> DiagnoseOptions {
@@ -318,11 +317,7 @@ fn metrics_survive_a_snapshot_file_and_old_files_read_without_them() {
 
 #[test]
 fn parses_the_recorded_metrics_of_a_real_controller_manager() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/recorded/real-v1.34.4/kcm-workqueue-metrics.txt"),
-    )
-    .unwrap();
+    let text = doctor_support::recorded_text("real-v1.34.4/kcm-workqueue-metrics.txt");
     let q = parse_namespace_queue(&text).expect("the namespace queue is there");
     assert_eq!(q.depth, 0.0);
     // Recorded on a fresh cluster: no namespace had been deleted yet.

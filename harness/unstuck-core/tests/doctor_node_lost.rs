@@ -4,6 +4,8 @@
 //! force. Replayed on a snapshot recorded from a real v1.34.4 cluster
 //! whose kubelet was killed.
 
+mod doctor_support;
+
 use std::time::Duration;
 
 use unstuck_core::doctor::{
@@ -11,9 +13,7 @@ use unstuck_core::doctor::{
 };
 
 fn recorded() -> Snapshot {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/real-v1.34.4/node-lost.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    doctor_support::recorded("node-lost")
 }
 
 fn opts() -> DiagnoseOptions {

@@ -4,6 +4,8 @@
 //! `tests/pods_not_starting.rs` in the unstuck crate (namespace it-start,
 //! kept to that namespace's pods and events), and on variants of it.
 
+mod doctor_support;
+
 use std::time::Duration;
 
 use k8s_openapi::{
@@ -16,10 +18,7 @@ use unstuck_core::doctor::{
 };
 
 fn recorded() -> Snapshot {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/real-v1.34.4/pods-not-starting.json");
-    let text = std::fs::read_to_string(&path).unwrap();
-    serde_json::from_str(&text).unwrap()
+    doctor_support::recorded("pods-not-starting")
 }
 
 fn opts(secs: u64) -> DiagnoseOptions {

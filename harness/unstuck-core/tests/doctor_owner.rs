@@ -7,6 +7,8 @@
 //! take real objects away ("the product is uninstalled") or mark a list
 //! unreadable, never invent evidence.
 
+mod doctor_support;
+
 use std::time::Duration;
 
 use k8s_openapi::jiff::SignedDuration;
@@ -21,14 +23,7 @@ use unstuck_core::doctor::{
 const BEACON: &str = "beacon.example.org/drain";
 const FERRY: &str = "ferry.example.org/flush";
 
-fn recorded(name: &str) -> Snapshot {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/real-v1.34.4")
-        .join(format!("{name}.json"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-}
+use doctor_support::recorded;
 
 fn object<'a>(s: &'a Snapshot, name: &str) -> &'a ObjectRecord {
     s.terminating

@@ -9,18 +9,9 @@ mod doctor_support;
 
 use std::time::Duration;
 
-use unstuck_core::doctor::{
-    Action, DiagnoseOptions, Finding, FindingKind, Plan, Snapshot, diagnose, plan,
-};
+use unstuck_core::doctor::{Action, DiagnoseOptions, Finding, FindingKind, Plan, diagnose, plan};
 
-fn recorded(name: &str) -> Snapshot {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/real-v1.34.4")
-        .join(format!("{name}.json"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-}
+use doctor_support::recorded;
 
 /// The scenario runner's threshold.
 fn opts() -> DiagnoseOptions {
@@ -214,11 +205,7 @@ mod condition_messages {
     };
 
     fn namespace(file: &str) -> Namespace {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/recorded/v1.34.4")
-            .join(file);
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("recorded namespace"))
-            .expect("a Namespace")
+        super::doctor_support::read_recorded(format!("v1.34.4/{file}"))
     }
 
     fn message(ns: &Namespace, type_: &str) -> String {

@@ -2,7 +2,9 @@
 //! diagnosis the original gives, on every snapshot recorded in this repo,
 //! and none of the values planted in a snapshot survive it.
 
-use std::{path::Path, time::Duration};
+mod doctor_support;
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use unstuck_core::doctor::{
@@ -14,35 +16,7 @@ use unstuck_core::scenario::scaffold::scaffold;
 /// Every file under `tests/recorded/` (and its version folders) that is a
 /// doctor snapshot: the ones with a `takenAt`.
 fn recorded_snapshots() -> Vec<(String, Snapshot)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recorded");
-    let mut out = Vec::new();
-    let mut dirs = vec![root.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "json") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            let value: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
-            // Node facts carry a takenAt too; they are not Snapshots.
-            if value.get("takenAt").is_none() || path.components().any(|c| c.as_os_str() == "node")
-            {
-                continue;
-            }
-            let snapshot: Snapshot = serde_json::from_value(value)
-                .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
-            let name = path.strip_prefix(&root).unwrap().display().to_string();
-            out.push((name, snapshot));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
+    doctor_support::all_snapshots()
 }
 
 /// What reaches a vendor: the redacted snapshot, written and read back.

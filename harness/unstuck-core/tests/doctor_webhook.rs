@@ -3,6 +3,8 @@
 //! real v1.34.4 cluster, and on variants of it: what counts as proof of a
 //! dead backend, and what the doctor leaves alone.
 
+mod doctor_support;
+
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
@@ -13,14 +15,7 @@ use unstuck_core::doctor::{
     ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan,
 };
 
-fn read<T: serde::de::DeserializeOwned>(path: &str) -> T {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded")
-        .join(path);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-}
+use doctor_support::read_recorded as read;
 
 fn opts() -> DiagnoseOptions {
     DiagnoseOptions {

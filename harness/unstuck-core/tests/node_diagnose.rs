@@ -3,7 +3,9 @@
 //! unstuck crate's `node_faults` integration test with
 //! `UNSTUCK_RECORD_NODE_FIXTURES`), and on variations of them.
 
-use std::{path::PathBuf, time::Duration};
+mod doctor_support;
+
+use std::time::Duration;
 
 use k8s_openapi::jiff::SignedDuration;
 use unstuck_core::doctor::{
@@ -14,15 +16,7 @@ use unstuck_core::doctor::{
     },
 };
 
-fn facts(case: &str) -> NodeFacts {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/node")
-        .join(case)
-        .join("facts.json");
-    let text =
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", p.display()))
-}
+use doctor_support::node_facts as facts;
 
 fn diagnose(f: &NodeFacts) -> NodeFinding {
     diagnose_pod(f, &DiagnoseNodeOptions::default())

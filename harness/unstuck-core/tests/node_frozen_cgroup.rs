@@ -5,7 +5,7 @@
 //! `UNSTUCK_RECORD_NODE_FIXTURES`), and variations of them: who else may
 //! hold the freeze, and what the doctor then refuses to thaw.
 
-use std::path::PathBuf;
+mod doctor_support;
 
 use unstuck_core::doctor::{
     PodStuckHint,
@@ -16,11 +16,7 @@ use unstuck_core::doctor::{
 };
 
 fn facts() -> NodeFacts {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/node/frozen-cgroup/facts.json");
-    let text =
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", p.display()))
+    doctor_support::node_facts("frozen-cgroup")
 }
 
 fn diagnose(f: &NodeFacts) -> NodeFinding {
@@ -251,9 +247,7 @@ fn thawed_cgroups_are_no_finding_and_older_recordings_diagnose_as_before() {
         "{finding:#?}"
     );
 
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/node/frozen-filesystem/facts.json");
-    let old: NodeFacts = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let old: NodeFacts = doctor_support::node_facts("frozen-filesystem");
     assert!(old.cgroups.is_empty());
     assert_eq!(diagnose(&old).causes, vec![NodeCause::KernelStall]);
 }

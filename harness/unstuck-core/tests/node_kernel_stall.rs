@@ -4,7 +4,9 @@
 //! crate's `kernel_stall` integration test with
 //! `UNSTUCK_RECORD_NODE_FIXTURES`), and variations of them.
 
-use std::path::{Path, PathBuf};
+mod doctor_support;
+
+use std::path::Path;
 
 use unstuck_core::doctor::{
     PodStuckHint,
@@ -16,15 +18,7 @@ use unstuck_core::doctor::{
     },
 };
 
-fn facts(case: &str) -> NodeFacts {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/node")
-        .join(case)
-        .join("facts.json");
-    let text =
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", p.display()))
-}
+use doctor_support::node_facts as facts;
 
 fn diagnose(f: &NodeFacts) -> NodeFinding {
     diagnose_pod(f, &DiagnoseNodeOptions::default())

@@ -2,7 +2,7 @@
 //! project's local clusters (recorded while injecting the node faults), and
 //! the older kubelets quoted in seed articles 003 and 004.
 
-use std::path::PathBuf;
+mod doctor_support;
 
 use unstuck_core::doctor::node::{
     KubeletEvent, KubeletLogEntry, RuntimeCall, Severity, SyncLoopOp, VolumeFailureKind,
@@ -10,10 +10,7 @@ use unstuck_core::doctor::node::{
 };
 
 fn recorded(path: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/node")
-        .join(path);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
+    doctor_support::recorded_text(format!("node/{path}"))
 }
 
 fn parse(path: &str) -> Vec<KubeletLogEntry> {

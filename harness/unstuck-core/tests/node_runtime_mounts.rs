@@ -2,7 +2,9 @@
 //! lines under a pod directory, `ctr containers info` JSON and `ctr task ls`
 //! of a wedged pod.
 
-use std::path::{Path, PathBuf};
+mod doctor_support;
+
+use std::path::Path;
 
 use unstuck_core::doctor::node::{
     ContainerKind, MountRole, classify_pod_mounts, parse_ctr_container_info, parse_ctr_tasks,
@@ -10,10 +12,7 @@ use unstuck_core::doctor::node::{
 };
 
 fn recorded(path: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/node")
-        .join(path);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
+    doctor_support::recorded_text(format!("node/{path}"))
 }
 
 #[test]

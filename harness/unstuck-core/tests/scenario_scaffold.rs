@@ -12,12 +12,7 @@ use unstuck_core::scenario::{
     scaffold::{ScaffoldError, scaffold},
 };
 
-fn recorded(name: &str) -> Snapshot {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/recorded/real-v1.34.4")
-        .join(format!("{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
+use doctor_support::recorded;
 
 /// Writes the scaffold under a fresh directory and loads it back, as
 /// `unstuck scenarios` would.

@@ -3,6 +3,8 @@
 
 use std::process::{Command, Output};
 
+mod common;
+
 fn unstuck(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_unstuck"));
     cmd.args(args);
@@ -151,7 +153,7 @@ fn merging_a_folder_without_a_report_names_it() {
 fn an_empty_shard_writes_an_empty_report_and_succeeds() {
     // Fewer scenarios than jobs: the last job has none. No cluster is
     // started for it (this test runs unprivileged work only).
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let root = common::repo_root().display().to_string();
     let count = std::fs::read_dir(format!("{root}/scenarios"))
         .unwrap()
         .flatten()
@@ -192,7 +194,7 @@ fn an_empty_shard_writes_an_empty_report_and_succeeds() {
 
 #[test]
 fn new_scenario_loads_as_written_and_never_writes_over_a_file() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let root = common::repo_root().display().to_string();
     let snapshot = format!(
         "{root}/harness/unstuck-core/tests/recorded/real-v1.34.4/orphan-finalizer-configmap.json"
     );

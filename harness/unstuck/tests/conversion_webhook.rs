@@ -25,10 +25,7 @@ use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, PostParams},
 };
-use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
-    wait::{self, Poll},
-};
+use unstuck::wait::{self, Poll};
 
 mod common;
 
@@ -37,8 +34,8 @@ const BLOCKED: [&str; 2] = ["it-conv-east", "it-conv-west"];
 const QUIET: &str = "it-conv-quiet";
 
 fn fixture(name: &str) -> serde_json::Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/crd-conversion-webhook-service-gone")
+    let path = common::repo_root()
+        .join("fixtures/crd-conversion-webhook-service-gone")
         .join(name);
     let text = std::fs::read_to_string(&path).expect("fixture");
     let mut docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("YAML");
@@ -62,9 +59,7 @@ fn strategy(crd: &CustomResourceDefinition) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_conversion_webhook_is_switched_only_when_allowed_and_in_scope() {
-    let mut opts = UpOptions::new(common::cluster_name("it-conversion"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-conversion")).await;
     let result = tokio::spawn(exercise(cluster.client(), cluster.kubeconfig())).await;
     let down = cluster.down().await;
     eprintln!("cluster down: {down}");

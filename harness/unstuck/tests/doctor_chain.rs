@@ -25,10 +25,7 @@ use kube::{
     Api,
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams},
 };
-use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
-    wait::{self, Poll},
-};
+use unstuck::wait::{self, Poll};
 
 mod common;
 
@@ -65,9 +62,7 @@ async fn failure_policy(api: &Api<ValidatingWebhookConfiguration>, name: &str) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_apply_follows_the_chain_to_the_namespace_gone() {
     let name = common::cluster_name("it-doctor-chain");
-    let mut opts = UpOptions::new(&name);
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&name).await;
     let client = cluster.client();
     let kc = cluster.kubeconfig().to_str().unwrap().to_string();
 
@@ -107,14 +102,8 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
     )
     .await
     .expect("CRD established");
+    common::create_namespace(&client, NS).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({"metadata": {"name": NS}})),
-        )
-        .await
-        .expect("namespace");
     let gvk = GroupVersionKind::gvk(GROUP, "v1", "Widget");
     let widgets: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),

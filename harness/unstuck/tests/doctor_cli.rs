@@ -9,7 +9,7 @@
 use std::{
     net::TcpListener,
     path::Path,
-    process::{Command, Output, Stdio},
+    process::Command,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -25,10 +25,7 @@ use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
-use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
-    wait::{self, Poll},
-};
+use unstuck::wait::{self, Poll};
 
 mod common;
 
@@ -39,22 +36,7 @@ const KEY: &str = "widgets.acme-orphan.dev/cleanup";
 /// An aggregated API whose Service never existed.
 const DEAD_API: &str = "v1alpha1.gone.zz-sample.net";
 
-fn doctor(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_unstuck"));
-    cmd.arg("doctor")
-        .args(args)
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("running unstuck doctor")
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", common::output_text(o)))
-}
+use common::{doctor_env as doctor, stdout_json as json};
 
 fn finding_kinds(report: &serde_json::Value) -> Vec<(String, String)> {
     report["findings"]
@@ -77,9 +59,7 @@ async fn api_service_json(api: &Api<APIService>) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     let name = common::cluster_name("it-doctor-cli");
-    let mut opts = UpOptions::new(&name);
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&name).await;
     let client = cluster.client();
     let kubeconfig = cluster.kubeconfig();
     let kc = kubeconfig.to_str().unwrap().to_string();
@@ -99,23 +79,9 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     .await
     .expect("create APIService");
     // A ConfigMap held by a finalizer nothing serves, in the namespace to fix.
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({"metadata": {"name": NS}})),
-        )
-        .await
-        .expect("namespace");
+    common::create_namespace(&client, NS).await;
+    common::held_configmap(&client, NS, CM, KEY).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    cms.create(
-        &PostParams::default(),
-        &common::from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
-    )
-    .await
-    .expect("configmap");
-    cms.delete(CM, &DeleteParams::default())
-        .await
-        .expect("delete configmap");
     wait::until(
         format!("APIService {DEAD_API} Available=False"),
         Duration::from_secs(300),
@@ -320,19 +286,9 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         "{}",
         common::output_text(&fixed)
     );
-    wait::until(
-        format!("ConfigMap {NS}/{CM} to be gone"),
-        Duration::from_secs(120),
-        Duration::from_secs(1),
-        || async {
-            match cms.get_opt(CM).await {
-                Ok(None) => Poll::Ready(()),
-                other => Poll::Pending(format!("{other:?}")),
-            }
-        },
-    )
-    .await
-    .expect("the -n run fixed its namespace");
+    common::wait_gone(&cms, CM, Duration::from_secs(120), Duration::from_secs(1))
+        .await
+        .expect("the -n run fixed its namespace");
     assert_eq!(
         api_service_json(&apis).await,
         before,
@@ -491,18 +447,10 @@ const CONSENT_STUCK_AFTER: &str = "20s";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_finds() {
     let name = common::cluster_name("it-doctor-consent");
-    let mut opts = UpOptions::new(&name);
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&name).await;
     let client = cluster.client();
     let kc = cluster.kubeconfig().to_str().unwrap().to_string();
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({"metadata": {"name": CONSENT_NS}})),
-        )
-        .await
-        .expect("namespace");
+    common::create_namespace(&client, CONSENT_NS).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), CONSENT_NS);
     for cm in ["shown", "late"] {
         cms.create(
@@ -651,16 +599,11 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
         "{backed_up:?}"
     );
     // The shown target was fixed.
-    wait::until(
-        "ConfigMap shown to be gone",
+    common::wait_gone(
+        &cms,
+        "shown",
         Duration::from_secs(60),
         Duration::from_secs(1),
-        || async {
-            match cms.get_opt("shown").await {
-                Ok(None) => Poll::Ready(()),
-                other => Poll::Pending(format!("{other:?}")),
-            }
-        },
     )
     .await
     .expect("the shown target was fixed");
@@ -699,16 +642,11 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
         "{}",
         common::output_text(&again)
     );
-    wait::until(
-        "ConfigMap late to be gone",
+    common::wait_gone(
+        &cms,
+        "late",
         Duration::from_secs(60),
         Duration::from_secs(1),
-        || async {
-            match cms.get_opt("late").await {
-                Ok(None) => Poll::Ready(()),
-                other => Poll::Pending(format!("{other:?}")),
-            }
-        },
     )
     .await
     .expect("the second run fixed what the first left");

@@ -27,10 +27,7 @@ use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
-use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
-    wait::{self, Poll},
-};
+use unstuck::wait::{self, Poll};
 
 mod common;
 
@@ -72,9 +69,7 @@ fn findings_about<'a>(report: &'a serde_json::Value, name: &str) -> Vec<&'a serd
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_are_redacted_private_and_new_and_every_object_is_found_once() {
     let name = common::cluster_name("it-doctor-snap");
-    let mut opts = UpOptions::new(&name);
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&name).await;
     let client = cluster.client();
     let kc = cluster.kubeconfig().to_str().unwrap().to_string();
     let dir = std::env::temp_dir().join(format!("unstuck-it-snapshot-{}", std::process::id()));
@@ -91,18 +86,8 @@ async fn snapshots_are_redacted_private_and_new_and_every_object_is_found_once()
     assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
 }
 
-async fn create_namespace(client: &Client, ns: &str) {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({"metadata": {"name": ns}})),
-        )
-        .await
-        .expect("namespace");
-}
-
 async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &Path) {
-    create_namespace(client, SNAP_NS).await;
+    common::create_namespace(client, SNAP_NS).await;
     let pp = PostParams::default();
     // A Secret as `kubectl apply` leaves it: its value in `data` and again
     // in the last-applied annotation; held by a dead key, then deleted.
@@ -327,7 +312,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 async fn one_finding_per_object_whatever_its_versions(client: &Client, kc: &str, dir: &Path) {
-    create_namespace(client, VERSIONS_NS).await;
+    common::create_namespace(client, VERSIONS_NS).await;
     let pp = PostParams::default();
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), VERSIONS_NS);
     hpas.create(

@@ -7,22 +7,15 @@
 //! stream is no blind spot.
 //! Needs root and the components built by ci/setup.sh (CI runs both).
 
-use std::{
-    path::Path,
-    process::{Command, Output, Stdio},
-    time::Duration,
-};
+use std::{path::Path, process::Output, time::Duration};
 
 use futures::{StreamExt, stream};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{ListParams, PostParams},
 };
-use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
-    wait::{self, Poll},
-};
+use unstuck::wait::{self, Poll};
 
 mod common;
 
@@ -35,14 +28,20 @@ const KEY: &str = "gadgets.acme-orphan.dev/cleanup";
 const SA: &str = "doctor-no-watch";
 
 fn doctor(kubeconfig: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .args(["doctor", "-o", "json", "-n", NS, "--stuck-after", "1s"])
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn,unstuck::doctor::pages=debug")
-        .output()
-        .expect("running unstuck doctor")
+    let kubeconfig = kubeconfig.to_str().expect("a UTF-8 kubeconfig path");
+    common::doctor_env(
+        &[
+            "-o",
+            "json",
+            "-n",
+            NS,
+            "--stuck-after",
+            "1s",
+            "--kubeconfig",
+            kubeconfig,
+        ],
+        &[("UNSTUCK_LOG", "warn,unstuck::doctor::pages=debug")],
+    )
 }
 
 fn text(o: &Output) -> String {
@@ -83,18 +82,10 @@ fn plain(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_type_past_the_threshold_is_streamed_counted_once_and_its_stuck_object_found() {
-    let mut opts = UpOptions::new(common::cluster_name("it-stream-list"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-stream-list")).await;
     let client = cluster.client();
 
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({"metadata": {"name": NS}})),
-        )
-        .await
-        .expect("namespace");
+    common::create_namespace(&client, NS).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     stream::iter(0..MANY)
         .for_each_concurrent(64, |i| {
@@ -109,15 +100,7 @@ async fn a_type_past_the_threshold_is_streamed_counted_once_and_its_stuck_object
             }
         })
         .await;
-    cms.create(
-        &PostParams::default(),
-        &common::from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
-    )
-    .await
-    .expect("held configmap");
-    cms.delete(CM, &DeleteParams::default())
-        .await
-        .expect("delete held configmap");
+    common::held_configmap(&client, NS, CM, KEY).await;
     // What the API server says is there (kube-root-ca.crt included).
     let mut expected = 0;
     let mut lp = ListParams::default().limit(5000);

@@ -41,10 +41,7 @@ use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
 };
-use unstuck::cluster::{
-    identity,
-    local::{LocalCluster, UpOptions},
-};
+use unstuck::cluster::identity;
 
 #[path = "existing_cluster/backend.rs"]
 mod backend;
@@ -62,9 +59,7 @@ use production::{
 /// The whole suite on a loaded 2-core machine: generous.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::repo_root as repo;
 
 fn unstuck_run(kubeconfig: &Path, out: &Path, extra: &[&str]) -> tokio::process::Command {
     let r = repo();
@@ -140,9 +135,7 @@ async fn refused(cmd: &mut tokio::process::Command) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_suite_leaves_an_existing_clusters_objects_byte_identical() {
-    let mut opts = UpOptions::new(common::cluster_name("it-existing"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-existing")).await;
     let started = Instant::now();
     let out = std::env::temp_dir().join(format!("unstuck-existing-{}", std::process::id()));
     let result = tokio::spawn(exercise(
@@ -355,9 +348,7 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_leaves_a_finalizer_another_controller_added() {
-    let mut opts = UpOptions::new(common::cluster_name("it-foreign-fin"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-foreign-fin")).await;
     let out = std::env::temp_dir().join(format!("unstuck-foreign-fin-{}", std::process::id()));
     let result = tokio::spawn(foreign_finalizer::exercise(
         cluster.client(),

@@ -6,7 +6,6 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
     host,
     node::{LocalNode, Node},
     runner::{Outcome, RunContext, run_scenario, run_scenario_until},
@@ -69,11 +68,9 @@ fn assert_clean(report: &unstuck::runner::ScenarioReport, cluster_dir: &Path) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
-    let mut opts = UpOptions::new(common::cluster_name("it-fault-cleanup"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-fault-cleanup")).await;
     let dir = cluster.layout().dir.clone();
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let fixtures = common::repo_root().join("fixtures");
     let out = std::env::temp_dir().join(format!("unstuck-fault-cleanup-{}", std::process::id()));
     let ctx = |name: &str| RunContext {
         client: cluster.client(),

@@ -26,11 +26,10 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self, LocalCluster, UpOptions},
+    cluster::local::{self},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod},
     faults::{Placed, freeze_cgroup},
     node::{LocalNode, cgroup},
-    wait::{self, Poll},
 };
 use unstuck_core::doctor::node::{
     CgroupVersion, DiagnoseNodeOptions, FreezerState, NodeCause, NodeRemedy, ThawVerdict,
@@ -62,54 +61,19 @@ async fn running_pod(client: &Client, name: &str) -> Pod {
         }
     }));
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    wait::until(
-        format!("pod default/{name} to be Running"),
-        Duration::from_secs(90),
-        Duration::from_millis(500),
-        || {
-            let pods = pods.clone();
-            async move {
-                match pods.get(name).await {
-                    Ok(p)
-                        if p.status.as_ref().and_then(|s| s.phase.as_deref())
-                            == Some("Running") =>
-                    {
-                        Poll::Ready(p)
-                    }
-                    other => Poll::Pending(format!("{:?}", other.map(|p| p.status))),
-                }
-            }
-        },
-    )
-    .await
-    .unwrap()
+    common::wait_running(&pods, name).await
 }
 
 async fn gone(client: &Client, name: &str, within: Duration) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    wait::until(
-        format!("pod default/{name} to be gone"),
-        within,
-        Duration::from_millis(500),
-        || {
-            let pods = pods.clone();
-            async move {
-                match pods.get_opt(name).await {
-                    Ok(None) => Poll::Ready(()),
-                    other => Poll::Pending(format!("{:?}", other.map(|p| p.is_some()))),
-                }
-            }
-        },
-    )
-    .await
-    .unwrap();
+    common::wait_gone(&pods, name, within, Duration::from_millis(500))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn runc_thaws_a_frozen_container_but_a_frozen_pod_cgroup_needs_the_doctor() {
-    let mut opts = UpOptions::new(common::cluster_name("it-frozen-cgroup"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-frozen-cgroup")).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

@@ -22,7 +22,7 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self, LocalCluster, UpOptions},
+    cluster::local::{self},
     doctor::node::gather,
     node::{LocalNode, Node},
     wait::{self, Poll},
@@ -114,14 +114,12 @@ fn is_mounted(path: &Path) -> bool {
 #[tokio::test(flavor = "current_thread")]
 async fn a_write_to_a_frozen_filesystem_is_a_kernel_stall_not_a_runtime_fault() {
     let fs = LoopFs::create("unstuck-it-frozen");
-    let mut opts = UpOptions::new(common::cluster_name("it-kernel-stall"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-kernel-stall")).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod: Pod = serde_json::from_value(serde_json::json!({
+    let pod: Pod = common::from_json(serde_json::json!({
         "metadata": {"name": "writer"},
         "spec": {
             "terminationGracePeriodSeconds": 1,
@@ -130,8 +128,7 @@ async fn a_write_to_a_frozen_filesystem_is_a_kernel_stall_not_a_runtime_fault() 
                             "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
             "volumes": [{"name": "data", "hostPath": {"path": fs.mount.to_str().unwrap(), "type": "Directory"}}]
         }
-    }))
-    .unwrap();
+    }));
     pods.create(&PostParams::default(), &pod).await.unwrap();
     let log = fs.mount.join("log");
     wait::until(
@@ -247,19 +244,12 @@ async fn a_write_to_a_frozen_filesystem_is_a_kernel_stall_not_a_runtime_fault() 
 
     // Thawed, the pending SIGKILL ends the writer and the kubelet finishes.
     fs.thaw().expect("thaw");
-    wait::until(
-        "the pod to be gone after the thaw",
+    // The pod is gone after the thaw.
+    common::wait_gone(
+        &pods,
+        "writer",
         Duration::from_secs(300),
         Duration::from_secs(1),
-        || {
-            let pods = pods.clone();
-            async move {
-                match pods.get_opt("writer").await {
-                    Ok(None) => Poll::Ready(()),
-                    other => Poll::Pending(format!("{:?}", other.map(|p| p.is_some()))),
-                }
-            }
-        },
     )
     .await
     .unwrap();

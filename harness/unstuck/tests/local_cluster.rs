@@ -20,7 +20,7 @@ use kube::{
 use unstuck::{
     cluster::{
         exits::Restart,
-        local::{self, LocalCluster, UpOptions},
+        local::{self},
     },
     wait::{self, Poll},
 };
@@ -29,9 +29,7 @@ mod common;
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_local_cluster_runs_a_pod_deletes_a_namespace_reports_apiservices_and_leaves_nothing() {
-    let mut opts = UpOptions::new(common::cluster_name("it-lifecycle"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-lifecycle")).await;
     let layout = cluster.layout().clone();
     let client = cluster.client();
 
@@ -233,9 +231,7 @@ fn kill(pid: i32, sig: &str) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_control_plane_component_that_exits_is_restarted_and_its_exit_recorded() {
-    let mut opts = UpOptions::new(common::cluster_name("it-supervised"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-supervised")).await;
     let layout = cluster.layout().clone();
     let client = cluster.client();
     let exits = cluster.component_exits();

@@ -15,7 +15,7 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{LocalCluster, UpOptions, state::ClusterState},
+    cluster::local::state::ClusterState,
     doctor::{self, DoctorOptions, Scope, kcm_metrics},
     wait::{self, Poll},
 };
@@ -65,9 +65,7 @@ fn stall_of(findings: &[Finding]) -> Option<&Finding> {
 #[tokio::test(flavor = "current_thread")]
 async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it_resumes() {
     let name = common::cluster_name("it-ns-stall");
-    let mut opts = UpOptions::new(&name);
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&name).await;
     let client = cluster.client();
 
     // The reading path works against a live kube-controller-manager: its
@@ -105,21 +103,14 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
         std::fs::write(path, workqueue.join("\n") + "\n").unwrap();
     }
 
+    common::create_namespace(&client, NS).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     cms.create(
         &PostParams::default(),
-        &serde_json::from_value(
+        &common::from_json(
             serde_json::json!({"metadata": {"name": "settings"}, "data": {"mode": "on"}}),
-        )
-        .unwrap(),
+        ),
     )
     .await
     .unwrap();

@@ -21,7 +21,7 @@ use kube::{
     api::{DeleteParams, ListParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self, LocalCluster, UpOptions},
+    cluster::local::{self, LocalCluster},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod, stuck_pods},
     faults::{
         Placed, busy_mount, stop_kubelet,
@@ -36,13 +36,6 @@ use unstuck_core::doctor::{
 };
 
 mod common;
-
-/// Brings up a cluster named after `base`, unique to this test process.
-async fn up(base: &str) -> LocalCluster {
-    let mut opts = UpOptions::new(common::cluster_name(base));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    LocalCluster::up(opts).await.expect("cluster up")
-}
 
 /// Creates `default/<name>` with an emptyDir `data` at /data and a
 /// ConfigMap volume `cfg` mounted by subPath, and waits until it runs.
@@ -66,30 +59,7 @@ async fn running_pod(client: &Client, name: &str) -> Pod {
         }
     }));
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    wait::until(
-        format!("pod default/{name} to be Running"),
-        Duration::from_secs(90),
-        Duration::from_millis(500),
-        || {
-            let pods = pods.clone();
-            async move {
-                match pods.get(name).await {
-                    Ok(p)
-                        if p.status.as_ref().and_then(|s| s.phase.as_deref())
-                            == Some("Running") =>
-                    {
-                        Poll::Ready(p)
-                    }
-                    other => Poll::Pending(format!(
-                        "{:?}",
-                        other.map(|p| p.status.and_then(|s| s.phase))
-                    )),
-                }
-            }
-        },
-    )
-    .await
-    .unwrap()
+    common::wait_running(&pods, name).await
 }
 
 async fn delete(client: &Client, name: &str) {
@@ -187,7 +157,7 @@ async fn busy_case(
     volume: &str,
     line_parts: &[&str],
 ) {
-    let cluster = up(cluster_name).await;
+    let cluster = common::up(&common::cluster_name(cluster_name)).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
     let pod = running_pod(&client, "busy").await;
@@ -359,7 +329,7 @@ fn ran_into_its_deadline(failure: &str) -> bool {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it_or_restarts_the_runtime() {
-    let cluster = up("it-node-wedge").await;
+    let cluster = common::up(&common::cluster_name("it-node-wedge")).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
     // Two pods: one healed by the first rung (kill the shim), one by the
@@ -542,7 +512,7 @@ fn file_len(path: &std::path::Path) -> u64 {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_stopped_kubelet_keeps_a_pod_terminating_until_the_doctor_starts_it_again() {
-    let cluster = up("it-node-kubelet").await;
+    let cluster = common::up(&common::cluster_name("it-node-kubelet")).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
     let pod = running_pod(&client, "lost").await;

@@ -16,10 +16,7 @@
 //! doctor argues the owner dead and strips the key: the object goes.
 //! Needs root and the components built by ci/setup.sh (CI runs both).
 
-use std::{
-    process::{Command, Output, Stdio},
-    time::Duration,
-};
+use std::{process::Output, time::Duration};
 
 use k8s_openapi::{
     api::{
@@ -33,10 +30,7 @@ use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
-use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
-    wait::{self, Poll},
-};
+use unstuck::wait::{self, Poll};
 
 mod common;
 
@@ -212,26 +206,21 @@ fn backup_dir() -> std::path::PathBuf {
 }
 
 fn doctor(kubeconfig: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .args([
-            "doctor",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            NS,
-            "--stuck-after",
-            "5s",
-            "--apply",
-            "--yes",
-            "-o",
-            "json",
-            "--backup-dir",
-        ])
-        .arg(backup_dir())
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn")
-        .output()
-        .expect("running unstuck doctor")
+    let backups = backup_dir();
+    common::doctor(&[
+        "--kubeconfig",
+        kubeconfig,
+        "-n",
+        NS,
+        "--stuck-after",
+        "5s",
+        "--apply",
+        "--yes",
+        "-o",
+        "json",
+        "--backup-dir",
+        backups.to_str().expect("a UTF-8 backup path"),
+    ])
 }
 
 fn report(o: &Output) -> (serde_json::Value, String) {
@@ -320,9 +309,7 @@ async fn assert_left_alone(client: &Client, kubeconfig: &str, pod: &str, lease: 
 async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_one_is() {
     let _ = std::fs::remove_dir_all(backup_dir());
     let name = common::cluster_name("it-owner-live");
-    let mut opts = UpOptions::new(&name);
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&name).await;
     let client = cluster.client();
     let kc = cluster.kubeconfig().to_str().unwrap().to_owned();
     let server = {

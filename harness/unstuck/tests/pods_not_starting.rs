@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::PostParams};
 use unstuck::{
-    cluster::local::{self, LocalCluster, UpOptions},
+    cluster::local::{self},
     doctor::{self, DoctorOptions, Scope},
     wait::{self, Poll},
 };
@@ -23,8 +23,7 @@ mod common;
 const NS: &str = "it-start";
 
 fn pod(name: &str, spec: serde_json::Value) -> Pod {
-    serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
-        .expect("valid pod")
+    common::from_json(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
 }
 
 fn container(extra: serde_json::Value) -> serde_json::Value {
@@ -115,19 +114,10 @@ fn cause_of(findings: &[Finding], name: &str) -> Option<PodStartCause> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn the_doctor_explains_each_way_a_pod_does_not_start_and_changes_nothing() {
-    let mut opts = UpOptions::new(common::cluster_name("it-not-starting"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-not-starting")).await;
     let client = cluster.client();
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    common::create_namespace(&client, NS).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let cases = cases();
     for (p, _, _) in &cases {

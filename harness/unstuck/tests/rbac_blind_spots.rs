@@ -8,21 +8,9 @@
 //! the owner is dead.
 //! Needs root and the components built by ci/setup.sh (CI runs both).
 
-use std::{
-    path::Path,
-    process::{Command, Output, Stdio},
-    time::Duration,
-};
+use std::{path::Path, process::Output, time::Duration};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::{
-    Api,
-    api::{DeleteParams, PostParams},
-};
-use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
-    wait::{self, Poll},
-};
+use unstuck::wait::{self, Poll};
 
 mod common;
 
@@ -32,16 +20,10 @@ const KEY: &str = "gadgets.acme-orphan.dev/cleanup";
 const SA: &str = "doctor-partial";
 
 fn doctor(kubeconfig: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .arg("doctor")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--stuck-after", "1s"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .env("UNSTUCK_LOG", "warn")
-        .output()
-        .expect("running unstuck doctor")
+    let kubeconfig = kubeconfig.to_str().expect("a UTF-8 kubeconfig path");
+    let mut args = vec!["--kubeconfig", kubeconfig, "--stuck-after", "1s"];
+    args.extend_from_slice(extra);
+    common::doctor(&args)
 }
 
 fn report(o: &Output) -> serde_json::Value {
@@ -71,29 +53,12 @@ fn blind_spots(r: &serde_json::Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_found() {
-    let mut opts = UpOptions::new(common::cluster_name("it-rbac-blind"));
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
-    let cluster = LocalCluster::up(opts).await.expect("cluster up");
+    let cluster = common::up(&common::cluster_name("it-rbac-blind")).await;
     let client = cluster.client();
     let admin_kc = cluster.kubeconfig();
 
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &common::from_json(serde_json::json!({"metadata": {"name": NS}})),
-        )
-        .await
-        .expect("namespace");
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    cms.create(
-        &PostParams::default(),
-        &common::from_json(serde_json::json!({"metadata": {"name": CM, "finalizers": [KEY]}})),
-    )
-    .await
-    .expect("configmap");
-    cms.delete(CM, &DeleteParams::default())
-        .await
-        .expect("delete configmap");
+    common::create_namespace(&client, NS).await;
+    common::held_configmap(&client, NS, CM, KEY).await;
 
     // Reads of what the doctor lists, except events, leases and secrets.
     let dir = std::env::temp_dir().join(format!("unstuck-rbac-{}", std::process::id()));

@@ -15,16 +15,13 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::{
-    core::v1::{Namespace, PersistentVolumeClaim},
-    storage::v1::VolumeAttributesClass,
-};
+use k8s_openapi::api::{core::v1::PersistentVolumeClaim, storage::v1::VolumeAttributesClass};
 use kube::{
     Api,
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{LocalCluster, UpOptions},
+    cluster::local::LocalCluster,
     components::{DEFAULT_K8S_VERSION, NEWEST_K8S_VERSION},
     wait::{self, Poll},
 };
@@ -37,21 +34,14 @@ const KEY: &str = "kubernetes.io/vac-protection";
 
 async fn a_class_in_use_is_never_stripped(version: &str) {
     let name = common::cluster_name(&format!("it-vac-{}", version.replace('.', "")));
-    let mut opts = UpOptions::new(&name);
+    let mut opts = common::up_options(&name);
     opts.k8s_version = version.to_owned();
-    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
     let cluster = LocalCluster::up(opts).await.expect("cluster up");
     let client = cluster.client();
     let kc = cluster.kubeconfig();
 
     let ns = "it-vac";
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": ns}})),
-        )
-        .await
-        .expect("namespace");
+    common::create_namespace(&client, ns).await;
     let classes: Api<VolumeAttributesClass> = Api::all(client.clone());
     let class = classes
         .create(

@@ -42,6 +42,38 @@ pub struct Write<'a> {
     pub labels: Option<&'a BTreeMap<String, String>>,
 }
 
+impl<'a> Write<'a> {
+    /// The kubelet's final DELETE of `pod` (grace 0, once its containers
+    /// are gone): what a webhook matching pod DELETE rejects.
+    pub fn final_delete_of(pod: &'a k8s_openapi::api::core::v1::Pod) -> Self {
+        Write {
+            operation: "DELETE",
+            api_version: "v1",
+            resource: "pods",
+            subresource: "",
+            namespace: pod.metadata.namespace.as_deref(),
+            name: pod.metadata.name.as_deref().unwrap_or_default(),
+            labels: Some(pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS)),
+        }
+    }
+}
+
+/// The pod a finding is about, as the snapshot read it.
+pub fn pod_of<'a>(
+    snapshot: &'a Snapshot,
+    subject: &super::finding::ObjectRef,
+) -> Option<&'a k8s_openapi::api::core::v1::Pod> {
+    snapshot.pods.iter().find(|p| {
+        p.metadata.name.as_deref() == Some(subject.name.as_str())
+            && p.metadata.namespace == subject.namespace
+            && (subject.uid.is_none() || p.metadata.uid == subject.uid)
+    })
+}
+
+/// The labels of an object that has none (known to be none, unlike
+/// [`Write::labels`]' `None`).
+pub static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
 /// Whether a webhook matches a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Match {

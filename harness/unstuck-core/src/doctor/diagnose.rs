@@ -11,6 +11,7 @@ use super::snapshot::{ObjectRecord, Snapshot};
 
 mod apiservice;
 mod namespace;
+pub(crate) use namespace::namespace_ref;
 mod objects;
 mod pods;
 mod webhook;

@@ -20,7 +20,7 @@ use super::conditions::{
     NS_DISCOVERY_FAILURE, NS_GV_PARSING_FAILURE, failing_namespace_condition,
     quote_namespace_condition,
 };
-use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use super::finding::{Finding, FindingDetail, FindingKind};
 use super::owner::fmt_secs;
 use super::snapshot::Snapshot;
 
@@ -228,13 +228,7 @@ fn not_progressing(
     let cause = causes.first().copied().unwrap_or(StallCause::Unknown);
     Some(Finding {
         kind: FindingKind::NamespaceNotProgressing,
-        subject: ObjectRef {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            namespace: None,
-            name: name.to_owned(),
-            uid: ns.metadata.uid.clone(),
-        },
+        subject: crate::doctor::diagnose::namespace_ref(ns),
         summary: format!(
             "namespace {name} has been terminating for {} and the namespace controller is not progressing: {}",
             fmt_secs(age.as_secs()),

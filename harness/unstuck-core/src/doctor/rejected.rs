@@ -216,7 +216,7 @@ fn labels_of<'a>(
     if subject.kind == "Namespace" && subject.api_version == "v1" {
         return snapshot
             .namespace(&subject.name)
-            .map(|n| n.metadata.labels.as_ref().unwrap_or(empty()));
+            .map(|n| n.metadata.labels.as_ref().unwrap_or(&admission::NO_LABELS));
     }
     let meta = snapshot
         .terminating
@@ -228,11 +228,5 @@ fn labels_of<'a>(
                 && m.namespace == subject.namespace
                 && (subject.uid.is_none() || m.uid == subject.uid)
         })?;
-    Some(meta.labels.as_ref().unwrap_or(empty()))
-}
-
-fn empty() -> &'static std::collections::BTreeMap<String, String> {
-    static EMPTY: std::sync::OnceLock<std::collections::BTreeMap<String, String>> =
-        std::sync::OnceLock::new();
-    EMPTY.get_or_init(Default::default)
+    Some(meta.labels.as_ref().unwrap_or(&admission::NO_LABELS))
 }

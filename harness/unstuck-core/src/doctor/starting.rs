@@ -11,7 +11,7 @@
 //! `pkg/kubelet/kuberuntime/kuberuntime_container.go`, event reasons from
 //! `pkg/kubelet/events/event.go`, and the `PodScheduled` condition.
 
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod, PodStatus};
 use k8s_openapi::jiff::SignedDuration;
 
 use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause};
@@ -89,6 +89,50 @@ pub(crate) fn pod_not_starting(
             c.message.as_deref().unwrap_or_default()
         ));
     }
+    let waiting_cause = container_lines(status, &mut evidence);
+    let event_cause = event_lines(snapshot, pod, unscheduled.is_some(), &mut evidence);
+
+    // A sandbox or mount failure the kubelet got past is history: a pod
+    // whose containers all run has started, whatever its events say (on a
+    // loaded node a first sandbox attempt can time out and the second work).
+    let started = phase.as_deref() == Some("Running")
+        && container_statuses(status)
+            .all(|cs| cs.state.as_ref().is_some_and(|s| s.running.is_some()));
+    let cause = if unscheduled.is_some() {
+        PodStartCause::Unschedulable
+    } else if let Some(c) = waiting_cause {
+        c
+    } else if let Some(c) = event_cause.filter(|_| !started) {
+        c
+    } else if phase.as_deref() == Some("Pending") {
+        PodStartCause::Unknown
+    } else {
+        // Running, and no container waits for a reason of note.
+        return None;
+    };
+
+    Some(Finding {
+        kind: FindingKind::PodNotStarting,
+        subject: ObjectRef::pod(&pod.metadata),
+        summary: format!(
+            "pod {} has not started {} after it was created: {}",
+            display_name(&pod.metadata),
+            fmt_secs(age.as_secs()),
+            cause.explain()
+        ),
+        evidence,
+        detail: FindingDetail::PodStart {
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            phase,
+            age_seconds: age.as_secs(),
+            cause,
+        },
+    })
+}
+
+/// One evidence line per container that waits for a reason of note or
+/// crash-loops; the first such container's cause.
+fn container_lines(status: &PodStatus, evidence: &mut Vec<String>) -> Option<PodStartCause> {
     let mut waiting_cause = None;
     for cs in container_statuses(status) {
         let state = cs.state.as_ref();
@@ -130,9 +174,19 @@ pub(crate) fn pod_not_starting(
             waiting_cause = cause;
         }
     }
+    waiting_cause
+}
 
+/// The pod's warning events, quoted (at most [`MAX_EVENTS`]); the cause a
+/// volume or sandbox failure among them names.
+fn event_lines(
+    snapshot: &Snapshot,
+    pod: &Pod,
+    unscheduled: bool,
+    evidence: &mut Vec<String>,
+) -> Option<PodStartCause> {
     let mut events = pod_warnings(snapshot, pod);
-    if unscheduled.is_none() {
+    if !unscheduled {
         // Old news once it is scheduled (often "untolerated taint(s)" from
         // before the node was Ready).
         events.retain(|(reason, _)| reason != "FailedScheduling");
@@ -148,43 +202,7 @@ pub(crate) fn pod_not_starting(
             .take(MAX_EVENTS)
             .map(|(reason, message)| format!("event Warning {reason}: {message:?}")),
     );
-
-    // A sandbox or mount failure the kubelet got past is history: a pod
-    // whose containers all run has started, whatever its events say (on a
-    // loaded node a first sandbox attempt can time out and the second work).
-    let started = phase.as_deref() == Some("Running")
-        && container_statuses(status)
-            .all(|cs| cs.state.as_ref().is_some_and(|s| s.running.is_some()));
-    let cause = if unscheduled.is_some() {
-        PodStartCause::Unschedulable
-    } else if let Some(c) = waiting_cause {
-        c
-    } else if let Some(c) = event_cause.filter(|_| !started) {
-        c
-    } else if phase.as_deref() == Some("Pending") {
-        PodStartCause::Unknown
-    } else {
-        // Running, and no container waits for a reason of note.
-        return None;
-    };
-
-    Some(Finding {
-        kind: FindingKind::PodNotStarting,
-        subject: ObjectRef::pod(&pod.metadata),
-        summary: format!(
-            "pod {} has not started {} after it was created: {}",
-            display_name(&pod.metadata),
-            fmt_secs(age.as_secs()),
-            cause.explain()
-        ),
-        evidence,
-        detail: FindingDetail::PodStart {
-            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-            phase,
-            age_seconds: age.as_secs(),
-            cause,
-        },
-    })
+    event_cause
 }
 
 /// `exited 3 (Error)`.

@@ -158,31 +158,19 @@ impl WebhookView<'_> {
         })
     }
 
-    /// Whether one of its rules matches `operation` on core-group `pods`
-    /// (the resource itself, not a subresource): operation and resource
-    /// in the same rule.
-    pub fn matches_operation_on_pods(&self, operation: &str) -> bool {
-        self.rules.iter().any(|r| {
-            let operation = r
-                .operations
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .any(|o| o == operation || o == "*");
-            let core = r
-                .api_groups
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .any(|g| g.is_empty() || g == "*");
-            let pods = r
-                .resources
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .any(|x| x == "pods" || x == "*" || x == "*/*");
-            operation && core && pods
-        })
+    /// Whether the kubelet's final DELETE of `pod` reaches it, by the
+    /// apiserver's matching ([`admission::matches`](super::admission::matches)).
+    pub fn matches_final_delete_of(
+        &self,
+        pod: &k8s_openapi::api::core::v1::Pod,
+        snapshot: &super::snapshot::Snapshot,
+    ) -> bool {
+        super::admission::matches(
+            self,
+            &super::admission::Write::final_delete_of(pod),
+            snapshot,
+        )
+        .reaches()
     }
 
     /// The rules in one line: `DELETE,UPDATE configmaps (v1)`.
@@ -208,47 +196,42 @@ impl WebhookView<'_> {
 
 /// Every webhook of every configuration in the snapshot, validating first.
 pub fn webhooks(snapshot: &Snapshot) -> Vec<WebhookView<'_>> {
+    // The two configuration kinds are two API types with the same fields.
+    macro_rules! views_of {
+        ($configs:expr, $kind:expr, $out:ident) => {
+            for c in $configs {
+                let meta = &c.metadata;
+                for (index, w) in c.webhooks.iter().flatten().enumerate() {
+                    $out.push(WebhookView {
+                        config_kind: $kind,
+                        config_name: meta.name.as_deref().unwrap_or_default(),
+                        config_uid: meta.uid.as_deref(),
+                        config_resource_version: meta.resource_version.as_deref(),
+                        index,
+                        name: &w.name,
+                        failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
+                        client_config: &w.client_config,
+                        rules: w.rules.as_deref().unwrap_or_default(),
+                        namespace_selector: w.namespace_selector.as_ref(),
+                        object_selector: w.object_selector.as_ref(),
+                        match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
+                        match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
+                    });
+                }
+            }
+        };
+    }
     let mut out = Vec::new();
-    for c in &snapshot.validating_webhooks {
-        let meta = &c.metadata;
-        for (index, w) in c.webhooks.iter().flatten().enumerate() {
-            out.push(WebhookView {
-                config_kind: WebhookConfigKind::Validating,
-                config_name: meta.name.as_deref().unwrap_or_default(),
-                config_uid: meta.uid.as_deref(),
-                config_resource_version: meta.resource_version.as_deref(),
-                index,
-                name: &w.name,
-                failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
-                client_config: &w.client_config,
-                rules: w.rules.as_deref().unwrap_or_default(),
-                namespace_selector: w.namespace_selector.as_ref(),
-                object_selector: w.object_selector.as_ref(),
-                match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
-                match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
-            });
-        }
-    }
-    for c in &snapshot.mutating_webhooks {
-        let meta = &c.metadata;
-        for (index, w) in c.webhooks.iter().flatten().enumerate() {
-            out.push(WebhookView {
-                config_kind: WebhookConfigKind::Mutating,
-                config_name: meta.name.as_deref().unwrap_or_default(),
-                config_uid: meta.uid.as_deref(),
-                config_resource_version: meta.resource_version.as_deref(),
-                index,
-                name: &w.name,
-                failure_policy: w.failure_policy.as_deref().unwrap_or("Fail"),
-                client_config: &w.client_config,
-                rules: w.rules.as_deref().unwrap_or_default(),
-                namespace_selector: w.namespace_selector.as_ref(),
-                object_selector: w.object_selector.as_ref(),
-                match_policy: w.match_policy.as_deref().unwrap_or("Equivalent"),
-                match_conditions: w.match_conditions.as_ref().map_or(0, Vec::len),
-            });
-        }
-    }
+    views_of!(
+        &snapshot.validating_webhooks,
+        WebhookConfigKind::Validating,
+        out
+    );
+    views_of!(
+        &snapshot.mutating_webhooks,
+        WebhookConfigKind::Mutating,
+        out
+    );
     out
 }
 
@@ -346,19 +329,28 @@ mod tests {
             match_policy: "Equivalent",
             match_conditions: 0,
         };
-        assert!(!view.matches_operation_on_pods("DELETE"));
-        assert!(view.matches_operation_on_pods("UPDATE"));
+        let snapshot = Snapshot::default();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "app"}
+        }))
+        .unwrap();
+        assert!(!view.matches_final_delete_of(&pod, &snapshot));
+        let update = crate::doctor::admission::Write {
+            operation: "UPDATE",
+            ..crate::doctor::admission::Write::final_delete_of(&pod)
+        };
+        assert!(crate::doctor::admission::matches(&view, &update, &snapshot).reaches());
         let any = vec![rule(&["*"], &["*"], &["*"])];
         let view = WebhookView {
             rules: &any,
             ..view
         };
-        assert!(view.matches_operation_on_pods("DELETE"));
+        assert!(view.matches_final_delete_of(&pod, &snapshot));
         let other_group = vec![rule(&["DELETE"], &["apps"], &["pods"])];
         let view = WebhookView {
             rules: &other_group,
             ..view
         };
-        assert!(!view.matches_operation_on_pods("DELETE"));
+        assert!(!view.matches_final_delete_of(&pod, &snapshot));
     }
 }

@@ -7,7 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use kube::{Api, Client, api::DynamicObject};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, Patch, PatchParams},
+};
 use serde::Serialize;
 use unstuck_core::doctor::{Action, ObjectTarget, PlannedStep};
 
@@ -278,6 +281,40 @@ impl Recorder {
             }
         }
         Some(obj)
+    }
+
+    /// Sends `patch` as one JSON patch to `name` and records the call.
+    /// `None` (with the reason kept for [`Self::finish`]) when the plan's
+    /// patch is not a JSON patch: nothing is sent then.
+    async fn json_patch<K>(
+        &mut self,
+        api: &Api<K>,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> Option<Result<K, kube::Error>>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let parsed: json_patch::Patch = match serde_json::from_value(patch.clone()) {
+            Ok(p) => p,
+            Err(e) => {
+                self.early = Some(StepOutcome::Failed(format!("bad patch: {e}")));
+                return None;
+            }
+        };
+        let r = api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(parsed))
+            .await;
+        self.call("PATCH", Some(patch), &r);
+        Some(r)
+    }
+
+    /// Where the manifest was saved, for the outcome's "how to undo it".
+    fn backup_text(&self) -> String {
+        self.backup
+            .as_ref()
+            .map(|b| b.display().to_string())
+            .unwrap_or_default()
     }
 
     fn finish(self) -> AppliedStep {

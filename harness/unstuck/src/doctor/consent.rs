@@ -321,7 +321,7 @@ impl Consent {
         let sorted = gate::sort(confirmed, steps);
         let (answer, verdict) = gate::ask_once(&sorted, ask);
         Gated {
-            decisions: gate::decide(confirmed, sorted, answer.as_ref(), &verdict),
+            decisions: gate::decide(confirmed, sorted, &verdict),
             asked: answer.is_some_and(|a| !matches!(a, Answer::NotAsked)),
         }
     }

@@ -133,7 +133,11 @@ impl View {
         match format {
             Format::Terminal => text::render(self, false),
             Format::Markdown => text::render(self, true),
-            Format::Json => serde_json::to_string_pretty(self).unwrap_or_default() + "\n",
+            // Strings, numbers and maps keyed by strings: nothing in it
+            // can fail to serialise.
+            Format::Json => {
+                serde_json::to_string_pretty(self).expect("a doctor report serialises") + "\n"
+            }
         }
     }
 }

@@ -66,6 +66,17 @@ impl Scope {
         }
     }
 
+    /// Whether an object in namespace `ns` (`None`: cluster-scoped) is in
+    /// scope for waiting and judging what moved: the whole cluster covers
+    /// every object, a scope of namespaces only the objects in them.
+    pub fn covers_namespace(&self, ns: Option<&str>) -> bool {
+        match (self.namespaces(), ns) {
+            (None, _) => true,
+            (Some(names), Some(ns)) => names.iter().any(|n| n == ns),
+            (Some(_), None) => false,
+        }
+    }
+
     pub(crate) fn admits(&self, f: &Finding) -> bool {
         if let Scope::Run {
             namespaces,

@@ -32,13 +32,7 @@ const POLL: Duration = Duration::from_secs(2);
 /// object being deleted (UID and finalizers), every Terminating namespace
 /// (its conditions' messages), every pod being deleted.
 pub fn fingerprint(s: &Snapshot, scope: &Scope) -> BTreeSet<String> {
-    let in_scope = |ns: Option<&str>| match (scope, ns) {
-        (Scope::Cluster, _) => true,
-        (Scope::Namespaces(n) | Scope::Run { namespaces: n, .. }, Some(ns)) => {
-            n.iter().any(|x| x == ns)
-        }
-        (_, None) => false,
-    };
+    let in_scope = |ns: Option<&str>| scope.covers_namespace(ns);
     let mut out = BTreeSet::new();
     for r in s.terminating.iter().filter(|r| in_scope(r.namespace())) {
         out.insert(format!(
@@ -96,11 +90,11 @@ pub async fn wait_for_change(
         if Instant::now() >= until {
             return false;
         }
-        // A failed read is no answer: keep waiting until the bound.
-        if let Ok((snapshot, _)) = collect_in(client, &opts.scope.collect_scope()).await
-            && fingerprint(&snapshot, &opts.scope) != *before
-        {
-            return true;
+        match collect_in(client, &opts.scope.collect_scope()).await {
+            Ok((snapshot, _)) if fingerprint(&snapshot, &opts.scope) != *before => return true,
+            Ok(_) => {}
+            // A failed read is no answer: keep waiting until the bound.
+            Err(e) => tracing::warn!("reading the cluster while waiting for it to move: {e}"),
         }
     }
 }
@@ -162,7 +156,7 @@ pub async fn look_again(
     // rather than stop with them left.
     let left = deadline.saturating_duration_since(Instant::now());
     if waits.ageing < MAX_AGEING_WAITS
-        && let Some(wait) = super::ageing(&last.snapshot, opts, left)
+        && let Some(wait) = ageing(&last.snapshot, opts, left)
     {
         waits.ageing += 1;
         tokio::time::sleep(wait).await;
@@ -196,6 +190,41 @@ pub async fn look_again(
     }
     false
 }
+
+/// How long until the earliest in-scope object that is terminating with a
+/// finalizer, but not yet for `stuck_after`, has aged enough to be judged;
+/// `None` when there is none within `at_most` (and [`MAX_AGEING_WAIT`]).
+fn ageing(
+    snapshot: &unstuck_core::doctor::Snapshot,
+    opts: &DoctorOptions,
+    at_most: Duration,
+) -> Option<Duration> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let threshold = opts.diagnose.stuck_after;
+    snapshot
+        .terminating
+        .iter()
+        .filter(|r| {
+            r.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+        })
+        .filter(|r| opts.scope.covers_namespace(r.namespace()))
+        .filter_map(|r| r.deletion_timestamp())
+        .map(|ts| ts + threshold + Duration::from_millis(250))
+        // Too young to be judged when the snapshot was taken (older ones
+        // were judged). One that has aged since is due at once: the run
+        // must look again, not wait for the cluster to move.
+        .filter(|due| *due > snapshot.taken_at)
+        .map(|due| Duration::try_from(due.duration_since(now)).unwrap_or(Duration::ZERO))
+        .filter(|left| *left <= at_most.min(MAX_AGEING_WAIT))
+        .min()
+}
+
+/// The longest the doctor waits for a late deletion to age (see
+/// [`ageing`]): the CLI's default threshold is a minute.
+const MAX_AGEING_WAIT: Duration = Duration::from_secs(75);
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,14 @@
 //! What the integration tests that bring up real local clusters share.
 
-use unstuck::cluster::local::layout::validate_name;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::{
+    Api,
+    api::{DeleteParams, PostParams},
+};
+use unstuck::cluster::local::{LocalCluster, UpOptions, layout::validate_name};
+use unstuck::wait::{self, Poll, WaitTimeout};
 
 /// The longest cluster name [`validate_name`] accepts.
 const MAX_NAME_LEN: usize = 30;
@@ -32,6 +40,102 @@ fn cluster_names_are_valid_and_carry_the_process_id() {
     );
 }
 
+/// Options for local cluster `name` whose reaper is this test build's
+/// `unstuck`: a test process that dies takes its cluster with it.
+#[allow(dead_code)]
+pub fn up_options(name: &str) -> UpOptions {
+    let mut opts = UpOptions::new(name);
+    opts.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    opts
+}
+
+/// Brings up local cluster `name` (see [`up_options`]), or panics.
+#[allow(dead_code)]
+pub async fn up(name: &str) -> LocalCluster {
+    LocalCluster::up(up_options(name))
+        .await
+        .expect("cluster up")
+}
+
+/// Creates namespace `name`, or panics.
+#[allow(dead_code)]
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &from_json(serde_json::json!({"metadata": {"name": name}})),
+        )
+        .await
+        .expect("namespace");
+}
+
+/// ConfigMap `namespace/name` created with finalizer `key` (which nothing
+/// serves) and deleted: it stays Terminating until the finalizer goes.
+#[allow(dead_code)]
+pub async fn held_configmap(client: &kube::Client, namespace: &str, name: &str, key: &str) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    cms.create(
+        &PostParams::default(),
+        &from_json(serde_json::json!({"metadata": {"name": name, "finalizers": [key]}})),
+    )
+    .await
+    .expect("configmap");
+    cms.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete configmap");
+}
+
+/// Waits (at most 90 s) until pod `name` of `pods` is Running.
+#[allow(dead_code)]
+pub async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
+    wait::until(
+        format!("pod {name} to be Running"),
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || async move {
+            match pods.get(name).await {
+                Ok(p) if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") => {
+                    Poll::Ready(p)
+                }
+                other => Poll::Pending(format!(
+                    "{:?}",
+                    other.map(|p| p.status.and_then(|s| s.phase))
+                )),
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Waits until object `name` of `api` is gone (a GET finds nothing),
+/// polling every `interval` for at most `within`.
+#[allow(dead_code)]
+pub async fn wait_gone<K>(
+    api: &Api<K>,
+    name: &str,
+    within: Duration,
+    interval: Duration,
+) -> Result<(), WaitTimeout>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    wait::until(
+        format!("{} {name} to be gone", K::kind(&Default::default())),
+        within,
+        interval,
+        || async move {
+            match api.get_opt(name).await {
+                Ok(None) => Poll::Ready(()),
+                Ok(Some(_)) => Poll::Pending("still there".into()),
+                Err(e) => Poll::Pending(e.to_string()),
+            }
+        },
+    )
+    .await
+}
+
 /// An object from its JSON, for the objects tests create.
 #[allow(dead_code)]
 pub fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
@@ -42,20 +146,34 @@ pub fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
 /// terminal on stdin (so it never asks), warnings only in its log.
 #[allow(dead_code)]
 pub fn unstuck(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .args(args)
+    unstuck_env(args, &[])
+}
+
+/// [`unstuck`] with `env` set on top (an `UNSTUCK_LOG` there wins).
+#[allow(dead_code)]
+pub fn unstuck_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_unstuck"));
+    cmd.args(args)
         .stdin(std::process::Stdio::null())
-        .env("UNSTUCK_LOG", "warn")
-        .output()
-        .expect("running unstuck")
+        .env("UNSTUCK_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("running unstuck")
 }
 
 /// `unstuck doctor ARGS`, as [`unstuck`].
 #[allow(dead_code)]
 pub fn doctor(args: &[&str]) -> std::process::Output {
+    doctor_env(args, &[])
+}
+
+/// `unstuck doctor ARGS`, as [`unstuck_env`].
+#[allow(dead_code)]
+pub fn doctor_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut all = vec!["doctor"];
     all.extend_from_slice(args);
-    unstuck(&all)
+    unstuck_env(&all, env)
 }
 
 /// Exit code, stdout and stderr of a run, for an assertion's message.

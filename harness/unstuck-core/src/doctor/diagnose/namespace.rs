@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
 use k8s_openapi::jiff::SignedDuration;
 
 use super::{Diagnosis, MAX_LISTED, record_key, record_ref};
+
+mod spec_finalizers;
 use crate::doctor::conditions::{
     NS_CONTENT_FAILURE, NS_CONTENT_REMAINING, NS_DISCOVERY_FAILURE, NS_FINALIZERS_REMAINING,
     NS_GV_PARSING_FAILURE, api_service_available, api_service_name, failing_namespace_condition,
@@ -138,13 +140,7 @@ impl<'a> Diagnosis<'a> {
         }
         findings.push(Finding {
             kind: FindingKind::NamespaceContentDeletionFailed,
-            subject: ObjectRef {
-                api_version: "v1".into(),
-                kind: "Namespace".into(),
-                namespace: None,
-                name: name.to_owned(),
-                uid: ns.metadata.uid.clone(),
-            },
+            subject: namespace_ref(ns),
             summary: format!(
                 "namespace {name} has been terminating for {} and the namespace controller's deletes fail{}{}",
                 fmt_secs(age.as_secs()),
@@ -180,13 +176,7 @@ impl<'a> Diagnosis<'a> {
             return;
         };
         let age = self.is_stuck(&ns.metadata).unwrap_or_default();
-        let subject = ObjectRef {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            namespace: None,
-            name: name.to_owned(),
-            uid: ns.metadata.uid.clone(),
-        };
+        let subject = namespace_ref(ns);
         let base_evidence: Vec<String> = self.deletion_line(&ns.metadata).into_iter().collect();
         let discovery_cond = failing_namespace_condition(ns, NS_DISCOVERY_FAILURE);
 
@@ -379,103 +369,6 @@ impl<'a> Diagnosis<'a> {
         }
     }
 
-    /// NamespaceSpecFinalizerStuck: spec.finalizers tokens that nothing
-    /// will remove.
-    fn namespace_spec_finalizers(&self, facts: StuckNamespace<'_>, findings: &mut Vec<Finding>) {
-        let StuckNamespace {
-            ns,
-            name,
-            age,
-            subject,
-            base_evidence,
-            discovery_cond,
-        } = facts;
-        let tokens = ns
-            .spec
-            .as_ref()
-            .and_then(|s| s.finalizers.clone())
-            .unwrap_or_default();
-        if tokens.is_empty() {
-            return;
-        }
-        let discovery_complete =
-            self.snapshot.discovery_failures.is_empty() && discovery_cond.is_none();
-        let mut content_remaining = self.content_listing(name);
-        let failing_conditions = failing_conditions(ns);
-        let (kcm_alive, kcm_evidence) = controller_manager_alive(self.snapshot);
-        let provably_empty = content_remaining.is_empty() && discovery_complete;
-        let mut stuck_tokens = Vec::new();
-        let mut evidence = base_evidence;
-        evidence.push(format!("spec.finalizers [{}]", tokens.join(", ")));
-        for token in &tokens {
-            if token != "kubernetes" {
-                stuck_tokens.push(token.clone());
-                evidence.push(format!(
-                    "spec token {token:?} has no handler: the namespace controller removes only \"kubernetes\"; only PUT /finalize clears it"
-                ));
-            } else if !kcm_alive {
-                stuck_tokens.push(token.clone());
-                evidence.push(
-                    "spec token \"kubernetes\" is removed by the namespace controller in kube-controller-manager, which is not known to be alive".into(),
-                );
-                evidence.extend(kcm_evidence.iter().cloned());
-            } else if provably_empty
-                && failing_conditions.is_empty()
-                && age > self.threshold + NAMESPACE_RETRY_CAP
-            {
-                stuck_tokens.push(token.clone());
-                evidence.push(format!(
-                    "spec token \"kubernetes\" is still set {} after deletion although the namespace is empty, discovery is complete and no condition reports a failure (the controller retries at least every {})",
-                    fmt_secs(age.as_secs()),
-                    fmt_secs(NAMESPACE_RETRY_CAP.as_secs())
-                ));
-            }
-        }
-        if stuck_tokens.is_empty() {
-            return;
-        }
-        if content_remaining.is_empty() {
-            evidence.push(if discovery_complete {
-                "the snapshot lists no content left in the namespace and discovery was complete".into()
-            } else {
-                "the snapshot lists no content, but discovery was incomplete, so that proves nothing".into()
-            });
-        } else {
-            evidence.push(format!(
-                "content still in the namespace: {}",
-                content_remaining.join(", ")
-            ));
-        }
-        evidence.extend(failing_conditions.iter().cloned());
-        content_remaining.extend(
-            [NS_CONTENT_REMAINING, NS_FINALIZERS_REMAINING]
-                .into_iter()
-                .filter_map(|t| failing_namespace_condition(ns, t))
-                .filter_map(|c| c.message.clone()),
-        );
-        findings.push(Finding {
-            kind: FindingKind::NamespaceSpecFinalizerStuck,
-            subject,
-            summary: format!(
-                "namespace {name} keeps spec.finalizers [{}] that nothing will remove{}",
-                stuck_tokens.join(", "),
-                if provably_empty {
-                    "; its content is provably gone"
-                } else {
-                    "; content is not provably gone"
-                }
-            ),
-            evidence,
-            detail: FindingDetail::NamespaceSpec {
-                tokens,
-                stuck_tokens,
-                content_remaining,
-                discovery_complete,
-                resource_version: ns.metadata.resource_version.clone(),
-            },
-        });
-    }
-
     /// Every object the snapshot lists in namespace `name`, once, as Kind/name.
     fn content_listing(&self, name: &str) -> Vec<String> {
         let mut c: Vec<&ObjectRecord> = self.snapshot.content_of(name).collect();
@@ -484,6 +377,17 @@ impl<'a> Diagnosis<'a> {
         c.iter()
             .map(|r| format!("{}/{}", r.kind, r.name()))
             .collect()
+    }
+}
+
+/// A finding's subject for namespace `ns`.
+pub(crate) fn namespace_ref(ns: &Namespace) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: ns.metadata.name.clone().unwrap_or_default(),
+        uid: ns.metadata.uid.clone(),
     }
 }
 

@@ -125,7 +125,7 @@ impl<'a> Diagnosis<'a> {
         }
         let terminal = matches!(phase.as_deref(), Some("Succeeded" | "Failed"));
         let rejecting = if terminal && all_terminated {
-            self.dead_webhooks_on_pod_delete()
+            self.dead_webhooks_on_pod_delete(pod)
         } else {
             Vec::new()
         };

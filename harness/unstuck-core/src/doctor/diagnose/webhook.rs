@@ -135,10 +135,13 @@ impl Diagnosis<'_> {
     /// Webhooks with a dead backend ([`Diagnosis::dead_backend`]) that
     /// match DELETE of pods: each rejects the kubelet's final DELETE of a
     /// pod whose containers are gone. One evidence line each.
-    pub(super) fn dead_webhooks_on_pod_delete(&self) -> Vec<String> {
+    pub(super) fn dead_webhooks_on_pod_delete(
+        &self,
+        pod: &k8s_openapi::api::core::v1::Pod,
+    ) -> Vec<String> {
         webhooks(self.snapshot)
             .iter()
-            .filter(|w| w.matches_operation_on_pods("DELETE"))
+            .filter(|w| w.matches_final_delete_of(pod, self.snapshot))
             .filter_map(|w| {
                 let (service, _, _) = self.dead_backend(w)?;
                 Some(format!(

@@ -111,32 +111,26 @@ pub(super) fn check_workloads(ctx: &Ctx) -> SourceReport {
                 .push(format!("{line}: installed but not shown running"));
         }
     };
-    for d in &s.deployments {
-        let spec = d.spec.as_ref();
-        let st = d.status.as_ref();
-        judge(
-            "Deployment",
-            &d.metadata,
-            spec.and_then(|s| s.template.spec.as_ref()),
-            spec.and_then(|s| s.template.metadata.as_ref())
-                .and_then(|m| m.labels.as_ref()),
-            st.and_then(|s| s.ready_replicas).unwrap_or(0),
-            spec.and_then(|s| s.replicas).unwrap_or(1),
-        );
+    // Deployments and StatefulSets: two API types with the same fields.
+    macro_rules! judge_replicated {
+        ($list:expr, $kind:literal) => {
+            for d in $list {
+                let spec = d.spec.as_ref();
+                let st = d.status.as_ref();
+                judge(
+                    $kind,
+                    &d.metadata,
+                    spec.and_then(|s| s.template.spec.as_ref()),
+                    spec.and_then(|s| s.template.metadata.as_ref())
+                        .and_then(|m| m.labels.as_ref()),
+                    st.and_then(|s| s.ready_replicas).unwrap_or(0),
+                    spec.and_then(|s| s.replicas).unwrap_or(1),
+                );
+            }
+        };
     }
-    for d in &s.stateful_sets {
-        let spec = d.spec.as_ref();
-        let st = d.status.as_ref();
-        judge(
-            "StatefulSet",
-            &d.metadata,
-            spec.and_then(|s| s.template.spec.as_ref()),
-            spec.and_then(|s| s.template.metadata.as_ref())
-                .and_then(|m| m.labels.as_ref()),
-            st.and_then(|s| s.ready_replicas).unwrap_or(0),
-            spec.and_then(|s| s.replicas).unwrap_or(1),
-        );
-    }
+    judge_replicated!(&s.deployments, "Deployment");
+    judge_replicated!(&s.stateful_sets, "StatefulSet");
     for d in &s.daemon_sets {
         let spec = d.spec.as_ref();
         let st = d.status.as_ref();

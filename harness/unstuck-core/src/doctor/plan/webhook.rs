@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{Action, FORCE_WEBHOOK_FAIL_OPEN, PlannedStep, refuse, wait};
 use crate::doctor::finding::{Finding, FindingDetail, PodStuckHint};
 use crate::doctor::snapshot::Snapshot;
-use crate::doctor::webhook::{WebhookConfigKind, webhooks};
+use crate::doctor::webhook::{WebhookConfigKind, WebhookView, webhooks};
 
 /// Set one webhook's `failurePolicy` from `Fail` to `Ignore`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,51 +80,32 @@ pub(super) fn webhook_fail_open(
     else {
         return refuse(i, format!("{} finding without webhook detail", f.kind));
     };
-    // Re-argue from the snapshot: the webhook is still there, at the same
-    // index, failing closed, and its Service lookup still proves it dead.
-    let Some(w) = webhooks(snapshot).into_iter().find(|w| {
-        w.config_kind == *configuration
-            && w.config_name == configuration_name
-            && w.index == *index
-            && w.name == webhook
-    }) else {
-        return refuse(
-            i,
-            format!(
-                "webhook {webhook:?} is not in {configuration_name} any more; nothing to change"
-            ),
-        );
+    let w = match still_dead(
+        i,
+        snapshot,
+        *configuration,
+        configuration_name,
+        *index,
+        webhook,
+        service,
+    ) {
+        Ok(w) => w,
+        Err(refused) => return *refused,
     };
-    if w.failure_policy != "Fail" {
-        return refuse(
-            i,
-            format!(
-                "webhook {webhook:?} already has failurePolicy {}",
-                w.failure_policy
-            ),
-        );
-    }
-    let proven = crate::doctor::backend::judge(snapshot.service_lookup(service)).is_gone();
-    if !proven {
-        return refuse(
-            i,
-            format!("the backend of webhook {webhook:?} (Service {service}) is not proven gone"),
-        );
-    }
     // A dead webhook is changed only for what it keeps stuck: a namespace
     // whose content deletes it rejects, a write that would release a stuck
     // object, or a stuck pod's final DELETE. One that blocks nothing stuck
     // is left as it is, whatever else it would reject.
-    let blocks_pod_delete = w.matches_operation_on_pods("DELETE")
-        && all.iter().any(|g| {
-            matches!(
-                g.detail,
-                FindingDetail::Pod {
-                    hint: PodStuckHint::DeleteRejected,
-                    ..
-                }
-            )
-        });
+    let blocks_pod_delete = all.iter().any(|g| {
+        matches!(
+            g.detail,
+            FindingDetail::Pod {
+                hint: PodStuckHint::DeleteRejected,
+                ..
+            }
+        ) && crate::doctor::admission::pod_of(snapshot, &g.subject)
+            .is_some_and(|pod| w.matches_final_delete_of(pod, snapshot))
+    });
     if blocks_namespaces.is_empty() && rejects.is_empty() && !blocks_pod_delete {
         return wait(
             i,
@@ -161,6 +142,50 @@ pub(super) fn webhook_fail_open(
         ),
         force_level: FORCE_WEBHOOK_FAIL_OPEN,
     }
+}
+
+/// Re-argues a dead webhook from the snapshot: it is still there, at the
+/// same index, failing closed, and its Service lookup still proves it
+/// dead. Otherwise the step that refuses it.
+fn still_dead<'a>(
+    i: usize,
+    snapshot: &'a Snapshot,
+    configuration: WebhookConfigKind,
+    configuration_name: &str,
+    index: usize,
+    webhook: &str,
+    service: &crate::doctor::webhook::ServiceKey,
+) -> Result<WebhookView<'a>, Box<PlannedStep>> {
+    let Some(w) = webhooks(snapshot).into_iter().find(|w| {
+        w.config_kind == configuration
+            && w.config_name == configuration_name
+            && w.index == index
+            && w.name == webhook
+    }) else {
+        return Err(Box::new(refuse(
+            i,
+            format!(
+                "webhook {webhook:?} is not in {configuration_name} any more; nothing to change"
+            ),
+        )));
+    };
+    if w.failure_policy != "Fail" {
+        return Err(Box::new(refuse(
+            i,
+            format!(
+                "webhook {webhook:?} already has failurePolicy {}",
+                w.failure_policy
+            ),
+        )));
+    }
+    let proven = crate::doctor::backend::judge(snapshot.service_lookup(service)).is_gone();
+    if !proven {
+        return Err(Box::new(refuse(
+            i,
+            format!("the backend of webhook {webhook:?} (Service {service}) is not proven gone"),
+        )));
+    }
+    Ok(w)
 }
 
 /// What a dead webhook keeps stuck, for the fail-open's rationale.

@@ -32,11 +32,7 @@ pub(super) async fn delete(client: &Client, d: &DeleteApiService, backups: &Path
     };
     let r = api.delete(&d.name, &dp).await;
     rec.call("DELETE", Some(d.delete_options()), &r);
-    let restore = rec
-        .backup
-        .as_ref()
-        .map(|b| b.display().to_string())
-        .unwrap_or_default();
+    let restore = rec.backup_text();
     rec.end(match r {
         Ok(_) => StepOutcome::Done(format!(
             "deleted; manifest saved to {restore} (kubectl apply -f it to restore)"

@@ -4,10 +4,7 @@
 use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-};
+use kube::{Api, Client};
 use unstuck_core::doctor::SetCrdConversionNone;
 
 use super::{AppliedStep, Recorder, StepOutcome, write_refused};
@@ -29,20 +26,10 @@ pub(super) async fn set_none(
     {
         return rec.finish();
     }
-    let patch_value = c.json_patch();
-    let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
-        Ok(p) => p,
-        Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
+    let Some(r) = rec.json_patch(&api, &c.crd, c.json_patch()).await else {
+        return rec.finish();
     };
-    let r = api
-        .patch(&c.crd, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await;
-    rec.call("PATCH", Some(patch_value), &r);
-    let restore = rec
-        .backup
-        .as_ref()
-        .map(|b| b.display().to_string())
-        .unwrap_or_default();
+    let restore = rec.backup_text();
     rec.end(match r {
         Ok(after) => {
             let strategy = after.spec.conversion.map(|c| c.strategy);

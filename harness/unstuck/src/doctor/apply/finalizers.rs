@@ -3,10 +3,7 @@
 
 use std::path::Path;
 
-use kube::{
-    Client,
-    api::{Patch, PatchParams},
-};
+use kube::Client;
 use unstuck_core::doctor::RemoveFinalizers;
 
 use super::{AppliedStep, Recorder, StepOutcome, dynamic_api, is_not_found, write_refused};
@@ -23,15 +20,9 @@ pub(super) async fn remove(client: &Client, rf: &RemoveFinalizers, backups: &Pat
     {
         return rec.finish();
     }
-    let patch_value = rf.json_patch();
-    let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
-        Ok(p) => p,
-        Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
+    let Some(r) = rec.json_patch(&api, &t.name, rf.json_patch()).await else {
+        return rec.finish();
     };
-    let r = api
-        .patch(&t.name, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await;
-    rec.call("PATCH", Some(patch_value), &r);
     rec.end(match r {
         Ok(after) => {
             let left = after.metadata.finalizers.unwrap_or_default();

@@ -3,10 +3,7 @@
 
 use std::path::Path;
 
-use kube::{
-    Api, Client,
-    api::{DynamicObject, Patch, PatchParams},
-};
+use kube::{Api, Client, api::DynamicObject};
 use unstuck_core::doctor::SetWebhookFailurePolicy;
 
 use super::{AppliedStep, Recorder, StepOutcome, write_refused};
@@ -32,24 +29,13 @@ pub(super) async fn fail_open(
     {
         return rec.finish();
     }
-    let patch_value = w.json_patch();
-    let patch: json_patch::Patch = match serde_json::from_value(patch_value.clone()) {
-        Ok(p) => p,
-        Err(e) => return rec.end(StepOutcome::Failed(format!("bad patch: {e}"))),
+    let Some(r) = rec
+        .json_patch(&api, &w.configuration_name, w.json_patch())
+        .await
+    else {
+        return rec.finish();
     };
-    let r = api
-        .patch(
-            &w.configuration_name,
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch),
-        )
-        .await;
-    rec.call("PATCH", Some(patch_value), &r);
-    let restore = rec
-        .backup
-        .as_ref()
-        .map(|b| b.display().to_string())
-        .unwrap_or_default();
+    let restore = rec.backup_text();
     rec.end(match r {
         Ok(after) => {
             let policy = after.data["webhooks"][w.index]["failurePolicy"].as_str();

@@ -133,7 +133,7 @@ pub(in crate::doctor) async fn look_up_service(client: &Client, key: ServiceKey)
         Ok(None) => return lookup,
         Ok(Some(s)) => s.spec.unwrap_or_default(),
         Err(e) => {
-            lookup.error = Some(crate::kube_error::text(&e));
+            lookup.error = Some(LookupError::Service(e).to_string());
             return lookup;
         }
     };
@@ -151,7 +151,7 @@ pub(in crate::doctor) async fn look_up_service(client: &Client, key: ServiceKey)
         lookup.selector = Some(selector.join(","));
     }
     if let Err(e) = read_slices(client, &mut lookup).await {
-        lookup.error = Some(e);
+        lookup.error = Some(e.to_string());
         return lookup;
     }
     let selects_pods =
@@ -169,7 +169,7 @@ pub(in crate::doctor) async fn look_up_service(client: &Client, key: ServiceKey)
     if lookup.pods_error.is_none() && !coming_back {
         tokio::time::sleep(backend::SUSTAINED).await;
         if let Err(e) = read_slices(client, &mut lookup).await {
-            lookup.error = Some(e);
+            lookup.error = Some(e.to_string());
             return lookup;
         }
         // Pods made since the first read would show up now.
@@ -178,19 +178,24 @@ pub(in crate::doctor) async fn look_up_service(client: &Client, key: ServiceKey)
     lookup
 }
 
+/// A read of what backs a Service that failed. The snapshot records its
+/// text ([`ServiceLookup::error`]), so a saved snapshot says why.
+#[derive(Debug, thiserror::Error)]
+enum LookupError {
+    #[error("{}", crate::kube_error::text(.0))]
+    Service(#[source] kube::Error),
+    #[error("listing its EndpointSlices: {}", crate::kube_error::text(.0))]
+    Slices(#[source] kube::Error),
+}
+
 /// One read of the Service's EndpointSlices, appended to `lookup.reads`.
-async fn read_slices(client: &Client, lookup: &mut ServiceLookup) -> Result<(), String> {
+async fn read_slices(client: &Client, lookup: &mut ServiceLookup) -> Result<(), LookupError> {
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &lookup.service.namespace);
     let lp = ListParams::default().labels(&format!(
         "kubernetes.io/service-name={}",
         lookup.service.name
     ));
-    let list = slices.list(&lp).await.map_err(|e| {
-        format!(
-            "listing its EndpointSlices: {}",
-            crate::kube_error::text(&e)
-        )
-    })?;
+    let list = slices.list(&lp).await.map_err(LookupError::Slices)?;
     // An endpoint whose `ready` is unset counts as ready (the API's rule).
     let endpoints = || list.items.iter().flat_map(|s| &s.endpoints);
     let is_ready = |e: &&k8s_openapi::api::discovery::v1::Endpoint| {

@@ -6,8 +6,20 @@
 use unstuck_core::doctor::PlannedStep;
 
 use super::{
-    Answer, AskAgain, Claim, Confirmed, Decision, Gated, NOT_CONFIRMED, check_age, claim, restrict,
+    Answer, AskAgain, Claim, Confirmed, Decision, Gated, NOT_CONFIRMED, StalePlan, check_age,
+    claim, restrict,
 };
+
+/// Why the steps asked about are left: the answer did not confirm them.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NotConfirmed {
+    #[error(transparent)]
+    Stale(#[from] StalePlan),
+    #[error("declined when asked")]
+    Declined,
+    #[error("{NOT_CONFIRMED}")]
+    NotAsked,
+}
 
 /// Consent by scope: a scenario run's own objects, and nothing else.
 pub(super) fn by_scope(steps: &[PlannedStep], run_scope: bool) -> Gated {
@@ -91,7 +103,7 @@ pub(super) fn sort(confirmed: &Confirmed, steps: &[PlannedStep]) -> Vec<Sorted> 
 pub(super) fn ask_once(
     sorted: &[Sorted],
     ask: &mut dyn AskAgain,
-) -> (Option<Answer>, Result<(), String>) {
+) -> (Option<Answer>, Result<(), NotConfirmed>) {
     let new: Vec<PlannedStep> = sorted
         .iter()
         .filter(|s| !s.declined_before)
@@ -102,14 +114,14 @@ pub(super) fn ask_once(
     } else {
         Some(ask.ask(&new))
     };
-    let verdict: Result<(), String> = match &answer {
+    let verdict = match &answer {
         None => Ok(()),
         Some(Answer::Yes {
             shown_at,
             answered_at,
-        }) => check_age(*shown_at, *answered_at).map_err(|e| e.to_string()),
-        Some(Answer::No) => Err("declined when asked".into()),
-        Some(Answer::NotAsked) => Err(NOT_CONFIRMED.into()),
+        }) => check_age(*shown_at, *answered_at).map_err(NotConfirmed::from),
+        Some(Answer::No) => Err(NotConfirmed::Declined),
+        Some(Answer::NotAsked) => Err(NotConfirmed::NotAsked),
     };
     (answer, verdict)
 }
@@ -119,8 +131,7 @@ pub(super) fn ask_once(
 pub(super) fn decide(
     confirmed: &mut Confirmed,
     sorted: Vec<Sorted>,
-    answer: Option<&Answer>,
-    verdict: &Result<(), String>,
+    verdict: &Result<(), NotConfirmed>,
 ) -> Vec<Decision> {
     let mut decisions = Vec::new();
     for s in sorted {
@@ -145,14 +156,14 @@ pub(super) fn decide(
                     decisions.push(Decision::Apply(s.step));
                 }
                 Err(why) => {
-                    if matches!(answer, Some(Answer::No)) {
+                    if *why == NotConfirmed::Declined {
                         confirmed.decline(&rc);
                     }
                     decisions.extend(covered.map(Decision::Apply));
                     decisions.push(Decision::Left {
                         step: rest,
                         claim: rc,
-                        why: why.clone(),
+                        why: why.to_string(),
                     });
                 }
             },

@@ -59,20 +59,29 @@ pub(super) async fn thaw(node: &impl Node, targets: &[ThawTarget]) -> (bool, Vec
     (ok, lines)
 }
 
+/// What [`proof`] found of the pod's cgroups after it left.
+pub(super) enum Proof {
+    /// None is frozen: the line for the report's proof.
+    Thawed(String),
+    /// Still frozen, or unreadable: the report's leftovers.
+    Left(Vec<String>),
+}
+
 /// After the pod left the API: its cgroups that are still frozen (the
 /// kubelet removes a deleted pod's cgroups in its housekeeping, so most
 /// are simply gone).
-pub(super) async fn proof(node: &impl Node, uid: &str) -> Result<String, Vec<String>> {
-    let cgroups = cgroup::pod_cgroups(node, uid)
-        .await
-        .map_err(|e| vec![format!("reading the pod's cgroups: {e}")])?;
+pub(super) async fn proof(node: &impl Node, uid: &str) -> Proof {
+    let cgroups = match cgroup::pod_cgroups(node, uid).await {
+        Ok(c) => c,
+        Err(e) => return Proof::Left(vec![format!("reading the pod's cgroups: {e}")]),
+    };
     let frozen: Vec<String> = cgroups
         .iter()
         .filter(|c| c.is_frozen())
         .map(|c| format!("cgroup {} still frozen ({})", c.path.display(), c.quote()))
         .collect();
     if !frozen.is_empty() {
-        return Err(frozen);
+        return Proof::Left(frozen);
     }
     let own = cgroups
         .iter()
@@ -81,7 +90,7 @@ pub(super) async fn proof(node: &impl Node, uid: &str) -> Result<String, Vec<Str
                 .is_some_and(|r| r != unstuck_core::doctor::node::freezer::CgroupRole::Ancestor)
         })
         .count();
-    Ok(if own == 0 {
+    Proof::Thawed(if own == 0 {
         "no cgroup of the pod is left on the node (the kubelet removed them)".to_owned()
     } else {
         format!("none of the pod's {own} remaining cgroup(s) is frozen")

@@ -112,18 +112,30 @@ pub async fn heal_pod(
     }
 
     if gone {
-        if report.timings.pod_gone_ms.is_none() {
-            report.timings.pod_gone_ms = Some(start.elapsed().as_millis());
-        }
-        prove(node, namespace, name, &ids, opts, &mut report).await?;
-        report.outcome = if report.leftovers.is_empty() {
-            HealOutcome::Recovered
-        } else {
-            HealOutcome::GoneWithLeftovers
-        };
+        prove_gone(&at, node, &ids, &mut report).await?;
     }
     report.timings.total_ms = start.elapsed().as_millis();
     Ok(report)
+}
+
+/// The pod left: when, the proof that the node let go of it, and the
+/// outcome that follows.
+async fn prove_gone(
+    at: &Round<'_>,
+    node: &impl Node,
+    ids: &[String],
+    report: &mut NodeDoctorReport,
+) -> Result<(), NodeDoctorError> {
+    if report.timings.pod_gone_ms.is_none() {
+        report.timings.pod_gone_ms = Some(at.start.elapsed().as_millis());
+    }
+    prove(node, at.namespace, at.name, ids, at.opts, report).await?;
+    report.outcome = if report.leftovers.is_empty() {
+        HealOutcome::Recovered
+    } else {
+        HealOutcome::GoneWithLeftovers
+    };
+    Ok(())
 }
 
 /// The report of a heal not yet begun: given up unless a round says

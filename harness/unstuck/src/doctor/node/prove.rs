@@ -39,7 +39,10 @@ pub(super) async fn prove(
     let deadline = Instant::now() + opts.proof_timeout;
     let mut reaped_orphans = false;
     loop {
-        let (mut left, rt) = still_held(node, &dir, &uid, ids).await?;
+        let Held {
+            mut left,
+            runtime: rt,
+        } = still_held(node, &dir, &uid, ids).await?;
         // Exited containers' records are not running and hold nothing;
         // the kubelet's container garbage collection removes those of a
         // deleted pod, but only once a minute (ContainerGCPeriod, a constant
@@ -80,22 +83,28 @@ pub(super) async fn prove(
         .any(|s| matches!(s.step.remedy, NodeRemedy::ThawCgroup { .. }))
     {
         match freezer::proof(node, &uid).await {
-            Ok(line) => report.proof.push(line),
-            Err(left) => report.leftovers.extend(left),
+            freezer::Proof::Thawed(line) => report.proof.push(line),
+            freezer::Proof::Left(left) => report.leftovers.extend(left),
         }
     }
     kubelet_finished(node, namespace, name, &uid, opts, report).await
 }
 
+/// What the node still holds of the pod, one line each, and the
+/// runtime's whole view beside.
+struct Held {
+    left: Vec<String>,
+    runtime: RuntimeFacts,
+}
+
 /// What the node still holds of the pod: mounts under its directory,
-/// processes holding it, the runtime's tasks (the runtime's whole view is
-/// returned beside).
+/// processes holding it, the runtime's tasks.
 async fn still_held(
     node: &impl Node,
     dir: &Path,
     uid: &str,
     ids: &[String],
-) -> Result<(Vec<String>, RuntimeFacts), NodeDoctorError> {
+) -> Result<Held, NodeDoctorError> {
     let mut left = Vec::new();
     for m in node.mounts().await? {
         if m.mount_point.starts_with(dir) {
@@ -122,7 +131,7 @@ async fn still_held(
             t.id, t.pid, t.status
         ));
     }
-    Ok((left, rt))
+    Ok(Held { left, runtime: rt })
 }
 
 /// SIGKILL to each stopped shim the runtime left behind, recorded in the

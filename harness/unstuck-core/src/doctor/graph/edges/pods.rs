@@ -3,7 +3,7 @@
 
 use super::super::NodeState;
 use super::super::build::{Builder, NodePart};
-use crate::doctor::finding::{Finding, FindingDetail, PodStuckHint};
+use crate::doctor::finding::{Finding, FindingDetail, ObjectRef, PodStuckHint};
 use crate::doctor::webhook::{WebhookConfigKind, webhooks};
 
 /// A pod the kubelet does not finish waits on what its status points at
@@ -40,7 +40,7 @@ pub(super) fn pod_stuck(
             "FailedKillPod: failed to destroy network for sandbox",
         ),
         PodStuckHint::DeleteRejected => {
-            for hook in dead_pod_delete_webhooks(b) {
+            for hook in dead_pod_delete_webhooks(b, s) {
                 b.edge(
                     &pod,
                     &hook,
@@ -70,9 +70,12 @@ pub(super) fn pod_stuck(
     b.edge(&pod, &to, why, Some(i));
 }
 
-/// The dead webhooks (those with a DeadWebhook finding) that match pod
-/// DELETE.
-fn dead_pod_delete_webhooks(b: &mut Builder) -> Vec<String> {
+/// The dead webhooks (those with a DeadWebhook finding) that match the
+/// final DELETE of pod `subject`.
+fn dead_pod_delete_webhooks(b: &mut Builder, subject: &ObjectRef) -> Vec<String> {
+    let Some(pod) = crate::doctor::admission::pod_of(b.snapshot, subject) else {
+        return Vec::new();
+    };
     let dead: Vec<(WebhookConfigKind, String, String)> = b
         .findings
         .iter()
@@ -88,7 +91,7 @@ fn dead_pod_delete_webhooks(b: &mut Builder) -> Vec<String> {
         .collect();
     let matching: Vec<(WebhookConfigKind, String, String)> = webhooks(b.snapshot)
         .into_iter()
-        .filter(|w| w.matches_operation_on_pods("DELETE"))
+        .filter(|w| w.matches_final_delete_of(pod, b.snapshot))
         .map(|w| (w.config_kind, w.config_name.to_owned(), w.name.to_owned()))
         .filter(|w| dead.contains(w))
         .collect();
