@@ -26,10 +26,10 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self, LocalCluster, UpOptions},
+    cluster::local::{self, LocalCluster, LocalNode, UpOptions},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod},
     faults::{Injected, freeze_cgroup},
-    node::{LocalNode, cgroup},
+    node::cgroup,
     wait::{self, Poll},
 };
 use unstuck_core::doctor::node::{

@@ -21,7 +21,7 @@ use unstuck::{
         provider::{ProvidedCluster, ProviderKind},
     },
     components::DEFAULT_K8S_VERSION,
-    node::{AnyNode, Node},
+    node::AnyNode,
     runner::{Outcome, RunContext, run_scenario},
     wait::{self, Poll},
 };
@@ -90,7 +90,7 @@ async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing(
     let version = cluster.client().apiserver_version().await.expect("version");
     assert_eq!(version.git_version, DEFAULT_K8S_VERSION);
 
-    let node: Arc<AnyNode> = Arc::new(ProvidedCluster::node(&cluster));
+    let node: Arc<AnyNode> = ProvidedCluster::node(&cluster);
     let out = std::env::temp_dir().join(format!("unstuck-kind-test-{}", std::process::id()));
     let ctx = |scenario: &str| RunContext {
         client: cluster.client(),
@@ -222,7 +222,7 @@ steps:
         logs.display()
     );
 
-    let teardown = ProvidedCluster::delete(cluster).await;
+    let teardown = ProvidedCluster::delete(Box::new(cluster)).await;
     assert!(teardown.problems.is_empty(), "{teardown}");
     assert_gone_within(&name, &kind::kind_root(), Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&out);

@@ -21,10 +21,10 @@ use kube::{
     api::{DeleteParams, ListParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self, LocalCluster, UpOptions},
+    cluster::local::{self, LocalCluster, LocalNode, UpOptions},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod, stuck_pods},
     faults::{Injected, busy_mount, stop_kubelet, wedge_shim},
-    node::{LocalNode, Node},
+    node::Node,
     wait::{self, Poll},
 };
 use unstuck_core::doctor::{

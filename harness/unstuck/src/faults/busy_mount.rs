@@ -91,7 +91,7 @@ pub struct BusyMount {
 /// Makes one of the pod's volumes busy. The pod must run on `node`.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
     opts: &BusyMountOptions,
@@ -154,7 +154,7 @@ pub async fn inject(
 }
 
 async fn nested_mount(
-    node: &impl Node,
+    node: &dyn Node,
     pod: PodTarget,
     pod_dir: &std::path::Path,
     opts: &BusyMountOptions,
@@ -180,7 +180,7 @@ async fn nested_mount(
 /// The volume to use: `(plugin directory, volume name)` under the pod's
 /// `volumes/`, by name, else the first emptyDir, else the first one.
 async fn pick_volume(
-    node: &impl Node,
+    node: &dyn Node,
     pod: &PodTarget,
     pod_dir: &std::path::Path,
     opts: &BusyMountOptions,
@@ -205,7 +205,7 @@ async fn pick_volume(
 }
 
 async fn held_subpath(
-    node: &impl Node,
+    node: &dyn Node,
     pod: PodTarget,
     pod_dir: &std::path::Path,
     opts: &BusyMountOptions,
@@ -292,7 +292,7 @@ impl BusyMount {
     /// mount (lazily if a plain unmount stays busy) and removes its
     /// directory. Each part is skipped when already undone; the kubelet's
     /// own mounts are never touched.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    pub async fn revert(&self, node: &dyn Node) -> Result<Vec<String>, FaultError> {
         let mut done = Vec::new();
         if let Some(h) = &self.holder {
             let procs = node.processes().await?;

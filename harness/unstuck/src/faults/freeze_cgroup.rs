@@ -36,7 +36,7 @@ pub struct FrozenCgroup {
 /// node has one, else in cgroup v2). The pod must run on `node`.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<Injected, FaultError> {
@@ -83,7 +83,7 @@ impl FrozenCgroup {
 
     /// Thaws the cgroup if it is still there and still frozen by a write
     /// to it. One the doctor thawed, or the kubelet removed, is left alone.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    pub async fn revert(&self, node: &dyn Node) -> Result<Vec<String>, FaultError> {
         let present = cgroup::pod_cgroups(node, &self.pod.uid)
             .await?
             .into_iter()

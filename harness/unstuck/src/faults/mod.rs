@@ -93,7 +93,7 @@ impl std::fmt::Display for PodTarget {
 /// Reads the pod and checks it is on `node`.
 pub(crate) async fn target_pod(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<(PodTarget, Pod), FaultError> {
@@ -166,7 +166,7 @@ impl Injected {
 
     /// Undoes the fault. Idempotent: what is already undone (by the doctor,
     /// the kubelet or an earlier revert) is skipped. Returns what it did.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    pub async fn revert(&self, node: &dyn Node) -> Result<Vec<String>, FaultError> {
         match self {
             Injected::BusyMount(b) => b.revert(node).await,
             Injected::WedgedShim(w) => w.revert(node).await,

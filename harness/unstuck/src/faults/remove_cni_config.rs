@@ -42,7 +42,7 @@ pub struct RemovedCniConfig {
 /// where the pod must run.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<Injected, FaultError> {
@@ -95,7 +95,7 @@ impl RemovedCniConfig {
 
     /// Moves each file back unless one of that name is in place again,
     /// then removes the holding directory (with what is left in it).
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    pub async fn revert(&self, node: &dyn Node) -> Result<Vec<String>, FaultError> {
         let mut done = Vec::new();
         let present = node.list_dir(&self.conf_dir).await?;
         let held = node.list_dir(&self.moved_to).await.unwrap_or_default();

@@ -33,7 +33,7 @@ pub struct StoppedKubelet {
 /// Stops the kubelet of `node`, where the pod must run.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<Injected, FaultError> {
@@ -76,7 +76,7 @@ impl StoppedKubelet {
 
     /// Starts the kubelet again when none runs. One the doctor (or anyone)
     /// already started is left alone.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    pub async fn revert(&self, node: &dyn Node) -> Result<Vec<String>, FaultError> {
         if node.kubelet_running().await? {
             return Ok(Vec::new());
         }

@@ -39,7 +39,7 @@ pub struct WedgedShim {
 /// Stops the shim(s) serving the pod. The pod must run on `node`.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<Injected, FaultError> {
@@ -115,7 +115,7 @@ impl WedgedShim {
     /// SIGCONT to every shim that is still the same process and still
     /// stopped. A shim the doctor killed, or that the runtime replaced, is
     /// left alone.
-    pub async fn revert(&self, node: &impl Node) -> Result<Vec<String>, FaultError> {
+    pub async fn revert(&self, node: &dyn Node) -> Result<Vec<String>, FaultError> {
         let procs = node.processes().await?;
         let mut done = Vec::new();
         for s in &self.shims {

@@ -16,10 +16,7 @@ use super::{
     names::Names,
     objects::{api_for, resolve, resolve_if_served},
 };
-use crate::{
-    doctor::collect,
-    node::{AnyNode, Node as _},
-};
+use crate::{doctor::collect, node::AnyNode};
 
 /// How much of the kubelet's log a condition searches, from its end: far
 /// more than a scenario's run writes, far less than a long-lived node's.

@@ -19,7 +19,7 @@ use super::{RunContext, ScenarioReport, run_scenario_until};
 use crate::{
     cluster::{
         exits::ExitLog,
-        provider::{AnyProvider, ProvidedCluster, Provider, ProviderInfo},
+        provider::{AnyProvider, ProviderInfo},
     },
     node::AnyNode,
     report::RunReport,
@@ -136,7 +136,7 @@ impl OwnClusters {
             client: cluster.client(),
             fixtures_dir: fixtures_dir.to_path_buf(),
             out_dir: out_dir.clone(),
-            node: Some(Arc::new(cluster.node())),
+            node: Some(cluster.node()),
             cluster_exits: cluster.component_exits(),
         };
         let mut report = run_scenario_until(&ctx, scenario, cancel).await;

@@ -13,12 +13,16 @@
 //! know exactly what is theirs.
 
 pub mod docker;
+mod node;
+mod provider;
 pub mod restarts;
 mod state;
 mod teardown;
 
 use self::teardown::{delete, leftovers, spawn_reaper};
 pub use self::{
+    node::{CNI_CONFLIST_NAME, KindNode},
+    provider::KindProvider,
     state::{KindState, KindStatus, list},
     teardown::{down, reap, sweep_stale},
 };
@@ -37,13 +41,13 @@ use self::docker::Docker;
 use crate::{
     cluster::{
         exits::ExitLog,
-        local::{self, state::ProcessRef},
+        local::{self, LocalError, layout},
         readiness,
     },
     components,
     exec::{Cmd, RunError},
-    node::KindNode,
-    wait,
+    node::{NodeError, ProcRef},
+    wait::{self, WaitTimeout},
 };
 
 /// The kind release set-up builds (the last with cgroup v1 node images
@@ -75,8 +79,8 @@ pub fn node_container(cluster: &str) -> String {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KindError {
-    #[error("{0}")]
-    Name(String),
+    #[error(transparent)]
+    Name(#[from] layout::InvalidName),
     #[error(
         "the kind CLI is not built ({path}).\n  Install Docker, build kind and the offline node image with:\n    sudo ci/kind/setup.sh --k8s-version {version}"
     )]
@@ -109,12 +113,26 @@ pub enum KindError {
         #[source]
         source: std::io::Error,
     },
-    #[error("kind cluster '{name}': {message}\n  kind's logs of it: {logs}")]
+    #[error("kind cluster '{name}': {source}\n  kind's logs of it: {logs}")]
     Create {
         name: String,
-        message: String,
         logs: PathBuf,
+        #[source]
+        source: Box<KindError>,
     },
+    #[error("kind cluster '{name}': {source}\n  and kind's logs of it could not be kept: {logs}")]
+    CreateNoLogs {
+        name: String,
+        #[source]
+        source: Box<KindError>,
+        logs: Box<KindError>,
+    },
+    #[error(transparent)]
+    Client(#[from] LocalError),
+    #[error(transparent)]
+    Wait(#[from] WaitTimeout),
+    #[error(transparent)]
+    Node(#[from] NodeError),
     #[error("kind cluster record {path} is unreadable: {message}")]
     State { path: PathBuf, message: String },
 }
@@ -244,7 +262,7 @@ impl KindCluster {
     /// failure kind's logs are exported (the error names where) and
     /// everything made so far is deleted again.
     pub async fn up(opts: KindOptions) -> Result<Self, KindError> {
-        local::layout::validate_name(&opts.name).map_err(KindError::Name)?;
+        local::layout::validate_name(&opts.name)?;
         let tools = KindTools::locate(&opts.k8s_version).await?;
         // Clusters of harnesses that died (their reaper killed too, say by
         // the end of a CI session) would hold Docker networks and memory.
@@ -274,7 +292,7 @@ impl KindCluster {
             owner: opts
                 .reaper
                 .as_ref()
-                .and_then(|_| ProcessRef::of(std::process::id() as i32)),
+                .and_then(|_| ProcRef::of_pid(std::process::id() as i32)),
             volumes: Vec::new(),
         };
         state.save(&dir)?;
@@ -293,22 +311,29 @@ impl KindCluster {
                 reaper,
                 timings,
             }),
-            Err(message) => {
+            Err(source) => {
                 let logs = dir.with_file_name(format!("{}-failed-logs", opts.name));
-                let _ = export_logs(&tools, &state, &logs).await;
+                let kept = export_logs(&tools, &state, &logs).await;
                 let td = delete(&tools, &state, &dir).await;
                 tracing::warn!(
                     "creating kind cluster '{}' failed; deleted: {td:?}",
                     opts.name
                 );
-                if let Some((mut child, stdin)) = reaper {
-                    drop(stdin);
-                    let _ = child.wait();
+                if let Some((child, stdin)) = reaper {
+                    release_reaper(child, stdin);
                 }
-                Err(KindError::Create {
-                    name: opts.name,
-                    message,
-                    logs,
+                let source = Box::new(source);
+                Err(match kept {
+                    Ok(()) => KindError::Create {
+                        name: opts.name,
+                        logs,
+                        source,
+                    },
+                    Err(e) => KindError::CreateNoLogs {
+                        name: opts.name,
+                        source,
+                        logs: Box::new(e),
+                    },
                 })
             }
         }
@@ -348,10 +373,9 @@ impl KindCluster {
     /// network and its record. Returns what went wrong, if anything.
     pub async fn down(mut self) -> Vec<String> {
         let errors = delete(&self.tools, &self.state, &self.dir).await;
-        if let Some((mut child, stdin)) = self.reaper.take() {
+        if let Some((child, stdin)) = self.reaper.take() {
             // The record is gone, so the reaper finds nothing left to do.
-            drop(stdin);
-            let _ = child.wait();
+            release_reaper(child, stdin);
         }
         errors
     }
@@ -363,16 +387,17 @@ impl KindCluster {
 }
 
 /// The create itself: `kind create cluster`, the kubeconfig, node Ready,
-/// the cluster's unstuck mark. Errors are words for [`KindError::Create`].
+/// the cluster's unstuck mark. [`KindCluster::up`] wraps its error in
+/// [`KindError::Create`], naming kind's logs.
 async fn create(
     tools: &KindTools,
     state: &mut KindState,
     dir: &Path,
     timeout: Duration,
     started: Instant,
-) -> Result<(Client, KindNode, KindTimings), String> {
+) -> Result<(Client, KindNode, KindTimings), KindError> {
     let config = dir.join("kind-config.yaml");
-    fs::write(&config, CLUSTER_CONFIG).map_err(|e| format!("writing {}: {e}", config.display()))?;
+    fs::write(&config, CLUSTER_CONFIG).map_err(io(format!("writing {}", config.display())))?;
     let kubeconfig = dir.join("kubeconfig");
     tools
         .kind(&state.network)
@@ -386,18 +411,14 @@ async fn create(
         .arg("--retain")
         .timeout(timeout)
         .output()
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let create = started.elapsed();
     state.volumes = tools
         .docker
         .container_volumes(&node_container(&state.name))
-        .await
-        .map_err(|e| e.to_string())?;
-    state.save(dir).map_err(|e| e.to_string())?;
-    let client = local::client_for(&kubeconfig)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
+    state.save(dir)?;
+    let client = local::client_for(&kubeconfig).await?;
     let node_name = node_container(&state.name);
     let left = timeout.saturating_sub(started.elapsed());
     wait::until(
@@ -406,8 +427,7 @@ async fn create(
         Duration::from_millis(500),
         || readiness::node_ready(&client, &node_name),
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     let node_ready = started.elapsed();
     // kind is done at node Ready; pods are refused until the service
     // account controller has made `default` (as the local provider waits).
@@ -419,19 +439,15 @@ async fn create(
         Duration::from_millis(500),
         || readiness::default_service_account(&client),
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     wait::until(
         "marking the cluster as unstuck's",
         Duration::from_secs(30),
         Duration::from_millis(500),
         || readiness::marked(&client),
     )
-    .await
-    .map_err(|e| e.to_string())?;
-    let node = KindNode::open(tools.docker.clone(), &node_name)
-        .await
-        .map_err(|e| e.to_string())?;
+    .await?;
+    let node = KindNode::open(tools.docker.clone(), &node_name).await?;
     Ok((client, node, KindTimings { create, node_ready }))
 }
 
@@ -446,6 +462,15 @@ async fn export_logs(tools: &KindTools, state: &KindState, to: &Path) -> Result<
         .output()
         .await?;
     Ok(())
+}
+
+/// Lets the reaper go (it finds nothing left once the record is gone) and
+/// waits for it, so it is never left a zombie; a wait that fails is said.
+fn release_reaper(mut child: Child, stdin: ChildStdin) {
+    drop(stdin);
+    if let Err(e) = child.wait() {
+        tracing::warn!("waiting for the kind reaper {}: {e}", child.id());
+    }
 }
 
 #[cfg(test)]

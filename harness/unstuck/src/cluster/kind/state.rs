@@ -10,7 +10,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use super::{KindError, io, kind_root};
-use crate::cluster::local::state::ProcessRef;
+use crate::node::ProcRef;
 
 /// What `state.json` of a kind cluster holds.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -21,7 +21,7 @@ pub struct KindState {
     pub network: String,
     pub created_at: String,
     /// The harness that owns a throwaway cluster; `None` for a kept one.
-    pub owner: Option<ProcessRef>,
+    pub owner: Option<ProcRef>,
     /// The node container's volumes (kind's anonymous `/var`), once known.
     #[serde(default)]
     pub volumes: Vec<String>,

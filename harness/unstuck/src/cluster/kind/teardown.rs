@@ -4,7 +4,7 @@
 
 use std::{
     fs,
-    io::{Read as _, Write as _},
+    io::Read as _,
     os::unix::process::CommandExt as _,
     path::Path,
     process::{Child, ChildStdin, Stdio},
@@ -73,7 +73,7 @@ pub(super) async fn leftovers(
 
 /// Deletes the named kind cluster unstuck made (also by another process).
 pub async fn down(name: &str) -> Result<Vec<String>, KindError> {
-    local::layout::validate_name(name).map_err(KindError::Name)?;
+    local::layout::validate_name(name)?;
     let dir = kind_root().join(name);
     let state =
         KindState::load(&dir)?.ok_or_else(|| KindError::NotFound(name.into(), dir.clone()))?;
@@ -108,8 +108,7 @@ pub(super) fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildSt
         .open(dir.join("reaper.log"))
         .map_err(io("opening the reaper log"))?;
     let mut child = std::process::Command::new(program)
-        .arg("__reap")
-        .arg("--kind")
+        .args(["__reap", "--provider", "kind"])
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -122,19 +121,24 @@ pub(super) fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildSt
     Ok((child, stdin))
 }
 
-/// The reaper's body (`unstuck __reap --kind DIR`): wait until the harness
-/// lets go of our stdin, then delete the cluster if its record is still
-/// there (the harness did not get to it).
-pub async fn reap(dir: &Path) -> Option<Vec<String>> {
+/// The reaper's body (`unstuck __reap --provider kind DIR`): wait until
+/// the harness lets go of our stdin, then delete the cluster if its record
+/// is still there (the harness did not get to it). Its name and problems.
+pub async fn reap(dir: &Path) -> Option<(String, Vec<String>)> {
     let mut sink = [0u8; 64];
     let mut stdin = std::io::stdin();
     while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-    let state = KindState::load(dir).ok().flatten()?;
+    let state = match KindState::load(dir) {
+        Ok(state) => state?,
+        Err(e) => {
+            tracing::warn!("reaper: {e}; nothing deleted");
+            return None;
+        }
+    };
     let errors = down(&state.name)
         .await
         .unwrap_or_else(|e| vec![e.to_string()]);
-    let _ = writeln!(
-        std::io::stderr(),
+    tracing::info!(
         "reaper: harness gone; deleted kind cluster '{}'{}",
         state.name,
         if errors.is_empty() {
@@ -143,5 +147,5 @@ pub async fn reap(dir: &Path) -> Option<Vec<String>> {
             format!(" with problems: {}", errors.join("; "))
         }
     );
-    Some(errors)
+    Some((state.name, errors))
 }

@@ -146,8 +146,15 @@ impl Layout {
     }
 }
 
+/// A cluster name [`validate_name`] refuses.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cluster name '{0}' is not valid: use 1-30 characters of a-z, 0-9 and '-', not starting or ending with '-'"
+)]
+pub struct InvalidName(pub String);
+
 /// Cluster names are used in paths, link-free cgroup names and node names.
-pub fn validate_name(name: &str) -> Result<(), String> {
+pub fn validate_name(name: &str) -> Result<(), InvalidName> {
     let ok = !name.is_empty()
         && name.len() <= 30
         && name
@@ -158,9 +165,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "cluster name '{name}' is not valid: use 1-30 characters of a-z, 0-9 and '-', not starting or ending with '-'"
-        ))
+        Err(InvalidName(name.to_string()))
     }
 }
 

@@ -9,8 +9,9 @@ use std::{
     time::Duration,
 };
 
-use super::{config::ComponentCommand, state::ProcessRef};
+use super::config::ComponentCommand;
 use crate::host;
+use crate::node::ProcRef;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
@@ -29,16 +30,7 @@ pub enum ProcessError {
     },
 }
 
-/// How a component's life is tied to the harness.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lifetime {
-    /// Dies with the thread that started it (PR_SET_PDEATHSIG): the
-    /// cluster of a test or `unstuck run`. Start such clusters from a
-    /// thread that lives as long as the cluster (the main thread).
-    Owned,
-    /// Survives the harness: the cluster of `unstuck cluster up`.
-    Detached,
-}
+pub use crate::cluster::provider::Lifetime;
 
 /// Starts one component with stdout and stderr appended to `log`.
 pub fn spawn(
@@ -83,7 +75,7 @@ pub fn spawn(
 
 /// Stops a process: SIGTERM, then SIGKILL after `grace`. Returns whether it
 /// had to be killed.
-pub async fn stop(p: &ProcessRef, grace: Duration) -> bool {
+pub async fn stop(p: &ProcRef, grace: Duration) -> bool {
     if !p.is_alive() {
         return false;
     }

@@ -10,7 +10,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use super::layout::{Layout, MAX_SLOTS};
-use crate::host;
+use crate::node::ProcRef;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -36,30 +36,12 @@ pub enum StateError {
     NoFreeSlot,
 }
 
-/// A process, named by pid and start time so a recycled pid is never mistaken for it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessRef {
-    pub pid: i32,
-    pub start_time: u64,
-}
-
-impl ProcessRef {
-    pub fn of(pid: i32) -> Option<Self> {
-        host::process(pid).map(|p| Self {
-            pid,
-            start_time: p.start_time,
-        })
-    }
-    pub fn is_alive(&self) -> bool {
-        host::is_alive(self.pid, self.start_time)
-    }
-}
-
+/// A component of the cluster and its live process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComponentProcess {
     pub name: String,
     #[serde(flatten)]
-    pub process: ProcessRef,
+    pub process: ProcRef,
 }
 
 /// What `state.json` holds.
@@ -70,7 +52,7 @@ pub struct ClusterState {
     pub created_at: String,
     /// The harness process that owns an ephemeral cluster; `None` for a
     /// cluster made by `unstuck cluster up`, which lives until `down`.
-    pub owner: Option<ProcessRef>,
+    pub owner: Option<ProcRef>,
     pub components: Vec<ComponentProcess>,
 }
 
@@ -143,7 +125,7 @@ pub fn is_tearing_down(dir: &Path) -> bool {
 /// state of the cluster in `dir`. Read, changed and written under a lock
 /// of the cluster's own, as the supervisor and a node fault may both
 /// restart a component of one cluster at once.
-pub fn record_component(dir: &Path, name: &str, process: ProcessRef) -> Result<(), StateError> {
+pub fn record_component(dir: &Path, name: &str, process: ProcRef) -> Result<(), StateError> {
     let _lock = exclusive_lock(&dir.join(".state.lock"))?;
     let Some(mut st) = ClusterState::load(dir)? else {
         return Err(StateError::Io {
@@ -247,7 +229,7 @@ mod tests {
     #[test]
     fn a_cluster_whose_owner_died_is_stale() {
         let layout = Layout::new("x", 0, Path::new("/tmp"));
-        let me = ProcessRef::of(std::process::id() as i32).unwrap();
+        let me = ProcRef::of_pid(std::process::id() as i32).unwrap();
         let mut s = ClusterState {
             layout,
             k8s_version: "v1".into(),
@@ -256,9 +238,9 @@ mod tests {
             components: vec![],
         };
         assert!(!s.is_stale());
-        s.owner = Some(ProcessRef {
-            pid: me.pid,
+        s.owner = Some(ProcRef {
             start_time: me.start_time + 7,
+            ..me
         });
         assert!(s.is_stale());
         s.owner = None;

@@ -25,11 +25,13 @@ use std::{
 
 pub use crate::cluster::exits::{ComponentExit, ExitLog, Restart};
 
+use crate::node::ProcRef;
+
 use super::{
     config::ComponentCommand,
     layout::Layout,
     process::{self, Lifetime, log_tail},
-    state::{self, ProcessRef},
+    state,
 };
 
 /// The components restarted when they exit: those a kubeadm cluster runs
@@ -211,7 +213,7 @@ impl Watch {
         let child = process::spawn(cmd, &self.layout.log_file(name), self.lifetime)
             .map_err(|e| e.to_string())?;
         let pid = child.id() as i32;
-        let process = ProcessRef::of(pid)
+        let process = ProcRef::of_pid(pid)
             .ok_or_else(|| format!("{name} (pid {pid}) exited right after its restart"))?;
         state::record_component(&self.layout.dir, name, process)
             .map_err(|e| format!("recording the restarted {name}: {e}"))?;

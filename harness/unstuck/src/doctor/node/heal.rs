@@ -27,7 +27,7 @@ use super::{
 /// exhausted; then proves recovery.
 pub async fn heal_pod(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
     opts: &HealOptions,
@@ -128,7 +128,7 @@ pub async fn heal_pod(
 
 /// The report of a heal not yet begun: given up unless a round says
 /// otherwise.
-fn new_report(node: &impl Node, namespace: &str, name: &str) -> NodeDoctorReport {
+fn new_report(node: &dyn Node, namespace: &str, name: &str) -> NodeDoctorReport {
     NodeDoctorReport {
         pod: format!("{namespace}/{name}"),
         uid: None,
@@ -159,7 +159,7 @@ struct Round<'a> {
 /// (`None`); otherwise whether the pod is gone after the wait.
 async fn take_step(
     at: &Round<'_>,
-    node: &impl Node,
+    node: &dyn Node,
     step: NodeStep,
     finding: &NodeFinding,
     report: &mut NodeDoctorReport,
