@@ -206,24 +206,7 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             {
                 anyhow::bail!("no cluster named '{n}'; `unstuck cluster list` shows them");
             }
-            for c in &shown {
-                println!(
-                    "{} ({}, {}, {}){}",
-                    c.name,
-                    c.provider,
-                    c.k8s_version.as_deref().unwrap_or("?"),
-                    c.detail,
-                    if c.stale { " STALE" } else { "" }
-                );
-                for (component, alive) in &c.components {
-                    println!(
-                        "  {component:<24} {}",
-                        if *alive { "running" } else { "stopped" }
-                    );
-                }
-                println!("  node: {}", c.node_access);
-                println!("  kubeconfig: {}", c.kubeconfig.display());
-            }
+            shown.iter().for_each(print_status);
             Ok(ExitCode::SUCCESS)
         }
         ClusterCommand::List => {
@@ -276,6 +259,26 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// One cluster as `cluster status` shows it.
+fn print_status(c: &ClusterStatus) {
+    println!(
+        "{} ({}, {}, {}){}",
+        c.name,
+        c.provider,
+        c.k8s_version.as_deref().unwrap_or("?"),
+        c.detail,
+        if c.stale { " STALE" } else { "" }
+    );
+    for (component, alive) in &c.components {
+        println!(
+            "  {component:<24} {}",
+            if *alive { "running" } else { "stopped" }
+        );
+    }
+    println!("  node: {}", c.node_access);
+    println!("  kubeconfig: {}", c.kubeconfig.display());
 }
 
 /// The clusters of every provider, by provider and name.

@@ -7,9 +7,8 @@
 //! Needs root, Docker and the node image; never skipped.
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Command, Stdio},
+    process::Command,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -229,46 +228,12 @@ steps:
 }
 
 /// Starts `unstuck ARGS` with its own kind record directory; returns the
-/// child and a channel of its stderr lines.
+/// child and a channel of its output lines.
 fn unstuck(
     args: &[&str],
     state_root: &Path,
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .args(args)
-        .env("UNSTUCK_KIND_STATE_DIR", state_root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("unstuck starts");
-    let (tx, rx) = std::sync::mpsc::channel();
-    for pipe in [
-        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().expect("stderr")),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                eprintln!("  | {line}");
-                let _ = tx.send(line);
-            }
-        });
-    }
-    (child, rx)
-}
-
-/// Waits for a line containing `needle`, or panics naming what was seen.
-fn wait_for_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, limit: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1))
-            && line.contains(needle)
-        {
-            return;
-        }
-    }
-    panic!("no line with {needle:?} within {limit:?}");
+    common::spawn_unstuck(args, &[("UNSTUCK_KIND_STATE_DIR", state_root.as_os_str())])
 }
 
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
@@ -330,7 +295,7 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
         ],
         &interrupted,
     );
-    wait_for_line(&lines, "[unstuck] start  ", Duration::from_secs(400));
+    common::wait_for_line(&lines, "[unstuck] start  ", Duration::from_secs(400));
     let name = recorded_cluster(&interrupted);
     let _ = Command::new("kill")
         .args(["-INT", &run.id().to_string()])
@@ -346,7 +311,7 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
         &["cluster", "up", "--provider", "kind", "--hold", &held],
         &killed,
     );
-    wait_for_line(&lines, "is up", Duration::from_secs(400));
+    common::wait_for_line(&lines, "is up", Duration::from_secs(400));
     assert!(!leftovers(&held, &killed).await.is_empty(), "it is up");
     up.kill().expect("SIGKILL the harness");
     let _ = up.wait();

@@ -80,16 +80,34 @@ pub fn list() -> Vec<KindStatus> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.join("state.json").is_file())
-        .filter_map(|dir| {
-            let st = KindState::load(&dir).ok().flatten()?;
-            Some(KindStatus {
-                name: st.name.clone(),
-                kubeconfig: dir.join("kubeconfig"),
-                k8s_version: st.k8s_version.clone(),
-                image: st.image.clone(),
-                stale: st.is_stale(),
-                dir,
-            })
+        .filter_map(|dir| match KindState::load(&dir) {
+            Ok(st) => {
+                let st = st?;
+                Some(KindStatus {
+                    name: st.name.clone(),
+                    kubeconfig: dir.join("kubeconfig"),
+                    k8s_version: st.k8s_version.clone(),
+                    image: st.image.clone(),
+                    stale: st.is_stale(),
+                    dir,
+                })
+            }
+            Err(e) => {
+                // Listed for a person to look at; `gc` leaves it, as it
+                // cannot tell what the record would have named.
+                tracing::warn!("{e}");
+                Some(KindStatus {
+                    name: dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    kubeconfig: dir.join("kubeconfig"),
+                    k8s_version: "?".into(),
+                    image: "(record unreadable)".into(),
+                    stale: false,
+                    dir,
+                })
+            }
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));

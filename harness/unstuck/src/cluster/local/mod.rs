@@ -91,8 +91,22 @@ pub enum LocalError {
         source: WaitTimeout,
         logs: PathBuf,
     },
-    #[error("failed to build a client from {path}: {message}")]
-    Client { path: PathBuf, message: String },
+    #[error("failed to build a client from {path}: {source}")]
+    Client {
+        path: PathBuf,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("the supervisor has no command line for {0}")]
+    NoCommand(String),
+    #[error("{component} (pid {pid}) exited right after it was started")]
+    ExitedAtStart { component: String, pid: i32 },
     #[error("kubernetes API call failed while {what}: {source}")]
     Api {
         what: String,
@@ -280,14 +294,22 @@ impl LocalCluster {
         if let Some(supervisor) = self.supervisor.take() {
             self.children.extend(supervisor.stop());
         }
-        let report = teardown::teardown(&self.state.layout.dir).await;
+        let mut report = teardown::teardown(&self.state.layout.dir).await;
         for c in &mut self.children {
-            let _ = c.wait();
+            if let Err(e) = c.wait() {
+                report
+                    .errors
+                    .push(format!("waiting for component pid {}: {e}", c.id()));
+            }
         }
         if let Some((mut child, stdin)) = self.reaper.take() {
             // The directory is gone, so the reaper finds nothing left to do.
             drop(stdin);
-            let _ = child.wait();
+            if let Err(e) = child.wait() {
+                report
+                    .errors
+                    .push(format!("waiting for the reaper {}: {e}", child.id()));
+            }
         }
         report
     }
@@ -295,15 +317,18 @@ impl LocalCluster {
 
 /// A kube client for a kubeconfig file.
 pub async fn client_for(path: &Path) -> Result<Client, LocalError> {
-    let err = |message: String| LocalError::Client {
+    let kubeconfig = |source| LocalError::Kubeconfig {
         path: path.to_path_buf(),
-        message,
+        source,
     };
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig)?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
-        .map_err(|e| err(e.to_string()))?;
-    client_from_config(cfg).map_err(|e| err(e.to_string()))
+        .map_err(kubeconfig)?;
+    client_from_config(cfg).map_err(|source| LocalError::Client {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// A client that does not retry 503s: kube's default policy backs off for

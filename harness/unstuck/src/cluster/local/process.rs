@@ -79,7 +79,7 @@ pub async fn stop(p: &ProcRef, grace: Duration) -> bool {
     if !p.is_alive() {
         return false;
     }
-    let _ = host::signal(p.pid, libc::SIGTERM);
+    signal(p, libc::SIGTERM);
     let deadline = tokio::time::Instant::now() + grace;
     while tokio::time::Instant::now() < deadline {
         if !p.is_alive() {
@@ -87,7 +87,7 @@ pub async fn stop(p: &ProcRef, grace: Duration) -> bool {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let _ = host::signal(p.pid, libc::SIGKILL);
+    signal(p, libc::SIGKILL);
     for _ in 0..50 {
         if !p.is_alive() {
             break;
@@ -97,26 +97,38 @@ pub async fn stop(p: &ProcRef, grace: Duration) -> bool {
     true
 }
 
+/// Sends `sig` to `p`; one that is gone is fine (see [`host::signal`]),
+/// any other failure is said, and the caller's wait shows what it did.
+fn signal(p: &ProcRef, sig: i32) {
+    if let Err(e) = host::signal(p.pid, sig) {
+        tracing::warn!("signal {sig} to {} ({}): {e}", p.pid, p.command);
+    }
+}
+
 /// The last `lines` lines of a log file, read from its end (component
-/// logs grow to tens of megabytes).
+/// logs grow to tens of megabytes); a log that cannot be read says why.
 pub fn log_tail(path: &Path, lines: usize) -> String {
+    match read_tail(path, lines) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => format!("({} unreadable: {e})", path.display()),
+    }
+}
+
+fn read_tail(path: &Path, lines: usize) -> std::io::Result<String> {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return String::new();
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
     // A window of 4 KiB a line: klog lines are well under that.
     let start = len.saturating_sub(4096 * lines as u64);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return String::new();
-    }
+    f.seek(SeekFrom::Start(start))?;
     let mut bytes = Vec::new();
-    let _ = f.read_to_end(&mut bytes);
+    f.read_to_end(&mut bytes)?;
     let text = String::from_utf8_lossy(&bytes);
     let all: Vec<&str> = text.lines().collect();
     // The first line may be cut in two by the window's start.
     let from = all.len().saturating_sub(lines).max(usize::from(start > 0));
-    all[from.min(all.len())..].join("\n")
+    Ok(all[from.min(all.len())..].join("\n"))
 }
 
 #[cfg(test)]

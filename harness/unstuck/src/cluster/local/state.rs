@@ -113,8 +113,8 @@ impl ClusterState {
 const TEARING_DOWN: &str = "tearing-down";
 
 /// Marks `dir` as being torn down (see [`is_tearing_down`]).
-pub fn mark_tearing_down(dir: &Path) {
-    let _ = fs::write(dir.join(TEARING_DOWN), b"");
+pub fn mark_tearing_down(dir: &Path) -> std::io::Result<()> {
+    fs::write(dir.join(TEARING_DOWN), b"")
 }
 
 pub fn is_tearing_down(dir: &Path) -> bool {

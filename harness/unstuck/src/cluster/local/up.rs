@@ -29,6 +29,27 @@ use crate::{
     wait::{self, Poll},
 };
 
+/// What every step of `up` starts from: the components' command lines,
+/// how long they live, and when `up` gives up.
+struct Phase<'a> {
+    commands: &'a [ComponentCommand],
+    lifetime: Lifetime,
+    deadline: Instant,
+}
+
+impl Phase<'_> {
+    fn command(&self, name: &str) -> &ComponentCommand {
+        self.commands
+            .iter()
+            .find(|c| c.name == name)
+            .expect("known component")
+    }
+
+    fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
 /// A cluster part-way through `up`: what is started so far.
 pub(super) struct Starting {
     pub(super) state: ClusterState,
@@ -46,25 +67,38 @@ impl Starting {
     ) -> Result<(Client, UpTimings), LocalError> {
         let l = self.state.layout.clone();
         let deadline = started + timeout;
-        let remaining = || deadline.saturating_duration_since(Instant::now());
         write_configs(&l)?;
         network::create_host_link(&self.bins.ip, &l).await?;
         make_cgroup_root(&l)?;
-
         let commands = config::component_commands(&l, &self.bins);
-        let cmd = |name: &str| {
-            commands
-                .iter()
-                .find(|c| c.name == name)
-                .expect("known component")
-                .clone()
+        let phase = Phase {
+            commands: &commands,
+            lifetime,
+            deadline,
         };
+        let client = self.start_control_plane(&phase).await?;
+        let control_plane_ready = started.elapsed();
+        self.start_node(&phase, &client).await?;
+        let total = started.elapsed();
+        Ok((
+            client,
+            UpTimings {
+                control_plane_ready,
+                node_ready: total,
+                total,
+            },
+        ))
+    }
 
-        self.start(&cmd("etcd"), lifetime)?;
+    /// etcd, kube-apiserver (until `/readyz`), kube-controller-manager and
+    /// kube-scheduler; a client of the admin.
+    async fn start_control_plane(&mut self, phase: &Phase<'_>) -> Result<Client, LocalError> {
+        let l = self.state.layout.clone();
+        self.start(phase.command("etcd"), phase.lifetime)?;
         let etcd_port = l.etcd_client_port();
         self.wait_for(
             "etcd to report healthy",
-            remaining(),
+            phase.remaining(),
             "etcd",
             || async move {
                 match http_get_local(etcd_port, "/health").await {
@@ -76,12 +110,12 @@ impl Starting {
         )
         .await?;
 
-        self.start(&cmd("kube-apiserver"), lifetime)?;
+        self.start(phase.command("kube-apiserver"), phase.lifetime)?;
         let client = client_for(&l.admin_kubeconfig()).await?;
         let c = client.clone();
         self.wait_for(
             "kube-apiserver /readyz",
-            remaining(),
+            phase.remaining(),
             "kube-apiserver",
             move || {
                 let c = c.clone();
@@ -99,16 +133,21 @@ impl Starting {
         )
         .await?;
         bind_apiserver_to_kubelet_api(&client).await?;
-        self.start(&cmd("kube-controller-manager"), lifetime)?;
-        self.start(&cmd("kube-scheduler"), lifetime)?;
-        let control_plane_ready = started.elapsed();
+        self.start(phase.command("kube-controller-manager"), phase.lifetime)?;
+        self.start(phase.command("kube-scheduler"), phase.lifetime)?;
+        Ok(client)
+    }
 
-        self.start(&cmd("containerd"), lifetime)?;
+    /// containerd (with the images imported) and the kubelet, until the
+    /// node is Ready, pods are admitted and the cluster carries its mark.
+    async fn start_node(&mut self, phase: &Phase<'_>, client: &Client) -> Result<(), LocalError> {
+        let l = self.state.layout.clone();
+        self.start(phase.command("containerd"), phase.lifetime)?;
         let sock = l.containerd_socket();
         let ctr = self.bins.ctr.clone();
         self.wait_for(
             "containerd to answer on its socket",
-            remaining(),
+            phase.remaining(),
             "containerd",
             || {
                 let (sock, ctr) = (sock.clone(), ctr.clone());
@@ -139,39 +178,30 @@ impl Starting {
                 .await?;
         }
 
-        self.start(&cmd("kubelet"), lifetime)?;
+        self.start(phase.command("kubelet"), phase.lifetime)?;
         let node_name = l.node_name();
         self.wait_for(
             &format!("node {node_name} to be Ready"),
-            remaining(),
+            phase.remaining(),
             "kubelet",
-            || readiness::node_ready(&client, &node_name),
+            || readiness::node_ready(client, &node_name),
         )
         .await?;
         self.wait_for(
             "the default ServiceAccount (pods are refused without it)",
-            remaining(),
+            phase.remaining(),
             "kube-controller-manager",
-            || readiness::default_service_account(&client),
+            || readiness::default_service_account(client),
         )
         .await?;
         // The mark that lets `unstuck run` know this cluster is its own.
         self.wait_for(
             "the marker kube-system/unstuck-cluster",
-            remaining(),
+            phase.remaining(),
             "kube-apiserver",
-            || readiness::marked(&client),
+            || readiness::marked(client),
         )
-        .await?;
-        let total = started.elapsed();
-        Ok((
-            client,
-            UpTimings {
-                control_plane_ready,
-                node_ready: total,
-                total,
-            },
-        ))
+        .await
     }
 
     fn start(&mut self, cmd: &ComponentCommand, lifetime: Lifetime) -> Result<(), LocalError> {
@@ -248,14 +278,20 @@ impl Starting {
         }
     }
 
+    /// Kills and reaps what `up` started before it failed; the teardown
+    /// that ran first has stopped most of it, and its report says what
+    /// remains. A failure here is logged beside the start-up's error.
     pub(super) fn reap_children(&mut self) {
-        for (_, c) in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
+        for (name, c) in &mut self.children {
+            if let Err(e) = c.kill().and_then(|()| c.wait().map(drop)) {
+                tracing::warn!("reaping {name} (pid {}): {e}", c.id());
+            }
         }
         if let Some((mut child, stdin)) = self.reaper.take() {
             drop(stdin);
-            let _ = child.wait();
+            if let Err(e) = child.wait() {
+                tracing::warn!("reaping the reaper {}: {e}", child.id());
+            }
         }
     }
 }
@@ -295,11 +331,15 @@ fn make_cgroup_root(l: &Layout) -> Result<(), LocalError> {
     for h in crate::host::cgroup_v1_hierarchies() {
         let dir = h.join(l.cgroup_root().trim_start_matches('/'));
         fs::create_dir_all(&dir).map_err(io(format!("creating cgroup {}", dir.display())))?;
-        for f in ["cpuset.cpus", "cpuset.mems"] {
-            if let Ok(v) = fs::read_to_string(h.join(f)) {
-                fs::write(dir.join(f), v.trim())
-                    .map_err(io(format!("writing {}/{f}", dir.display())))?;
+        // Only the cpuset hierarchy has these files.
+        for f in ["cpuset.cpus", "cpuset.mems"].map(|f| (f, h.join(f))) {
+            let (f, from) = f;
+            if !from.exists() {
+                continue;
             }
+            let v = fs::read_to_string(&from).map_err(io(format!("reading {}", from.display())))?;
+            fs::write(dir.join(f), v.trim())
+                .map_err(io(format!("writing {}/{f}", dir.display())))?;
         }
     }
     Ok(())

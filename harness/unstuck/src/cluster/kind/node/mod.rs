@@ -62,10 +62,14 @@ impl KindNode {
             kubelet_dir: PathBuf::from(KUBELET_DIR),
             cni_own: None,
         };
-        let copy = node.read_file(Path::new(CNI_CONFLIST_COPY)).await.ok();
-        node.cni_own = copy.map(|content| unstuck_core::doctor::node::CniConfigFile {
+        // An image built before the copy was kept has none: nothing to
+        // restore from then, which the CNI fault's revert says.
+        let copy = node
+            .sh(r#"[ ! -e "$1" ] || cat -- "$1""#, &[CNI_CONFLIST_COPY])
+            .await?;
+        node.cni_own = (!copy.is_empty()).then(|| unstuck_core::doctor::node::CniConfigFile {
             path: Path::new(CNI_CONF_DIR).join(CNI_CONFLIST_NAME),
-            content,
+            content: copy,
         });
         Ok(node)
     }
@@ -316,6 +320,7 @@ impl Node for KindNode {
             for (mut task, _) in parse_pod_processes(&text) {
                 if let Some(path) = task.path.clone() {
                     let pid = task.pid.to_string();
+                    // A process that exited since it was listed has no mounts to show.
                     if let Ok(info) = self.sh(r#"cat "/proc/$1/mountinfo""#, &[&pid]).await {
                         task.mount = mount_of(&host::parse_mountinfo(&info), &path).cloned();
                     }
