@@ -10,7 +10,7 @@ use std::{
 use kube::Client;
 
 use super::{
-    CLUSTER_CONFIG, KindError, KindNode, KindState, KindTimings, KindTools, io, node_container,
+    CLUSTER_CONFIG, ClusterError, KindNode, KindState, KindTimings, KindTools, io, node_container,
 };
 use crate::{
     cluster::{local, readiness},
@@ -19,14 +19,14 @@ use crate::{
 
 /// The create itself: `kind create cluster`, the kubeconfig, node Ready,
 /// the cluster's unstuck mark. [`KindCluster::up`] wraps its error in
-/// [`KindError::Create`], naming kind's logs.
+/// [`ClusterError::Create`], naming kind's logs.
 pub(super) async fn create(
     tools: &KindTools,
     state: &mut KindState,
     dir: &Path,
     timeout: Duration,
     started: Instant,
-) -> Result<(Client, KindNode, KindTimings), KindError> {
+) -> Result<(Client, KindNode, KindTimings), ClusterError> {
     let config = dir.join("kind-config.yaml");
     fs::write(&config, CLUSTER_CONFIG).map_err(io(format!("writing {}", config.display())))?;
     let kubeconfig = dir.join("kubeconfig");
@@ -86,7 +86,7 @@ pub(super) async fn export_logs(
     tools: &KindTools,
     state: &KindState,
     to: &Path,
-) -> Result<(), KindError> {
+) -> Result<(), ClusterError> {
     fs::create_dir_all(to).map_err(io(format!("creating {}", to.display())))?;
     tools
         .kind(&state.network)

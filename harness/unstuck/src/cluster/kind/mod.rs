@@ -43,14 +43,10 @@ use serde::Serialize;
 
 use self::docker::Docker;
 use crate::{
-    cluster::{
-        exits::ExitLog,
-        local::{self, LocalError, layout},
-    },
+    cluster::{ClusterError, exits::ExitLog, local},
     components,
-    exec::{Cmd, RunError},
-    node::{NodeError, ProcRef},
-    wait::WaitTimeout,
+    exec::Cmd,
+    node::ProcRef,
 };
 
 /// The kind release set-up builds (the last with cgroup v1 node images
@@ -80,70 +76,7 @@ pub fn node_container(cluster: &str) -> String {
     format!("{cluster}-control-plane")
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum KindError {
-    #[error(transparent)]
-    Name(#[from] layout::InvalidName),
-    #[error(
-        "the kind CLI is not built ({path}).\n  Install Docker, build kind and the offline node image with:\n    sudo ci/kind/setup.sh --k8s-version {version}"
-    )]
-    KindMissing { path: PathBuf, version: String },
-    #[error(
-        "the Docker engine does not answer: {source}\n  Install and start it (and build the node image) with:\n    sudo ci/kind/setup.sh --k8s-version {version}"
-    )]
-    DockerDown {
-        version: String,
-        #[source]
-        source: RunError,
-    },
-    #[error(
-        "node image {image} is not in Docker (unstuck never pulls one).\n  Build it offline with:\n    sudo ci/kind/setup.sh --k8s-version {version}"
-    )]
-    ImageMissing { image: String, version: String },
-    #[error(
-        "kind cluster '{0}' already exists; remove it with `unstuck cluster down --provider kind {0}` (or `kind delete cluster --name {0}` if unstuck did not make it)"
-    )]
-    Exists(String),
-    #[error(
-        "no kind cluster named '{0}' made by unstuck ({1}); `unstuck cluster list` shows the clusters it made"
-    )]
-    NotFound(String, PathBuf),
-    #[error(transparent)]
-    Command(#[from] RunError),
-    #[error("{what} failed: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("kind cluster '{name}': {source}\n  kind's logs of it: {logs}")]
-    Create {
-        name: String,
-        logs: PathBuf,
-        #[source]
-        source: Box<KindError>,
-    },
-    #[error("kind cluster '{name}': {source}\n  and kind's logs of it could not be kept: {logs}")]
-    CreateNoLogs {
-        name: String,
-        #[source]
-        source: Box<KindError>,
-        logs: Box<KindError>,
-    },
-    #[error(transparent)]
-    Client(#[from] LocalError),
-    #[error(transparent)]
-    Wait(#[from] WaitTimeout),
-    #[error(transparent)]
-    Node(#[from] NodeError),
-    #[error("kind cluster record {path} is unreadable: {message}")]
-    State { path: PathBuf, message: String },
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> KindError {
-    let what = what.into();
-    move |source| KindError::Io { what, source }
-}
+use crate::cluster::error::io;
 
 /// The kind CLI: `UNSTUCK_KIND`, or the one ci/kind/setup.sh builds
 /// into the cache.
@@ -169,10 +102,10 @@ pub struct KindTools {
 impl KindTools {
     /// Finds the kind CLI, checks that Docker answers and that the node
     /// image of `k8s_version` is there; each miss names the fix.
-    pub async fn locate(k8s_version: &str) -> Result<Self, KindError> {
+    pub async fn locate(k8s_version: &str) -> Result<Self, ClusterError> {
         let kind = kind_cli();
         if !kind.is_file() {
-            return Err(KindError::KindMissing {
+            return Err(ClusterError::KindMissing {
                 path: kind,
                 version: k8s_version.into(),
             });
@@ -181,13 +114,13 @@ impl KindTools {
         docker
             .engine_answers()
             .await
-            .map_err(|source| KindError::DockerDown {
+            .map_err(|source| ClusterError::DockerDown {
                 version: k8s_version.into(),
                 source,
             })?;
         let image = node_image(k8s_version);
         if !docker.image_exists(&image).await {
-            return Err(KindError::ImageMissing {
+            return Err(ClusterError::ImageMissing {
                 image,
                 version: k8s_version.into(),
             });
@@ -264,7 +197,7 @@ impl KindCluster {
     /// Creates the cluster and waits for its node to be Ready. On any
     /// failure kind's logs are exported (the error names where) and
     /// everything made so far is deleted again.
-    pub async fn up(opts: KindOptions) -> Result<Self, KindError> {
+    pub async fn up(opts: KindOptions) -> Result<Self, ClusterError> {
         local::layout::validate_name(&opts.name)?;
         let tools = KindTools::locate(&opts.k8s_version).await?;
         // Clusters of harnesses that died (their reaper killed too, say by
@@ -283,7 +216,7 @@ impl KindCluster {
                 .await?
                 .is_empty()
         {
-            return Err(KindError::Exists(opts.name));
+            return Err(ClusterError::KindExists(opts.name));
         }
         fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let mut state = KindState {
@@ -327,12 +260,12 @@ impl KindCluster {
                 }
                 let source = Box::new(source);
                 Err(match kept {
-                    Ok(()) => KindError::Create {
+                    Ok(()) => ClusterError::Create {
                         name: opts.name,
                         logs,
                         source,
                     },
-                    Err(e) => KindError::CreateNoLogs {
+                    Err(e) => ClusterError::CreateNoLogs {
                         name: opts.name,
                         source,
                         logs: Box::new(e),
@@ -368,7 +301,7 @@ impl KindCluster {
 
     /// `kind export logs` into `to` (node journal, component and container
     /// logs, `docker inspect` of the node).
-    pub async fn export_logs(&self, to: &Path) -> Result<(), KindError> {
+    pub async fn export_logs(&self, to: &Path) -> Result<(), ClusterError> {
         export_logs(&self.tools, &self.state, to).await
     }
 

@@ -9,7 +9,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::{KindError, io, kind_root};
+use super::{ClusterError, io, kind_root};
 use crate::node::ProcRef;
 
 /// What `state.json` of a kind cluster holds.
@@ -32,21 +32,18 @@ impl KindState {
         dir.join("state.json")
     }
 
-    pub fn load(dir: &Path) -> Result<Option<Self>, KindError> {
+    pub fn load(dir: &Path) -> Result<Option<Self>, ClusterError> {
         let path = Self::path(dir);
         match fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str(&text)
                 .map(Some)
-                .map_err(|e| KindError::State {
-                    path,
-                    message: e.to_string(),
-                }),
+                .map_err(|source| ClusterError::KindState { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(format!("reading {}", path.display()))(e)),
         }
     }
 
-    pub(super) fn save(&self, dir: &Path) -> Result<(), KindError> {
+    pub(super) fn save(&self, dir: &Path) -> Result<(), ClusterError> {
         let path = Self::path(dir);
         let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).expect("state serialises");

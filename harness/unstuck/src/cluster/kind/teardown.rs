@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use super::{KindError, KindState, KindTools, docker::Docker, io, kind_root, list};
+use super::{ClusterError, KindState, KindTools, docker::Docker, io, kind_root, list};
 use crate::cluster::local;
 
 /// Deletes what the record names; each part is attempted even when an
@@ -72,16 +72,18 @@ pub(super) async fn leftovers(
 }
 
 /// Deletes the named kind cluster unstuck made (also by another process).
-pub async fn down(name: &str) -> Result<Vec<String>, KindError> {
+pub async fn down(name: &str) -> Result<Vec<String>, ClusterError> {
     local::layout::validate_name(name)?;
     let dir = kind_root().join(name);
-    let state =
-        KindState::load(&dir)?.ok_or_else(|| KindError::NotFound(name.into(), dir.clone()))?;
+    let state = KindState::load(&dir)?.ok_or_else(|| ClusterError::NotFound {
+        provider: crate::cluster::provider::ProviderKind::Kind,
+        name: name.into(),
+    })?;
     let tools = KindTools::locate(&state.k8s_version)
         .await
         .or_else(|e| match e {
             // Deleting needs kind and Docker, not the image.
-            KindError::ImageMissing { .. } => Ok(KindTools {
+            ClusterError::ImageMissing { .. } => Ok(KindTools {
                 kind: super::kind_cli(),
                 docker: Docker::default(),
                 image: state.image.clone(),
@@ -101,7 +103,10 @@ pub async fn sweep_stale() -> Vec<(String, Vec<String>)> {
     swept
 }
 
-pub(super) fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildStdin), KindError> {
+pub(super) fn spawn_reaper(
+    program: &Path,
+    dir: &Path,
+) -> Result<(Child, ChildStdin), ClusterError> {
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -7,7 +7,7 @@ use std::{
 };
 
 use super::{
-    LocalError, layout, preflight,
+    ClusterError, layout, preflight,
     state::{self, ClusterState},
     teardown::{self, TeardownReport},
 };
@@ -28,7 +28,7 @@ pub async fn reap(dir: &Path) -> Option<TeardownReport> {
 }
 
 /// Tears down clusters whose owner died. Returns their names and reports.
-pub async fn sweep_stale() -> Result<Vec<(String, TeardownReport)>, LocalError> {
+pub async fn sweep_stale() -> Result<Vec<(String, TeardownReport)>, ClusterError> {
     let root = state::state_root();
     let _lock = state::lock_root(&root)?;
     Ok(sweep_stale_locked(&root).await)
@@ -97,12 +97,15 @@ pub fn list() -> Vec<LocalStatus> {
 }
 
 /// Tears down the named cluster (also one made by another process).
-pub async fn down(name: &str) -> Result<TeardownReport, LocalError> {
+pub async fn down(name: &str) -> Result<TeardownReport, ClusterError> {
     layout::validate_name(name)?;
     preflight::check_root()?;
     let dir = state::state_root().join(name);
     if !dir.exists() {
-        return Err(LocalError::NotFound(name.to_string()));
+        return Err(ClusterError::NotFound {
+            provider: crate::cluster::provider::ProviderKind::Local,
+            name: name.to_string(),
+        });
     }
     Ok(teardown::teardown(&dir).await)
 }

@@ -36,89 +36,16 @@ pub use self::{
     teardown::{TeardownReport, leftovers},
 };
 use self::{
-    preflight::PreflightError,
-    state::StateError,
     supervisor::{ExitLog, Supervisor},
     up::Starting,
 };
 use crate::{
-    components::{self, Binaries, ComponentsError},
-    exec::RunError,
+    cluster::ClusterError,
+    components::{self, Binaries},
     node::ProcRef,
-    wait::WaitTimeout,
 };
 
-#[derive(Debug, thiserror::Error)]
-pub enum LocalError {
-    #[error(transparent)]
-    Name(#[from] layout::InvalidName),
-    #[error(transparent)]
-    Preflight(#[from] PreflightError),
-    #[error(transparent)]
-    Components(#[from] ComponentsError),
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error(
-        "cluster '{name}' already exists ({dir}); use it with --kubeconfig {dir}/admin.kubeconfig, or remove it with `unstuck cluster down {name}`"
-    )]
-    Exists { name: String, dir: PathBuf },
-    #[error(
-        "no local cluster named '{0}'; `unstuck cluster list` shows the clusters on this machine"
-    )]
-    NotFound(String),
-    #[error(transparent)]
-    Pki(#[from] pki::PkiError),
-    #[error(transparent)]
-    Process(#[from] process::ProcessError),
-    #[error(transparent)]
-    Command(#[from] RunError),
-    #[error("{what} failed: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{component} exited during start-up ({status}); last lines of {log}:\n{tail}")]
-    ComponentExited {
-        component: String,
-        status: String,
-        log: PathBuf,
-        tail: String,
-    },
-    #[error("{source}\n  component logs: {logs}")]
-    Timeout {
-        #[source]
-        source: WaitTimeout,
-        logs: PathBuf,
-    },
-    #[error("failed to build a client from {path}: {source}")]
-    Client {
-        path: PathBuf,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("reading kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: PathBuf,
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    #[error("the supervisor has no command line for {0}")]
-    NoCommand(String),
-    #[error("{component} (pid {pid}) exited right after it was started")]
-    ExitedAtStart { component: String, pid: i32 },
-    #[error("kubernetes API call failed while {what}: {source}")]
-    Api {
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LocalError {
-    let what = what.into();
-    move |source| LocalError::Io { what, source }
-}
+use crate::cluster::error::io;
 
 /// How to bring a local cluster up.
 #[derive(Clone, Debug)]
@@ -175,7 +102,7 @@ impl LocalCluster {
     ///
     /// With [`Lifetime::Owned`], call this from the thread that lives as
     /// long as the cluster (the main thread): components die with it.
-    pub async fn up(opts: UpOptions) -> Result<Self, LocalError> {
+    pub async fn up(opts: UpOptions) -> Result<Self, ClusterError> {
         layout::validate_name(&opts.name)?;
         preflight::check_root()?;
         preflight::check_cgroups()?;
@@ -189,7 +116,7 @@ impl LocalCluster {
             admin::sweep_stale_locked(&root).await;
             let dir = root.join(&opts.name);
             if dir.exists() {
-                return Err(LocalError::Exists {
+                return Err(ClusterError::Exists {
                     name: opts.name.clone(),
                     dir,
                 });
@@ -316,8 +243,8 @@ impl LocalCluster {
 }
 
 /// A kube client for a kubeconfig file.
-pub async fn client_for(path: &Path) -> Result<Client, LocalError> {
-    let kubeconfig = |source| LocalError::Kubeconfig {
+pub async fn client_for(path: &Path) -> Result<Client, ClusterError> {
+    let kubeconfig = |source| ClusterError::Kubeconfig {
         path: path.to_path_buf(),
         source,
     };
@@ -325,7 +252,7 @@ pub async fn client_for(path: &Path) -> Result<Client, LocalError> {
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(kubeconfig)?;
-    client_from_config(cfg).map_err(|source| LocalError::Client {
+    client_from_config(cfg).map_err(|source| ClusterError::Client {
         path: path.to_path_buf(),
         source,
     })

@@ -4,31 +4,14 @@
 use std::{
     fs,
     os::unix::process::CommandExt,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Child, Stdio},
     time::Duration,
 };
 
 use super::config::ComponentCommand;
 use crate::host;
-use crate::node::ProcRef;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error("failed to open log file {path}: {source}")]
-    Log {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("failed to start {component} ({program}): {source}")]
-    Spawn {
-        component: String,
-        program: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
+use crate::{cluster::ClusterError, node::ProcRef};
 
 pub use crate::cluster::provider::Lifetime;
 
@@ -37,16 +20,16 @@ pub fn spawn(
     cmd: &ComponentCommand,
     log: &Path,
     lifetime: Lifetime,
-) -> Result<Child, ProcessError> {
+) -> Result<Child, ClusterError> {
     let out = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
-        .map_err(|source| ProcessError::Log {
+        .map_err(|source| ClusterError::ProcessLog {
             path: log.to_path_buf(),
             source,
         })?;
-    let err = out.try_clone().map_err(|source| ProcessError::Log {
+    let err = out.try_clone().map_err(|source| ClusterError::ProcessLog {
         path: log.to_path_buf(),
         source,
     })?;
@@ -66,7 +49,7 @@ pub fn spawn(
             Ok(())
         });
     }
-    command.spawn().map_err(|source| ProcessError::Spawn {
+    command.spawn().map_err(|source| ClusterError::Spawn {
         component: cmd.name.to_string(),
         program: cmd.program.clone(),
         source,

@@ -28,7 +28,7 @@ pub use crate::cluster::exits::{ComponentExit, ExitLog, Restart};
 use crate::node::ProcRef;
 
 use super::{
-    LocalError,
+    ClusterError,
     config::ComponentCommand,
     layout::Layout,
     process::{self, Lifetime, log_tail},
@@ -215,15 +215,15 @@ impl Watch {
         self.stop.load(Ordering::SeqCst) || state::is_tearing_down(&self.layout.dir)
     }
 
-    fn restart(&self, name: &str) -> Result<Child, LocalError> {
+    fn restart(&self, name: &str) -> Result<Child, ClusterError> {
         let cmd = self
             .commands
             .iter()
             .find(|c| c.name == name)
-            .ok_or_else(|| LocalError::NoCommand(name.into()))?;
+            .ok_or_else(|| ClusterError::NoCommand(name.into()))?;
         let child = process::spawn(cmd, &self.layout.log_file(name), self.lifetime)?;
         let pid = child.id() as i32;
-        let process = ProcRef::of_pid(pid).ok_or_else(|| LocalError::ExitedAtStart {
+        let process = ProcRef::of_pid(pid).ok_or_else(|| ClusterError::ExitedAtStart {
             component: name.into(),
             pid,
         })?;

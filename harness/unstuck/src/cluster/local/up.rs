@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use kube::{Api, Client, api::PostParams};
 
 use super::{
-    LocalError, UpTimings, client_for,
+    ClusterError, UpTimings, client_for,
     config::{self, ComponentCommand},
     io,
     layout::Layout,
@@ -64,7 +64,7 @@ impl Starting {
         lifetime: Lifetime,
         timeout: Duration,
         started: Instant,
-    ) -> Result<(Client, UpTimings), LocalError> {
+    ) -> Result<(Client, UpTimings), ClusterError> {
         let l = self.state.layout.clone();
         let deadline = started + timeout;
         write_configs(&l)?;
@@ -92,7 +92,7 @@ impl Starting {
 
     /// etcd, kube-apiserver (until `/readyz`), kube-controller-manager and
     /// kube-scheduler; a client of the admin.
-    async fn start_control_plane(&mut self, phase: &Phase<'_>) -> Result<Client, LocalError> {
+    async fn start_control_plane(&mut self, phase: &Phase<'_>) -> Result<Client, ClusterError> {
         let l = self.state.layout.clone();
         self.start(phase.command("etcd"), phase.lifetime)?;
         let etcd_port = l.etcd_client_port();
@@ -140,7 +140,7 @@ impl Starting {
 
     /// containerd (with the images imported) and the kubelet, until the
     /// node is Ready, pods are admitted and the cluster carries its mark.
-    async fn start_node(&mut self, phase: &Phase<'_>, client: &Client) -> Result<(), LocalError> {
+    async fn start_node(&mut self, phase: &Phase<'_>, client: &Client) -> Result<(), ClusterError> {
         let l = self.state.layout.clone();
         self.start(phase.command("containerd"), phase.lifetime)?;
         let sock = l.containerd_socket();
@@ -204,7 +204,7 @@ impl Starting {
         .await
     }
 
-    fn start(&mut self, cmd: &ComponentCommand, lifetime: Lifetime) -> Result<(), LocalError> {
+    fn start(&mut self, cmd: &ComponentCommand, lifetime: Lifetime) -> Result<(), ClusterError> {
         let l = &self.state.layout;
         let child = process::spawn(cmd, &l.log_file(cmd.name), lifetime)?;
         let pid = child.id() as i32;
@@ -225,7 +225,7 @@ impl Starting {
         timeout: Duration,
         watch: &str,
         mut check: F,
-    ) -> Result<(), LocalError>
+    ) -> Result<(), ClusterError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Poll<()>>,
@@ -253,14 +253,14 @@ impl Starting {
         match result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(())) => Err(self.exited(watch)),
-            Err(source) => Err(LocalError::Timeout {
+            Err(source) => Err(ClusterError::Timeout {
                 source,
                 logs: self.state.layout.logs_dir(),
             }),
         }
     }
 
-    fn exited(&mut self, component: &str) -> LocalError {
+    fn exited(&mut self, component: &str) -> ClusterError {
         let log = self.state.layout.log_file(component);
         let status = self
             .children
@@ -270,7 +270,7 @@ impl Starting {
             .map(|s| s.to_string())
             .next()
             .unwrap_or_else(|| "exited".into());
-        LocalError::ComponentExited {
+        ClusterError::ComponentExited {
             component: component.to_string(),
             status,
             tail: process::log_tail(&log, 15),
@@ -296,7 +296,7 @@ impl Starting {
     }
 }
 
-fn write_configs(l: &Layout) -> Result<(), LocalError> {
+fn write_configs(l: &Layout) -> Result<(), ClusterError> {
     let pki = pki::generate(&l.pki_dir(), &l.node_name(), l.node_ip(), l.service_ip())?;
     let server = config::server_url(l);
     for id in pki::client_identities(&l.node_name()) {
@@ -327,7 +327,7 @@ fn write_configs(l: &Layout) -> Result<(), LocalError> {
 
 /// Creates the cluster's cgroup in every v1 hierarchy. A new cpuset group
 /// starts with no CPUs or memory nodes, so those are copied from the root.
-fn make_cgroup_root(l: &Layout) -> Result<(), LocalError> {
+fn make_cgroup_root(l: &Layout) -> Result<(), ClusterError> {
     for h in crate::host::cgroup_v1_hierarchies() {
         let dir = h.join(l.cgroup_root().trim_start_matches('/'));
         fs::create_dir_all(&dir).map_err(io(format!("creating cgroup {}", dir.display())))?;
@@ -346,7 +346,7 @@ fn make_cgroup_root(l: &Layout) -> Result<(), LocalError> {
 }
 
 /// Lets the apiserver reach the kubelet API (logs, exec) as local-up-cluster does.
-async fn bind_apiserver_to_kubelet_api(client: &Client) -> Result<(), LocalError> {
+async fn bind_apiserver_to_kubelet_api(client: &Client) -> Result<(), ClusterError> {
     let api: Api<ClusterRoleBinding> = Api::all(client.clone());
     let binding = ClusterRoleBinding {
         metadata: kube::api::ObjectMeta {
@@ -367,7 +367,7 @@ async fn bind_apiserver_to_kubelet_api(client: &Client) -> Result<(), LocalError
     match api.create(&PostParams::default(), &binding).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(source) => Err(LocalError::Api {
+        Err(source) => Err(ClusterError::Api {
             what: "binding kube-apiserver to the kubelet API".into(),
             source,
         }),
@@ -389,7 +389,10 @@ async fn http_get_local(port: u16, path: &str) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-pub(super) fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildStdin), LocalError> {
+pub(super) fn spawn_reaper(
+    program: &Path,
+    dir: &Path,
+) -> Result<(Child, ChildStdin), ClusterError> {
     let mut child = std::process::Command::new(program)
         .args(["__reap", "--provider", "local"])
         .arg(dir)
