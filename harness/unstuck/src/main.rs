@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use unstuck::{
     cluster::provider::{
-        AnyProvider, ClusterStatus, CreateOptions, Lifetime, ProviderKind, all, provider,
+        AnyProvider, ClusterStatus, CreateOptions, Lifetime, ProviderKind, Teardown, all, provider,
     },
     components::DEFAULT_K8S_VERSION,
 };
@@ -230,11 +230,7 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
                 .delete(&name)
                 .await?;
             println!("{kind} cluster '{name}' is down: {teardown}");
-            Ok(if teardown.problems.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(exit_of(&teardown))
         }
         ClusterCommand::Gc => {
             let mut failed = false;
@@ -310,9 +306,14 @@ async fn cluster_up(provider: AnyProvider, name: &str, hold: bool) -> Result<Exi
     cmd::wait_for_shutdown_signal().await;
     let teardown = cluster.delete().await;
     println!("{kind} cluster '{name}' is down: {teardown}");
-    Ok(if teardown.problems.is_empty() {
+    Ok(exit_of(&teardown))
+}
+
+/// Success when a delete left nothing and nothing failed.
+fn exit_of(teardown: &Teardown) -> ExitCode {
+    if teardown.problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    }
 }

@@ -16,10 +16,7 @@ use std::{
 };
 
 use unstuck::{
-    cluster::{
-        kind::{self, docker::Docker},
-        local::{self, Layout, state::state_root},
-    },
+    cluster::local::{self, Layout, state::state_root},
     host,
 };
 
@@ -67,24 +64,7 @@ impl Provider {
                 let slot = slot.expect("a local cluster's slot");
                 local::leftovers(&Layout::new(name, slot, &state_root()))
             }
-            _ => {
-                let docker = Docker::default();
-                let mut left: Vec<String> = docker
-                    .cluster_containers(name)
-                    .await
-                    .expect("docker ps answers")
-                    .into_iter()
-                    .map(|c| format!("container {c}"))
-                    .collect();
-                if docker
-                    .network_exists(&kind::network_name(name))
-                    .await
-                    .expect("docker network ls answers")
-                {
-                    left.push(format!("network {}", kind::network_name(name)));
-                }
-                left
-            }
+            _ => common::kind_leftovers(name).await,
         }
     }
 }

@@ -38,21 +38,7 @@ fn suite_scenario(name: &str) -> Scenario {
 
 /// What Docker and the record directory still hold of kind cluster `name`.
 async fn leftovers(name: &str, state_root: &Path) -> Vec<String> {
-    let docker = Docker::default();
-    let mut left: Vec<String> = docker
-        .cluster_containers(name)
-        .await
-        .expect("docker ps answers")
-        .into_iter()
-        .map(|c| format!("container {c}"))
-        .collect();
-    if docker
-        .network_exists(&kind::network_name(name))
-        .await
-        .expect("docker network ls answers")
-    {
-        left.push(format!("network {}", kind::network_name(name)));
-    }
+    let mut left = common::kind_leftovers(name).await;
     if state_root.join(name).exists() {
         left.push(format!("record {}", state_root.join(name).display()));
     }

@@ -136,6 +136,29 @@ pub fn stdout_json(o: &std::process::Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", output_text(o)))
 }
 
+/// What Docker still holds of kind cluster `name`: its containers and
+/// its network.
+#[allow(dead_code)]
+pub async fn kind_leftovers(name: &str) -> Vec<String> {
+    use unstuck::cluster::kind::{self, docker::Docker};
+    let docker = Docker::default();
+    let mut left: Vec<String> = docker
+        .cluster_containers(name)
+        .await
+        .expect("docker ps answers")
+        .into_iter()
+        .map(|c| format!("container {c}"))
+        .collect();
+    if docker
+        .network_exists(&kind::network_name(name))
+        .await
+        .expect("docker network ls answers")
+    {
+        left.push(format!("network {}", kind::network_name(name)));
+    }
+    left
+}
+
 /// The repository's root (where `scenarios/` and `fixtures/` are).
 #[allow(dead_code)]
 pub fn repo_root() -> std::path::PathBuf {
