@@ -41,7 +41,7 @@ weight() {
     existing_cluster) echo 900 ;; newest_version) echo 850 ;; kind_provider) echo 820 ;; scenarios) echo 800 ;; node_faults) echo 700 ;;
     owner_liveness) echo 320 ;; fault_cleanup) echo 300 ;; suite_isolation) echo 250 ;; namespace_stall) echo 200 ;; kernel_stall|frozen_cgroup) echo 150 ;;
     vac_protection) echo 110 ;; webhook_backends) echo 100 ;; doctor_snapshot) echo 60 ;;
-    local_cluster) echo 120 ;; doctor_cli) echo 100 ;; doctor_chain|doctor_streaming_list) echo 40 ;; pods_not_starting|rbac_blind_spots|conversion_webhook) echo 90 ;;
+    local_cluster) echo 120 ;; cluster_cli) echo 110 ;; doctor_cli) echo 100 ;; doctor_chain|doctor_streaming_list) echo 40 ;; pods_not_starting|rbac_blind_spots|conversion_webhook) echo 90 ;;
     *) echo 0 ;;
   esac
 }
@@ -51,7 +51,8 @@ mapfile -t ORDER < <(for b in "${BINS[@]}"; do echo "$(weight "$b") $b"; done | 
 # clusters of the other binaries they starved those control planes on 2
 # cores (a CI run of 2026-11-24: two local scenarios timed out at a load
 # of 30).
-is_late() { case "$(basename "$1")" in kind_provider-*) return 0 ;; esac; return 1; }
+# cluster_cli makes two kind clusters at once (a kept and a held one).
+is_late() { case "$(basename "$1")" in kind_provider-*|cluster_cli-*) return 0 ;; esac; return 1; }
 EARLY=(); LATE=()
 for b in "${ORDER[@]}"; do if is_late "$b"; then LATE+=("$b"); else EARLY+=("$b"); fi; done
 

@@ -171,9 +171,9 @@ async fn basic() {
         client: client.clone(),
         fixtures_dir: root.join("fixtures"),
         out_dir: out.clone(),
-        node: Some(std::sync::Arc::new(
-            unstuck::node::LocalNode::of(&cluster).into(),
-        )),
+        node: Some(std::sync::Arc::new(unstuck::cluster::local::LocalNode::of(
+            &cluster,
+        ))),
         parallelism: 1,
         // One at a time on one cluster: each case's own figures, undisturbed.
         own_clusters: None,

@@ -4,10 +4,11 @@ use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use unstuck::cluster::{
-    kind::{self, KindCluster, KindOptions},
-    local::{self, Lifetime, LocalCluster, UpOptions},
-    provider::ProviderKind,
+use unstuck::{
+    cluster::provider::{
+        AnyProvider, ClusterStatus, CreateOptions, Lifetime, ProviderKind, Teardown, all, provider,
+    },
+    components::DEFAULT_K8S_VERSION,
 };
 
 mod cmd;
@@ -57,9 +58,10 @@ enum Command {
     /// Internal: the reaper that tears a cluster down when its harness dies.
     #[command(name = "__reap", hide = true)]
     Reap {
-        /// The cluster is a kind cluster (DIR is its record).
-        #[arg(long)]
-        kind: bool,
+        /// The provider that made the cluster.
+        #[arg(long, value_enum)]
+        provider: ProviderKind,
+        /// The cluster's record.
         dir: PathBuf,
     },
 }
@@ -124,13 +126,17 @@ pub async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Reap { kind: false, dir } => {
-            local::reap(&dir).await;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Reap { kind: true, dir } => {
-            kind::reap(&dir).await;
-            Ok(ExitCode::SUCCESS)
+        Command::Reap {
+            provider: kind,
+            dir,
+        } => {
+            let reaped = provider(kind, CreateOptions::owned(DEFAULT_K8S_VERSION, None))
+                .reap(&dir)
+                .await;
+            Ok(match reaped {
+                Some(t) if !t.problems.is_empty() => ExitCode::FAILURE,
+                _ => ExitCode::SUCCESS,
+            })
         }
         Command::Cluster { command } => cluster(command).await,
         Command::Run(args) => cmd::run::run(args).await,
@@ -160,114 +166,57 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// `unstuck cluster ...`: every subcommand goes through the provider
+/// interface, so a new provider needs nothing here.
 async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
     match command {
         ClusterCommand::Up {
             name,
-            provider: ProviderKind::Kind,
-            k8s_version,
-            timeout,
-            hold,
-        } => kind_up(name, k8s_version, timeout, hold).await,
-        ClusterCommand::Up {
-            name,
-            provider: ProviderKind::Local,
+            provider: kind,
             k8s_version,
             timeout,
             hold,
         } => {
-            let mut opts = UpOptions::new(&name);
-            opts.k8s_version = k8s_version;
-            opts.timeout = std::time::Duration::from_secs(timeout);
-            if hold {
-                opts.reaper = Some(
+            let reaper = if hold {
+                Some(
                     std::env::current_exe()
                         .context("locating the unstuck binary for the reaper")?,
-                );
+                )
             } else {
-                opts.lifetime = Lifetime::Detached;
-            }
-            let cluster = LocalCluster::up(opts)
-                .await
-                .with_context(|| format!("bringing up local cluster '{name}'"))?;
-            println!(
-                "cluster '{name}' is up (Kubernetes {}, node Ready in {:.1}s)\n  export KUBECONFIG={}\n  logs: {}",
-                cluster.k8s_version(),
-                cluster.timings.node_ready.as_secs_f64(),
-                cluster.kubeconfig().display(),
-                cluster.layout().logs_dir().display()
-            );
-            if hold {
-                eprintln!("holding the cluster; Ctrl-C tears it down");
-                cmd::wait_for_shutdown_signal().await;
-                let report = cluster.down().await;
-                println!("cluster '{name}' is down: {report}");
-            }
-            Ok(ExitCode::SUCCESS)
+                None
+            };
+            let opts = CreateOptions {
+                timeout: Some(std::time::Duration::from_secs(timeout)),
+                lifetime: if hold {
+                    Lifetime::Owned
+                } else {
+                    Lifetime::Detached
+                },
+                ..CreateOptions::owned(&k8s_version, reaper)
+            };
+            cluster_up(provider(kind, opts), &name, hold).await
         }
         ClusterCommand::Status { name } => {
-            let all = local::list();
-            let shown: Vec<_> = all
-                .iter()
-                .filter(|c| name.as_ref().is_none_or(|n| &c.name == n))
-                .collect();
-            let kinds: Vec<_> = kind::list()
+            let shown: Vec<ClusterStatus> = all_clusters()
                 .into_iter()
                 .filter(|c| name.as_ref().is_none_or(|n| &c.name == n))
                 .collect();
             if let Some(n) = &name
                 && shown.is_empty()
-                && kinds.is_empty()
             {
                 anyhow::bail!("no cluster named '{n}'; `unstuck cluster list` shows them");
             }
-            for c in &kinds {
-                println!(
-                    "{} (kind, {}, node image {}){}",
-                    c.name,
-                    c.k8s_version,
-                    c.image,
-                    if c.stale { " STALE" } else { "" }
-                );
-                println!(
-                    "  node: docker exec -it {} bash",
-                    kind::node_container(&c.name)
-                );
-                println!("  kubeconfig: {}", c.kubeconfig.display());
-            }
-            for c in shown {
-                println!(
-                    "{} ({}){}",
-                    c.name,
-                    c.k8s_version.as_deref().unwrap_or("?"),
-                    if c.stale { " STALE" } else { "" }
-                );
-                for (component, alive) in &c.components {
-                    println!(
-                        "  {component:<24} {}",
-                        if *alive { "running" } else { "stopped" }
-                    );
-                }
-                println!("  kubeconfig: {}", c.kubeconfig.display());
-            }
+            shown.iter().for_each(print_status);
             Ok(ExitCode::SUCCESS)
         }
         ClusterCommand::List => {
-            for c in local::list() {
+            for c in all_clusters() {
                 println!(
-                    "{}\tlocal\t{}\tslot {}\t{}",
+                    "{}\t{}\t{}\t{}\t{}",
                     c.name,
+                    c.provider,
                     c.k8s_version.as_deref().unwrap_or("?"),
-                    c.slot.map_or("?".into(), |s| s.to_string()),
-                    if c.stale { "stale" } else { "up" }
-                );
-            }
-            for c in kind::list() {
-                println!(
-                    "{}\tkind\t{}\t{}\t{}",
-                    c.name,
-                    c.k8s_version,
-                    c.image,
+                    c.detail,
                     if c.stale { "stale" } else { "up" }
                 );
             }
@@ -275,82 +224,96 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
         }
         ClusterCommand::Down {
             name,
-            provider: ProviderKind::Kind,
+            provider: kind,
         } => {
-            let problems = kind::down(&name).await?;
-            if problems.is_empty() {
-                println!(
-                    "kind cluster '{name}' is down: containers, volumes, network and record removed"
-                );
-                Ok(ExitCode::SUCCESS)
-            } else {
-                println!("kind cluster '{name}': {}", problems.join("; "));
-                Ok(ExitCode::FAILURE)
-            }
-        }
-        ClusterCommand::Down {
-            name,
-            provider: ProviderKind::Local,
-        } => {
-            let report = local::down(&name).await?;
-            println!("cluster '{name}' is down: {report}");
-            Ok(if report.errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            let teardown = provider(kind, CreateOptions::owned(DEFAULT_K8S_VERSION, None))
+                .delete(&name)
+                .await?;
+            println!("{kind} cluster '{name}' is down: {teardown}");
+            Ok(exit_of(&teardown))
         }
         ClusterCommand::Gc => {
-            for (name, report) in local::sweep_stale().await? {
-                println!("removed stale cluster '{name}': {report}");
-            }
-            for (name, problems) in kind::sweep_stale().await {
-                println!(
-                    "removed stale kind cluster '{name}'{}",
-                    if problems.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", problems.join("; "))
+            let mut failed = false;
+            for p in all() {
+                match p.sweep_stale().await {
+                    Ok(swept) => {
+                        for (name, teardown) in swept {
+                            failed |= !teardown.problems.is_empty();
+                            println!("removed stale {} cluster '{name}': {teardown}", p.kind());
+                        }
                     }
-                );
+                    Err(e) => {
+                        failed = true;
+                        eprintln!("error: sweeping stale {} clusters: {e}", p.kind());
+                    }
+                }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
         }
     }
 }
 
-/// `unstuck cluster up --provider kind`.
-async fn kind_up(name: String, k8s_version: String, timeout: u64, hold: bool) -> Result<ExitCode> {
-    let mut opts = KindOptions::new(&name, k8s_version);
-    opts.timeout = std::time::Duration::from_secs(timeout.max(120));
-    if hold {
-        opts.reaper =
-            Some(std::env::current_exe().context("locating the unstuck binary for the reaper")?);
-    }
-    let cluster = KindCluster::up(opts)
-        .await
-        .with_context(|| format!("bringing up kind cluster '{name}'"))?;
+/// One cluster as `cluster status` shows it.
+fn print_status(c: &ClusterStatus) {
     println!(
-        "kind cluster '{name}' is up (Kubernetes {}, node image {}, `kind create` {:.1}s, node Ready in {:.1}s)\n  export KUBECONFIG={}\n  node: docker exec -it {} bash",
-        cluster.k8s_version(),
-        cluster.image(),
-        cluster.timings.create.as_secs_f64(),
-        cluster.timings.node_ready.as_secs_f64(),
-        cluster.kubeconfig().display(),
-        cluster.node().container(),
+        "{} ({}, {}, {}){}",
+        c.name,
+        c.provider,
+        c.k8s_version.as_deref().unwrap_or("?"),
+        c.detail,
+        if c.stale { " STALE" } else { "" }
     );
-    if hold {
-        eprintln!("holding the cluster; Ctrl-C deletes it");
-        cmd::wait_for_shutdown_signal().await;
-        let problems = cluster.down().await;
+    for (component, alive) in &c.components {
         println!(
-            "kind cluster '{name}' is down{}",
-            if problems.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", problems.join("; "))
-            }
+            "  {component:<24} {}",
+            if *alive { "running" } else { "stopped" }
         );
     }
-    Ok(ExitCode::SUCCESS)
+    println!("  node: {}", c.node_access);
+    println!("  kubeconfig: {}", c.kubeconfig.display());
+}
+
+/// The clusters of every provider, by provider and name.
+fn all_clusters() -> Vec<ClusterStatus> {
+    all().iter().flat_map(|p| p.list()).collect()
+}
+
+/// `unstuck cluster up`: creates the cluster and, with `hold`, keeps it
+/// until Ctrl-C or SIGTERM, then deletes it.
+async fn cluster_up(provider: AnyProvider, name: &str, hold: bool) -> Result<ExitCode> {
+    let kind = provider.kind();
+    let cluster = provider
+        .create(name)
+        .await
+        .with_context(|| format!("bringing up {kind} cluster '{name}'"))?;
+    println!(
+        "{kind} cluster '{name}' is up (Kubernetes {}, node Ready in {:.1}s)\n  export KUBECONFIG={}",
+        cluster.k8s_version(),
+        cluster.node_ready().as_secs_f64(),
+        cluster.kubeconfig().display(),
+    );
+    for line in cluster.describe() {
+        println!("  {line}");
+    }
+    if !hold {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("holding the cluster; Ctrl-C deletes it");
+    cmd::wait_for_shutdown_signal().await;
+    let teardown = cluster.delete().await;
+    println!("{kind} cluster '{name}' is down: {teardown}");
+    Ok(exit_of(&teardown))
+}
+
+/// Success when a delete left nothing and nothing failed.
+fn exit_of(teardown: &Teardown) -> ExitCode {
+    if teardown.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

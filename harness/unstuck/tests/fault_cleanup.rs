@@ -6,8 +6,9 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use unstuck::{
+    cluster::local::LocalNode,
     host,
-    node::{LocalNode, Node},
+    node::{AnyNode, Node},
     runner::{Outcome, RunContext, run_scenario, run_scenario_until},
 };
 use unstuck_core::scenario::load_str;
@@ -76,7 +77,7 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
         client: cluster.client(),
         fixtures_dir: fixtures.clone(),
         out_dir: out.join(name),
-        node: Some(Arc::new(LocalNode::of(&cluster).into())),
+        node: Some(Arc::new(LocalNode::of(&cluster)) as Arc<AnyNode>),
         cluster_exits: cluster.component_exits(),
     };
     // The busy mount keeps the pod, so this gate fails.

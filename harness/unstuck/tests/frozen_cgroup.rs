@@ -26,10 +26,10 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self},
+    cluster::local::{self, LocalNode},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod},
     faults::{Placed, freeze_cgroup},
-    node::{LocalNode, cgroup},
+    node::cgroup,
 };
 use unstuck_core::doctor::node::{
     CgroupVersion, DiagnoseNodeOptions, FreezerState, NodeCause, NodeRemedy, ThawVerdict,

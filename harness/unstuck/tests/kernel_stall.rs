@@ -22,9 +22,9 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self},
+    cluster::local::{self, LocalNode},
     doctor::node::gather,
-    node::{LocalNode, Node},
+    node::Node,
     wait::{self, Poll},
 };
 use unstuck_core::doctor::node::{

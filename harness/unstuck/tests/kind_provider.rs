@@ -7,9 +7,8 @@
 //! Needs root, Docker and the node image; never skipped.
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Command, Stdio},
+    process::Command,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -21,7 +20,7 @@ use unstuck::{
         provider::{ProvidedCluster, ProviderKind},
     },
     components::DEFAULT_K8S_VERSION,
-    node::{AnyNode, Node},
+    node::AnyNode,
     runner::{Outcome, RunContext, run_scenario},
     wait::{self, Poll},
 };
@@ -39,21 +38,7 @@ fn suite_scenario(name: &str) -> Scenario {
 
 /// What Docker and the record directory still hold of kind cluster `name`.
 async fn leftovers(name: &str, state_root: &Path) -> Vec<String> {
-    let docker = Docker::default();
-    let mut left: Vec<String> = docker
-        .cluster_containers(name)
-        .await
-        .expect("docker ps answers")
-        .into_iter()
-        .map(|c| format!("container {c}"))
-        .collect();
-    if docker
-        .network_exists(&kind::network_name(name))
-        .await
-        .expect("docker network ls answers")
-    {
-        left.push(format!("network {}", kind::network_name(name)));
-    }
+    let mut left = common::kind_leftovers(name).await;
     if state_root.join(name).exists() {
         left.push(format!("record {}", state_root.join(name).display()));
     }
@@ -90,7 +75,7 @@ async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing(
     let version = cluster.client().apiserver_version().await.expect("version");
     assert_eq!(version.git_version, DEFAULT_K8S_VERSION);
 
-    let node: Arc<AnyNode> = Arc::new(ProvidedCluster::node(&cluster));
+    let node: Arc<AnyNode> = ProvidedCluster::node(&cluster);
     let out = std::env::temp_dir().join(format!("unstuck-kind-test-{}", std::process::id()));
     let ctx = |scenario: &str| RunContext {
         client: cluster.client(),
@@ -222,53 +207,19 @@ steps:
         logs.display()
     );
 
-    let teardown = ProvidedCluster::delete(cluster).await;
+    let teardown = ProvidedCluster::delete(Box::new(cluster)).await;
     assert!(teardown.problems.is_empty(), "{teardown}");
     assert_gone_within(&name, &kind::kind_root(), Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Starts `unstuck ARGS` with its own kind record directory; returns the
-/// child and a channel of its stderr lines.
+/// child and a channel of its output lines.
 fn unstuck(
     args: &[&str],
     state_root: &Path,
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .args(args)
-        .env("UNSTUCK_KIND_STATE_DIR", state_root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("unstuck starts");
-    let (tx, rx) = std::sync::mpsc::channel();
-    for pipe in [
-        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().expect("stderr")),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                eprintln!("  | {line}");
-                let _ = tx.send(line);
-            }
-        });
-    }
-    (child, rx)
-}
-
-/// Waits for a line containing `needle`, or panics naming what was seen.
-fn wait_for_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, limit: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1))
-            && line.contains(needle)
-        {
-            return;
-        }
-    }
-    panic!("no line with {needle:?} within {limit:?}");
+    common::spawn_unstuck(args, &[("UNSTUCK_KIND_STATE_DIR", state_root.as_os_str())])
 }
 
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
@@ -330,7 +281,7 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
         ],
         &interrupted,
     );
-    wait_for_line(&lines, "[unstuck] start  ", Duration::from_secs(400));
+    common::wait_for_line(&lines, "[unstuck] start  ", Duration::from_secs(400));
     let name = recorded_cluster(&interrupted);
     let _ = Command::new("kill")
         .args(["-INT", &run.id().to_string()])
@@ -346,7 +297,7 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
         &["cluster", "up", "--provider", "kind", "--hold", &held],
         &killed,
     );
-    wait_for_line(&lines, "is up", Duration::from_secs(400));
+    common::wait_for_line(&lines, "is up", Duration::from_secs(400));
     assert!(!leftovers(&held, &killed).await.is_empty(), "it is up");
     up.kill().expect("SIGKILL the harness");
     let _ = up.wait();

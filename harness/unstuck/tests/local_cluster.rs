@@ -315,7 +315,7 @@ async fn a_control_plane_component_that_exits_is_restarted_and_its_exit_recorded
 
     // Once a teardown has begun (here: marked as `unstuck cluster down`
     // from another process marks it), nothing is restarted.
-    local::state::mark_tearing_down(&layout.dir);
+    local::state::mark_tearing_down(&layout.dir).expect("marking the teardown");
     let scheduler = recorded_pid(&layout.dir, "kube-scheduler");
     kill(scheduler, "KILL");
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -21,13 +21,13 @@ use kube::{
     api::{DeleteParams, ListParams, PostParams},
 };
 use unstuck::{
-    cluster::local::{self, LocalCluster},
+    cluster::local::{self, LocalCluster, LocalNode},
     doctor::node::{HealOptions, HealOutcome, gather, heal_pod, stuck_pods},
     faults::{
         Placed, busy_mount, stop_kubelet,
         wedge_shim::{self, WedgedShim},
     },
-    node::{LocalNode, Node},
+    node::Node,
     wait::{self, Poll},
 };
 use unstuck_core::doctor::{

@@ -13,10 +13,10 @@ use std::{
 use libtest_mimic::{Arguments, Failed, Trial};
 use unstuck::{
     cluster::{
-        local::{self, LocalCluster, UpOptions},
-        provider::{AnyProvider, LocalProvider},
+        local::{self, LocalCluster, LocalNode, UpOptions},
+        provider::{CreateOptions, ProviderKind, provider},
     },
-    node::{AnyNode, LocalNode},
+    node::AnyNode,
     report::RunReport,
     runner::{RunContext, ScenarioReport, run_scenario, suite::OwnClusters},
 };
@@ -77,16 +77,14 @@ fn main() -> ExitCode {
     let out_dir = root.join("target/unstuck-test-runs").join(stamp);
     // As `unstuck run` does: a scenario that must run alone gets a cluster
     // of its own, so it neither waits for nor disturbs the others.
-    let mut own = UpOptions::new(cluster_name.clone());
-    own.reaper = Some(env!("CARGO_BIN_EXE_unstuck").into());
+    let own = CreateOptions::owned(
+        &UpOptions::new(cluster_name.clone()).k8s_version,
+        Some(env!("CARGO_BIN_EXE_unstuck").into()),
+    );
     // Two at once (`unstuck run` has four): beside the other test binaries
     // a 2-core machine is short of CPU already (see ci/run-tests.sh).
-    let own = OwnClusters::new(
-        AnyProvider::Local(LocalProvider(own)),
-        cluster_name.clone(),
-        2,
-    );
-    let node: Arc<AnyNode> = Arc::new(LocalNode::of(&cluster).into());
+    let own = OwnClusters::new(provider(ProviderKind::Local, own), cluster_name.clone(), 2);
+    let node: Arc<AnyNode> = Arc::new(LocalNode::of(&cluster));
     let reports: Arc<Mutex<Vec<ScenarioReport>>> = Arc::default();
 
     let trials = scenarios

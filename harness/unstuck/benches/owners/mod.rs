@@ -274,7 +274,7 @@ pub async fn run() {
         fixtures_dir: root.join("fixtures"),
         out_dir: out.clone(),
         node: Some(std::sync::Arc::new(
-            unstuck::node::LocalNode::open(&name).expect("node").into(),
+            unstuck::cluster::local::LocalNode::open(&name).expect("node"),
         )),
         parallelism: 8,
         // Scenarios that must run alone take turns on this cluster.

@@ -1,25 +1,29 @@
-//! One interface over the cluster providers: [`Provider`] creates a
-//! cluster, [`ProvidedCluster`] is what a run needs of one (a client, its
-//! kubeconfig, its node, its logs, its deletion with a leftover check).
-//! `local` and `kind` implement both; [`AnyProvider`] and [`AnyCluster`]
-//! carry whichever was chosen, because the traits' methods return
-//! `impl Future` and so are not object safe.
+//! One interface over the cluster providers, covering everything the CLI
+//! and the runner do with clusters (as kind's `pkg/cluster` `Provider`
+//! does): [`Provider`] creates, lists, deletes by name, sweeps stale
+//! clusters, reaps for a dead harness and opens a cluster's node;
+//! [`ProvidedCluster`] is what a run needs of a cluster it holds.
+//!
+//! Both traits are object safe (futures are boxed, `delete` takes
+//! `Box<Self>`), so callers hold an [`AnyProvider`] (`Arc<dyn Provider>`)
+//! and a `Box<dyn ProvidedCluster>` and nothing forwards method by method
+//! to the provider inside: adding a provider is its module with one
+//! `impl Provider` and one `impl ProvidedCluster`, a [`ProviderKind`]
+//! variant and its arm in [`provider`]. A boxed future per call costs
+//! nothing next to a cluster's create or delete.
 
 use std::{
-    future::Future,
     path::{Path, PathBuf},
+    sync::Arc,
     time::Duration,
 };
 
+use futures::future::BoxFuture;
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    exits::ExitLog,
-    kind::{KindCluster, KindError, KindOptions},
-    local::{self, LocalCluster, LocalError, UpOptions},
-};
-use crate::node::{AnyNode, LocalNode};
+use super::{ClusterError, exits::ExitLog, kind::KindProvider, local::LocalProvider};
+use crate::node::AnyNode;
 
 /// Which provider makes a run's clusters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -30,6 +34,11 @@ pub enum ProviderKind {
     Local,
     /// A kind cluster from the offline node image (`ci/kind/setup.sh`).
     Kind,
+}
+
+impl ProviderKind {
+    /// Every provider, in the order `cluster list` shows them.
+    pub const ALL: [ProviderKind; 2] = [ProviderKind::Local, ProviderKind::Kind];
 }
 
 impl std::fmt::Display for ProviderKind {
@@ -78,17 +87,121 @@ impl std::fmt::Display for Teardown {
     }
 }
 
-/// A cluster provider: makes clusters named by the caller.
-pub trait Provider {
-    type Cluster: ProvidedCluster;
-    type Error: std::error::Error + Send + Sync + 'static;
+/// How a cluster's life (its components' for the local provider) is
+/// tied to the harness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifetime {
+    /// Dies with the thread that started it (PR_SET_PDEATHSIG): the
+    /// cluster of a test or `unstuck run`. Start such clusters from a
+    /// thread that lives as long as the cluster (the main thread).
+    Owned,
+    /// Survives the harness: the cluster of `unstuck cluster up`.
+    Detached,
+}
 
+/// How a provider makes its clusters.
+#[derive(Clone, Debug)]
+pub struct CreateOptions {
+    pub k8s_version: String,
+    /// Create plus node Ready, at most; `None` is the provider's default.
+    pub timeout: Option<Duration>,
+    /// [`Lifetime::Owned`]: the cluster goes when this process does (with
+    /// `reaper`, also when it is killed); [`Lifetime::Detached`]: it stays
+    /// until `cluster down`.
+    pub lifetime: Lifetime,
+    /// The `unstuck` binary, run as the reaper of an owned cluster.
+    pub reaper: Option<PathBuf>,
+}
+
+impl CreateOptions {
+    /// Owned clusters of Kubernetes `k8s_version`, with `reaper`.
+    pub fn owned(k8s_version: &str, reaper: Option<PathBuf>) -> Self {
+        Self {
+            k8s_version: k8s_version.to_string(),
+            timeout: None,
+            lifetime: Lifetime::Owned,
+            reaper,
+        }
+    }
+}
+
+/// A cluster unstuck made, as `unstuck cluster list/status` show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterStatus {
+    pub name: String,
+    pub provider: ProviderKind,
+    /// `None` when its record is unreadable.
+    pub k8s_version: Option<String>,
+    /// Its harness died (or, for a kept local cluster, its API server).
+    pub stale: bool,
+    pub kubeconfig: PathBuf,
+    /// What sets it apart, in one column of `cluster list` (a local
+    /// cluster's slot, a kind cluster's node image).
+    pub detail: String,
+    /// How a person reaches its node.
+    pub node_access: String,
+    /// Its components and whether each runs, where the provider sees them.
+    pub components: Vec<(String, bool)>,
+}
+
+/// A cluster provider: makes, finds and removes the clusters it made.
+pub trait Provider: Send + Sync {
     fn kind(&self) -> ProviderKind;
 
     /// Creates cluster `name` and waits until its node is Ready. A failed
     /// create leaves nothing behind.
-    fn create(&self, name: &str)
-    -> impl Future<Output = Result<Self::Cluster, Self::Error>> + Send;
+    fn create<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn ProvidedCluster>, ClusterError>>;
+
+    /// The clusters of this provider on this machine, sorted by name.
+    fn list(&self) -> Vec<ClusterStatus>;
+
+    /// Cluster `name` of this provider, if there is one.
+    fn status(&self, name: &str) -> Option<ClusterStatus> {
+        self.list().into_iter().find(|c| c.name == name)
+    }
+
+    /// Deletes cluster `name` (also one another process made) and checks
+    /// that nothing of it is left.
+    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Teardown, ClusterError>>;
+
+    /// Deletes the clusters whose harness died: their names and teardowns.
+    fn sweep_stale(&self) -> BoxFuture<'_, Result<Vec<(String, Teardown)>, ClusterError>>;
+
+    /// The reaper's body (`unstuck __reap --provider P RECORD`): waits
+    /// until the harness lets go of stdin, then deletes the cluster whose
+    /// record is `record` if it is still there.
+    fn reap<'a>(&'a self, record: &'a Path) -> BoxFuture<'a, Option<Teardown>>;
+
+    /// The node of cluster `name` (also one another process made).
+    fn node<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Arc<AnyNode>, ClusterError>>;
+}
+
+/// The provider a run or a command holds, whichever it is.
+pub type AnyProvider = Arc<dyn Provider>;
+
+/// The provider of `kind`, making clusters with `opts`.
+pub fn provider(kind: ProviderKind, opts: CreateOptions) -> AnyProvider {
+    match kind {
+        ProviderKind::Local => Arc::new(LocalProvider(opts)),
+        ProviderKind::Kind => Arc::new(KindProvider(opts)),
+    }
+}
+
+/// Every provider, for the commands that look at all clusters (`cluster
+/// list/status/gc`, the reaper); their create options are the defaults.
+pub fn all() -> Vec<AnyProvider> {
+    ProviderKind::ALL
+        .into_iter()
+        .map(|k| {
+            provider(
+                k,
+                CreateOptions::owned(crate::components::DEFAULT_K8S_VERSION, None),
+            )
+        })
+        .collect()
 }
 
 /// What a run needs of a cluster, whichever provider made it.
@@ -98,246 +211,16 @@ pub trait ProvidedCluster: Send + Sync {
     fn kubeconfig(&self) -> PathBuf;
     fn k8s_version(&self) -> &str;
     /// The node, for node-level faults and the node doctor.
-    fn node(&self) -> AnyNode;
+    fn node(&self) -> Arc<AnyNode>;
     fn info(&self) -> ProviderInfo;
     /// From the start of the create to the node's Ready condition.
     fn node_ready(&self) -> Duration;
     /// The control-plane components that exited while the cluster ran.
     fn component_exits(&self) -> ExitLog;
+    /// Lines for a person: where its logs are, how to reach its node.
+    fn describe(&self) -> Vec<String>;
     /// Copies the cluster's logs (components, kubelet, runtime) into `to`.
-    fn export_logs(&self, to: &Path) -> impl Future<Output = Result<(), String>> + Send;
+    fn export_logs<'a>(&'a self, to: &'a Path) -> BoxFuture<'a, Result<(), ClusterError>>;
     /// Deletes the cluster and checks that nothing of it is left.
-    fn delete(self) -> impl Future<Output = Teardown> + Send;
-}
-
-/// The `local` provider with the options every cluster starts from.
-#[derive(Clone, Debug)]
-pub struct LocalProvider(pub UpOptions);
-
-impl Provider for LocalProvider {
-    type Cluster = LocalCluster;
-    type Error = LocalError;
-
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Local
-    }
-
-    async fn create(&self, name: &str) -> Result<LocalCluster, LocalError> {
-        let mut up = self.0.clone();
-        up.name = name.to_string();
-        LocalCluster::up(up).await
-    }
-}
-
-impl ProvidedCluster for LocalCluster {
-    fn name(&self) -> &str {
-        &self.layout().name
-    }
-    fn client(&self) -> Client {
-        LocalCluster::client(self)
-    }
-    fn kubeconfig(&self) -> PathBuf {
-        LocalCluster::kubeconfig(self)
-    }
-    fn k8s_version(&self) -> &str {
-        LocalCluster::k8s_version(self)
-    }
-    fn node(&self) -> AnyNode {
-        LocalNode::of(self).into()
-    }
-    fn info(&self) -> ProviderInfo {
-        ProviderInfo::default()
-    }
-    fn node_ready(&self) -> Duration {
-        self.timings.node_ready
-    }
-    fn component_exits(&self) -> ExitLog {
-        LocalCluster::component_exits(self)
-    }
-    async fn export_logs(&self, to: &Path) -> Result<(), String> {
-        std::fs::create_dir_all(to).map_err(|e| format!("creating {}: {e}", to.display()))?;
-        for entry in std::fs::read_dir(self.layout().logs_dir())
-            .map_err(|e| e.to_string())?
-            .flatten()
-        {
-            std::fs::copy(entry.path(), to.join(entry.file_name()))
-                .map_err(|e| format!("copying {}: {e}", entry.path().display()))?;
-        }
-        Ok(())
-    }
-    async fn delete(self) -> Teardown {
-        let layout = self.layout().clone();
-        let report = self.down().await;
-        let mut problems = report.errors.clone();
-        problems.extend(local::leftovers(&layout));
-        Teardown {
-            summary: report.to_string(),
-            problems,
-        }
-    }
-}
-
-/// The `kind` provider with the options every cluster starts from.
-#[derive(Clone, Debug)]
-pub struct KindProvider(pub KindOptions);
-
-impl Provider for KindProvider {
-    type Cluster = KindCluster;
-    type Error = KindError;
-
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Kind
-    }
-
-    async fn create(&self, name: &str) -> Result<KindCluster, KindError> {
-        let mut opts = self.0.clone();
-        opts.name = name.to_string();
-        KindCluster::up(opts).await
-    }
-}
-
-impl ProvidedCluster for KindCluster {
-    fn name(&self) -> &str {
-        KindCluster::name(self)
-    }
-    fn client(&self) -> Client {
-        KindCluster::client(self)
-    }
-    fn kubeconfig(&self) -> PathBuf {
-        KindCluster::kubeconfig(self)
-    }
-    fn k8s_version(&self) -> &str {
-        KindCluster::k8s_version(self)
-    }
-    fn node(&self) -> AnyNode {
-        KindCluster::node(self).clone().into()
-    }
-    fn info(&self) -> ProviderInfo {
-        ProviderInfo {
-            name: ProviderKind::Kind,
-            node_image: Some(self.image().to_string()),
-        }
-    }
-    fn node_ready(&self) -> Duration {
-        self.timings.node_ready
-    }
-    fn component_exits(&self) -> ExitLog {
-        KindCluster::component_exits(self)
-    }
-    async fn export_logs(&self, to: &Path) -> Result<(), String> {
-        KindCluster::export_logs(self, to)
-            .await
-            .map_err(|e| e.to_string())
-    }
-    async fn delete(self) -> Teardown {
-        let name = self.name().to_string();
-        let problems = self.down().await;
-        Teardown {
-            summary: format!("kind cluster '{name}' deleted with its network and volumes"),
-            problems,
-        }
-    }
-}
-
-/// Either provider.
-#[derive(Clone, Debug)]
-pub enum AnyProvider {
-    Local(LocalProvider),
-    Kind(KindProvider),
-}
-
-/// A cluster of either provider.
-pub enum AnyCluster {
-    Local(LocalCluster),
-    Kind(KindCluster),
-}
-
-/// The error of either provider's create.
-#[derive(Debug, thiserror::Error)]
-pub enum CreateError {
-    #[error(transparent)]
-    Local(#[from] LocalError),
-    #[error(transparent)]
-    Kind(#[from] KindError),
-}
-
-impl AnyProvider {
-    /// The provider of `kind` for Kubernetes `k8s_version`, with a reaper
-    /// (the `unstuck` binary) that removes a cluster whose harness died.
-    pub fn new(kind: ProviderKind, k8s_version: &str, reaper: Option<PathBuf>) -> Self {
-        match kind {
-            ProviderKind::Local => {
-                let mut up = UpOptions::new("unstuck");
-                up.k8s_version = k8s_version.to_string();
-                up.reaper = reaper;
-                Self::Local(LocalProvider(up))
-            }
-            ProviderKind::Kind => {
-                let mut opts = KindOptions::new("unstuck", k8s_version);
-                opts.reaper = reaper;
-                Self::Kind(KindProvider(opts))
-            }
-        }
-    }
-}
-
-impl Provider for AnyProvider {
-    type Cluster = AnyCluster;
-    type Error = CreateError;
-
-    fn kind(&self) -> ProviderKind {
-        match self {
-            Self::Local(p) => p.kind(),
-            Self::Kind(p) => p.kind(),
-        }
-    }
-
-    async fn create(&self, name: &str) -> Result<AnyCluster, CreateError> {
-        Ok(match self {
-            Self::Local(p) => AnyCluster::Local(p.create(name).await?),
-            Self::Kind(p) => AnyCluster::Kind(p.create(name).await?),
-        })
-    }
-}
-
-macro_rules! forward {
-    ($self:ident, $c:ident => $call:expr) => {
-        match $self {
-            AnyCluster::Local($c) => $call,
-            AnyCluster::Kind($c) => $call,
-        }
-    };
-}
-
-impl ProvidedCluster for AnyCluster {
-    fn name(&self) -> &str {
-        forward!(self, c => ProvidedCluster::name(c))
-    }
-    fn client(&self) -> Client {
-        forward!(self, c => ProvidedCluster::client(c))
-    }
-    fn kubeconfig(&self) -> PathBuf {
-        forward!(self, c => ProvidedCluster::kubeconfig(c))
-    }
-    fn k8s_version(&self) -> &str {
-        forward!(self, c => ProvidedCluster::k8s_version(c))
-    }
-    fn node(&self) -> AnyNode {
-        forward!(self, c => ProvidedCluster::node(c))
-    }
-    fn info(&self) -> ProviderInfo {
-        forward!(self, c => ProvidedCluster::info(c))
-    }
-    fn node_ready(&self) -> Duration {
-        forward!(self, c => ProvidedCluster::node_ready(c))
-    }
-    fn component_exits(&self) -> ExitLog {
-        forward!(self, c => ProvidedCluster::component_exits(c))
-    }
-    async fn export_logs(&self, to: &Path) -> Result<(), String> {
-        forward!(self, c => ProvidedCluster::export_logs(c, to).await)
-    }
-    async fn delete(self) -> Teardown {
-        forward!(self, c => ProvidedCluster::delete(c).await)
-    }
+    fn delete(self: Box<Self>) -> BoxFuture<'static, Teardown>;
 }

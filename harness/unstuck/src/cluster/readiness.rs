@@ -15,7 +15,7 @@ pub async fn node_ready(client: &Client, name: &str) -> Poll<()> {
     match nodes.get_opt(name).await {
         Ok(Some(node)) => match ready_condition(&node) {
             Ok(()) => Poll::Ready(()),
-            Err(why) => Poll::Pending(why),
+            Err(why) => Poll::Pending(why.to_string()),
         },
         Ok(None) => Poll::Pending(format!("node {name} not registered yet")),
         Err(e) => Poll::Pending(e.to_string()),
@@ -41,18 +41,30 @@ pub async fn marked(client: &Client) -> Poll<()> {
     }
 }
 
+/// Why a node is not Ready yet.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    #[error("no Ready condition yet")]
+    NoCondition,
+    #[error("Ready={status} ({reason}): {message}")]
+    Condition {
+        status: String,
+        reason: String,
+        message: String,
+    },
+}
+
 /// `Ok` for a node whose `Ready` condition is `True`; else the condition.
-pub fn ready_condition(node: &Node) -> Result<(), String> {
+pub fn ready_condition(node: &Node) -> Result<(), NotReady> {
     let conds = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     match conds.and_then(|c| c.iter().find(|c| c.type_ == "Ready")) {
         Some(c) if c.status == "True" => Ok(()),
-        Some(c) => Err(format!(
-            "Ready={} ({}): {}",
-            c.status,
-            c.reason.clone().unwrap_or_default(),
-            c.message.clone().unwrap_or_default()
-        )),
-        None => Err("no Ready condition yet".into()),
+        Some(c) => Err(NotReady::Condition {
+            status: c.status.clone(),
+            reason: c.reason.clone().unwrap_or_default(),
+            message: c.message.clone().unwrap_or_default(),
+        }),
+        None => Err(NotReady::NoCondition),
     }
 }
 
@@ -82,12 +94,16 @@ mod tests {
             ready_condition(&node(serde_json::json!([
                 {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
                  "message": "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"}
-            ]))),
-            Err("Ready=False (KubeletNotReady): container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized".into())
+            ])))
+            .unwrap_err()
+            .to_string(),
+            "Ready=False (KubeletNotReady): container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
         );
         assert_eq!(
-            ready_condition(&node(serde_json::json!([]))),
-            Err("no Ready condition yet".into())
+            ready_condition(&node(serde_json::json!([])))
+                .unwrap_err()
+                .to_string(),
+            "no Ready condition yet"
         );
     }
 }

@@ -11,6 +11,8 @@ use std::{
 
 use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
+use unstuck::cluster::provider::{AnyProvider, CreateOptions, ProviderKind, provider};
+use unstuck::components::DEFAULT_K8S_VERSION;
 use unstuck::core::doctor::{Plan, PlannedStep};
 use unstuck::doctor::{
     self, DoctorOptions, DoctorReport, Scope,
@@ -155,10 +157,9 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(exit::USAGE));
     }
     let format = if args.json { Format::Json } else { args.output };
-    let kubeconfig = match (&args.local_cluster, &args.kind_cluster) {
-        (Some(name), _) => Some(local_kubeconfig(name)?),
-        (None, Some(name)) => Some(kind_kubeconfig(name)?),
-        (None, None) => args.kubeconfig.clone(),
+    let kubeconfig = match named_kubeconfig(&args)? {
+        Some(k) => Some(k),
+        None => args.kubeconfig.clone(),
     };
     let (client, target) = target::connect(kubeconfig.as_deref()).await?;
 
@@ -379,28 +380,30 @@ impl AskAgain for AskOnTerminal {
     }
 }
 
-/// The kubeconfig of the kind cluster `name` unstuck made.
-fn kind_kubeconfig(name: &str) -> Result<PathBuf> {
-    let c = unstuck::cluster::kind::list()
-        .into_iter()
-        .find(|c| c.name == name)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "no kind cluster named '{name}' made by unstuck; `unstuck cluster list` shows them"
-            )
-        })?;
-    Ok(c.kubeconfig)
+/// The cluster unstuck made that `--local-cluster`/`--kind-cluster`
+/// names, with its provider; `None` for neither.
+fn named_cluster(args: &DoctorArgs) -> Option<(AnyProvider, &str)> {
+    let (kind, name) = match (&args.local_cluster, &args.kind_cluster) {
+        (Some(name), _) => (ProviderKind::Local, name),
+        (None, Some(name)) => (ProviderKind::Kind, name),
+        (None, None) => return None,
+    };
+    let p = provider(kind, CreateOptions::owned(DEFAULT_K8S_VERSION, None));
+    Some((p, name.as_str()))
 }
 
-/// The kubeconfig of the local cluster `name`.
-fn local_kubeconfig(name: &str) -> Result<PathBuf> {
-    let c = unstuck::cluster::local::list()
-        .into_iter()
-        .find(|c| c.name == name)
-        .ok_or_else(|| {
-            anyhow::anyhow!("no local cluster named '{name}'; `unstuck cluster list` shows them")
-        })?;
-    Ok(c.kubeconfig)
+/// The kubeconfig of the cluster `--local-cluster`/`--kind-cluster` names.
+fn named_kubeconfig(args: &DoctorArgs) -> Result<Option<PathBuf>> {
+    let Some((p, name)) = named_cluster(args) else {
+        return Ok(None);
+    };
+    let c = p.status(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no {} cluster named '{name}' made by unstuck; `unstuck cluster list` shows them",
+            p.kind()
+        )
+    })?;
+    Ok(Some(c.kubeconfig))
 }
 
 /// The node half of `unstuck doctor --local-cluster NAME`.
@@ -411,17 +414,10 @@ async fn node_doctor(
     apply: bool,
 ) -> Result<Vec<NodeDoctorReport>> {
     use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
-    use unstuck::node::Node as _;
-    let node: unstuck::node::AnyNode = match (&args.local_cluster, &args.kind_cluster) {
-        (Some(cluster), _) => unstuck::node::LocalNode::open(cluster)?.into(),
-        (None, Some(cluster)) => unstuck::node::KindNode::open(
-            unstuck::cluster::kind::docker::Docker::default(),
-            &unstuck::cluster::kind::node_container(cluster),
-        )
-        .await?
-        .into(),
-        (None, None) => return Ok(Vec::new()),
+    let Some((p, name)) = named_cluster(args) else {
+        return Ok(Vec::new());
     };
+    let node = p.node(name).await?;
     let opts = HealOptions {
         apply,
         allow_force: false,
@@ -433,7 +429,7 @@ async fn node_doctor(
         if !args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace) {
             continue;
         }
-        reports.push(heal_pod(client, &node, &p.namespace, &p.name, &opts).await?);
+        reports.push(heal_pod(client, node.as_ref(), &p.namespace, &p.name, &opts).await?);
     }
     Ok(reports)
 }

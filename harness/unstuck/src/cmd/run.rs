@@ -7,7 +7,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::{Context, Result};
 use unstuck::cluster::{
     local,
-    provider::{AnyProvider, ProvidedCluster, Provider, ProviderKind},
+    provider::{CreateOptions, ProviderKind, provider},
 };
 
 #[derive(clap::Args)]
@@ -297,7 +297,7 @@ async fn provider_suite(
     let started_at = k8s_openapi::jiff::Timestamp::now().to_string();
     let name = format!("run-{}", unstuck::runner::run_id());
     let reaper = std::env::current_exe().context("locating the unstuck binary for the reaper")?;
-    let provider = AnyProvider::new(args.provider, version, Some(reaper));
+    let provider = provider(args.provider, CreateOptions::owned(version, Some(reaper)));
     // A lone scenario has the shared cluster to itself anyway.
     let own = (args.clusters > 0 && scenarios.len() > 1)
         .then(|| OwnClusters::new(provider.clone(), name.clone(), args.clusters));
@@ -341,7 +341,7 @@ async fn provider_suite(
             client: cluster.client(),
             fixtures_dir: fixtures,
             out_dir: out_dir.to_path_buf(),
-            node: Some(std::sync::Arc::new(cluster.node())),
+            node: Some(cluster.node()),
             parallelism: args.parallel,
             own_clusters: None,
             cluster: String::new(),

@@ -219,7 +219,7 @@ pub async fn stuck_pods(
 /// Heals every pod stuck on the node, one after the other.
 pub async fn heal_node(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     opts: &HealOptions,
 ) -> Result<Vec<NodeDoctorReport>, NodeDoctorError> {
     let mut reports = Vec::new();
@@ -232,13 +232,13 @@ pub async fn heal_node(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{faults, node::LocalNode};
+    use crate::{faults, node::AnyNode};
 
     fn assert_send<T: Send>(_: &T) {}
 
     /// The runner may `tokio::spawn` these: their futures must be Send.
     #[allow(dead_code, clippy::let_underscore_future)]
-    fn futures_are_send(client: &Client, node: &LocalNode) {
+    fn futures_are_send(client: &Client, node: &AnyNode) {
         let opts = HealOptions::default();
         assert_send(&heal_pod(client, node, "ns", "p", &opts));
         assert_send(&heal_node(client, node, &opts));

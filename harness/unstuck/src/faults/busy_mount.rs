@@ -99,7 +99,7 @@ impl FaultKind for BusyMountFault {
 
     async fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         _: NoParams,
@@ -111,7 +111,7 @@ impl FaultKind for BusyMountFault {
 /// Makes one of the pod's volumes busy. The pod must run on `node`.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
     opts: &BusyMountOptions,
@@ -171,7 +171,7 @@ pub async fn inject(
 }
 
 async fn nested_mount(
-    node: &impl Node,
+    node: &dyn Node,
     pod: PodTarget,
     pod_dir: &std::path::Path,
     opts: &BusyMountOptions,
@@ -202,7 +202,7 @@ async fn nested_mount(
 /// The volume to use: `(plugin directory, volume name)` under the pod's
 /// `volumes/`, by name, else the first emptyDir, else the first one.
 async fn pick_volume(
-    node: &impl Node,
+    node: &dyn Node,
     pod: &PodTarget,
     pod_dir: &std::path::Path,
     opts: &BusyMountOptions,
@@ -227,7 +227,7 @@ async fn pick_volume(
 }
 
 async fn held_subpath(
-    node: &impl Node,
+    node: &dyn Node,
     pod: PodTarget,
     pod_dir: &std::path::Path,
     opts: &BusyMountOptions,
@@ -318,7 +318,7 @@ impl Placed for BusyMount {
     /// mount (lazily if a plain unmount stays busy) and removes its
     /// directory. Each part is skipped when already undone; the kubelet's
     /// own mounts are never touched.
-    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
+    async fn revert(&self, node: &dyn Node) -> Result<Reverted, FaultError> {
         let mut done = Vec::new();
         if let Some(h) = &self.holder {
             let procs = node.processes().await?;

@@ -42,7 +42,7 @@ impl FaultKind for FreezeCgroupFault {
 
     async fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         _: NoParams,
@@ -55,7 +55,7 @@ impl FaultKind for FreezeCgroupFault {
 /// node has one, else in cgroup v2). The pod must run on `node`.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<FrozenCgroup, FaultError> {
@@ -103,7 +103,7 @@ impl Placed for FrozenCgroup {
 
     /// Thaws the cgroup if it is still there and still frozen by a write
     /// to it. One the doctor thawed, or the kubelet removed, is left alone.
-    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
+    async fn revert(&self, node: &dyn Node) -> Result<Reverted, FaultError> {
         let present = cgroup::pod_cgroups(node, &self.pod.uid)
             .await?
             .into_iter()

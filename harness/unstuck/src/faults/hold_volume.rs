@@ -31,7 +31,7 @@ impl FaultKind for HoldVolumeFault {
 
     async fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         params: HoldVolumeParams,

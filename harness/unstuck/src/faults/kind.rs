@@ -35,7 +35,7 @@ pub trait FaultKind: Send + Sync + 'static {
     /// `node`. On failure nothing of it is left.
     fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         params: Self::Params,
@@ -52,8 +52,7 @@ pub trait Placed: Serialize + fmt::Debug + Send + Sync + 'static {
 
     /// Undoes the fault. Idempotent: what is already undone (by the
     /// doctor, the kubelet or an earlier revert) is skipped.
-    fn revert(&self, node: &impl Node)
-    -> impl Future<Output = Result<Reverted, FaultError>> + Send;
+    fn revert(&self, node: &dyn Node) -> impl Future<Output = Result<Reverted, FaultError>> + Send;
 }
 
 /// The parameters of a fault that takes none but its pod.

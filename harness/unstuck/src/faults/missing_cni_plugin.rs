@@ -54,7 +54,7 @@ impl FaultKind for MissingCniPluginFault {
 
     async fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         params: MissingCniPluginParams,
@@ -101,7 +101,7 @@ impl Placed for ChainedMissingPlugin {
 
     /// Writes the original back while the file is still what the fault
     /// wrote; a file someone repaired or replaced since is left alone.
-    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
+    async fn revert(&self, node: &dyn Node) -> Result<Reverted, FaultError> {
         match node.read_file(&self.path).await {
             Ok(now) if now == self.written => {
                 replace(node, &self.path, &self.original).await?;
@@ -118,7 +118,7 @@ impl Placed for ChainedMissingPlugin {
 
 /// The configuration file containerd loads: the first by name of the
 /// extensions libcni reads.
-async fn first_config(node: &impl Node, conf_dir: &Path) -> Result<PathBuf, FaultError> {
+async fn first_config(node: &dyn Node, conf_dir: &Path) -> Result<PathBuf, FaultError> {
     let mut files = node.list_dir(conf_dir).await?;
     files.sort();
     files
@@ -136,7 +136,7 @@ async fn first_config(node: &impl Node, conf_dir: &Path) -> Result<PathBuf, Faul
 /// Writes beside the file and renames over it, so containerd, which
 /// watches the directory, never loads half a file (it reads only
 /// `.conflist`, `.conf` and `.json`).
-async fn replace(node: &impl Node, path: &Path, content: &str) -> Result<(), FaultError> {
+async fn replace(node: &dyn Node, path: &Path, content: &str) -> Result<(), FaultError> {
     let tmp = path.with_extension("unstuck-tmp");
     node.write_file(&tmp, content).await?;
     node.rename(&tmp, path).await?;

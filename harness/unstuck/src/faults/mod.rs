@@ -167,7 +167,7 @@ impl std::fmt::Display for PodTarget {
 /// Reads the pod and checks it is on `node`.
 pub(crate) async fn target_pod(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<(PodTarget, Pod), FaultError> {
@@ -209,7 +209,7 @@ pub(crate) async fn target_pod(
 pub(crate) async fn undone(
     failed: impl Into<FaultError>,
     placed: &impl Placed,
-    node: &impl Node,
+    node: &dyn Node,
 ) -> FaultError {
     let failed = failed.into();
     match placed.revert(node).await {

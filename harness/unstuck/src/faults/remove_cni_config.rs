@@ -48,7 +48,7 @@ impl FaultKind for RemoveCniConfigFault {
 
     async fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         _: NoParams,
@@ -61,7 +61,7 @@ impl FaultKind for RemoveCniConfigFault {
 /// where the pod must run.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<RemovedCniConfig, FaultError> {
@@ -117,7 +117,7 @@ impl Placed for RemovedCniConfig {
 
     /// Moves each file back unless one of that name is in place again,
     /// then removes the holding directory (with what is left in it).
-    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
+    async fn revert(&self, node: &dyn Node) -> Result<Reverted, FaultError> {
         let mut done = Vec::new();
         let present = node.list_dir(&self.conf_dir).await?;
         let held = node.list_dir(&self.moved_to).await.unwrap_or_default();

@@ -40,7 +40,7 @@ impl FaultKind for StopKubeletFault {
 
     async fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         _: NoParams,
@@ -52,7 +52,7 @@ impl FaultKind for StopKubeletFault {
 /// Stops the kubelet of `node`, where the pod must run.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<StoppedKubelet, FaultError> {
@@ -99,7 +99,7 @@ impl Placed for StoppedKubelet {
 
     /// Starts the kubelet again when none runs. One the doctor (or anyone)
     /// already started is left alone.
-    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
+    async fn revert(&self, node: &dyn Node) -> Result<Reverted, FaultError> {
         if node.kubelet_running().await? {
             return Ok(Vec::new());
         }

@@ -46,7 +46,7 @@ impl FaultKind for WedgeShimFault {
 
     async fn inject(
         client: &Client,
-        node: &impl Node,
+        node: &dyn Node,
         namespace: &str,
         name: &str,
         _: NoParams,
@@ -58,7 +58,7 @@ impl FaultKind for WedgeShimFault {
 /// Stops the shim(s) serving the pod. The pod must run on `node`.
 pub async fn inject(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
 ) -> Result<WedgedShim, FaultError> {
@@ -137,7 +137,7 @@ impl Placed for WedgedShim {
     /// SIGCONT to every shim that is still the same process and still
     /// stopped. A shim the doctor killed, or that the runtime replaced, is
     /// left alone.
-    async fn revert(&self, node: &impl Node) -> Result<Reverted, FaultError> {
+    async fn revert(&self, node: &dyn Node) -> Result<Reverted, FaultError> {
         let procs = node.processes().await?;
         let mut done = Vec::new();
         for s in &self.shims {

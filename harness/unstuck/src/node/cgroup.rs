@@ -107,14 +107,14 @@ pub fn parse(text: &str) -> Vec<CgroupFact> {
     out
 }
 
-fn run_error(node: &impl Node) -> impl FnOnce(crate::exec::RunError) -> NodeError {
+fn run_error(node: &dyn Node) -> impl FnOnce(crate::exec::RunError) -> NodeError {
     let name = node.name().to_owned();
     move |source| NodeError::Run { node: name, source }
 }
 
 /// Every cgroup of the pod with UID `uid` (its own, its containers') and
 /// every one above it, in each freezer hierarchy of the node.
-pub async fn pod_cgroups(node: &impl Node, uid: &str) -> Result<Vec<CgroupFact>, NodeError> {
+pub async fn pod_cgroups(node: &dyn Node, uid: &str) -> Result<Vec<CgroupFact>, NodeError> {
     let out = node
         .run(script(&["pod", uid]))
         .await
@@ -124,7 +124,7 @@ pub async fn pod_cgroups(node: &impl Node, uid: &str) -> Result<Vec<CgroupFact>,
 
 /// One cgroup's freezer as it reads now.
 pub async fn read_cgroup(
-    node: &impl Node,
+    node: &dyn Node,
     path: &Path,
     version: CgroupVersion,
 ) -> Result<CgroupFact, NodeError> {
@@ -150,7 +150,7 @@ pub async fn read_cgroup(
 /// freezer to say so (a freeze finishes once every task reached the
 /// freezer). Returns the cgroup as last read.
 pub async fn set_frozen(
-    node: &impl Node,
+    node: &dyn Node,
     path: &Path,
     version: CgroupVersion,
     frozen: bool,

@@ -2,24 +2,27 @@
 //! container runtime, and the few actions the node-level fault injectors
 //! and the node doctor take there.
 //!
-//! [`Node`] is the one interface both use. [`LocalNode`] implements it for
-//! the `local` provider, whose node is this machine; [`KindNode`] for the
-//! `kind` provider, through `docker exec` into the node container. The
+//! [`Node`] is the one interface both use. Each provider implements it
+//! beside its cluster (`cluster::local::LocalNode`: this machine;
+//! `cluster::kind::KindNode`: `docker exec` into the node container), so
+//! this module depends on no provider and the providers depend on it. The
 //! methods are primitives that each map to one command on a remote node,
 //! so a privileged pod with `hostPID` could implement them too.
-//! [`AnyNode`] is the one a run holds, whichever provider made it.
+//!
+//! `Node` is object safe (its futures are boxed): a run holds an
+//! `Arc<dyn Node>` ([`AnyNode`]) whichever provider made the cluster, and
+//! a new provider's node is one `impl Node` with nothing to forward. A
+//! boxed future per node call costs nothing next to the `docker exec` or
+//! /proc read it waits on.
 
-mod any;
 pub mod cgroup;
-pub mod kind;
-pub mod local;
+mod runtime;
 
-use std::{
-    future::Future,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
-pub use self::{any::AnyNode, kind::KindNode, local::LocalNode};
+pub use futures::future::BoxFuture;
+
+pub use self::runtime::runtime_facts;
 use crate::{
     exec::{Cmd, RunError},
     host,
@@ -46,14 +49,28 @@ pub enum NodeError {
     },
     #[error("on node {node}: {what}")]
     Failed { node: String, what: String },
+    /// A failure of the provider's own machinery (its state record, its
+    /// process control, a wait), kept whole as the source.
+    #[error("on node {node}: {what}: {source}")]
+    Provider {
+        node: String,
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
-/// A process on a node, named by pid and start time so that a recycled pid
-/// is never mistaken for it.
+/// A process, named by pid and start time so that a recycled pid is
+/// never mistaken for it: the one process identity of the harness (a
+/// node's component, a fault's process, a cluster's owner and its
+/// control-plane components in their state records).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcRef {
     pub pid: i32,
     pub start_time: u64,
+    /// Its command line when it was named; empty in records written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub command: String,
 }
 
@@ -64,6 +81,16 @@ impl ProcRef {
             start_time: p.start_time,
             command: p.command_line(),
         }
+    }
+
+    /// Process `pid` of this machine, if it runs.
+    pub fn of_pid(pid: i32) -> Option<Self> {
+        host::process(pid).map(|p| Self::of(&p))
+    }
+
+    /// Whether it still runs on this machine (a zombie counts as gone).
+    pub fn is_alive(&self) -> bool {
+        host::is_alive(self.pid, self.start_time)
     }
 
     /// This process in `procs`, if it still runs (zombies count as gone).
@@ -121,11 +148,6 @@ pub struct ComponentStop {
     pub killed: bool,
 }
 
-/// A Kubernetes node's host, as the fault injectors and the node doctor
-/// need it. Every method may run remotely, so all are async and fallible.
-///
-/// Paths are the node's paths. Signals are plain numbers (`libc::SIGSTOP`
-/// etc.) and a negative pid names a process group, as with kill(2).
 /// Where a node keeps its CNI configuration.
 #[derive(Clone, Debug)]
 pub struct CniPlace {
@@ -134,6 +156,18 @@ pub struct CniPlace {
     pub own: Option<unstuck_core::doctor::node::CniConfigFile>,
 }
 
+/// The node of whichever provider made the cluster, as a run holds it
+/// (`Arc<AnyNode>`, `&AnyNode`).
+pub type AnyNode = dyn Node;
+
+/// What a node call returns.
+pub type NodeFuture<'a, T> = BoxFuture<'a, Result<T, NodeError>>;
+
+/// A Kubernetes node's host, as the fault injectors and the node doctor
+/// need it. Every method may run remotely, so all are async and fallible.
+///
+/// Paths are the node's paths. Signals are plain numbers (`libc::SIGSTOP`
+/// etc.) and a negative pid names a process group, as with kill(2).
 pub trait Node: Send + Sync {
     /// The node's name in the API (`spec.nodeName` of its pods).
     fn name(&self) -> &str;
@@ -150,18 +184,22 @@ pub trait Node: Send + Sync {
     /// when the node cannot say.
     fn cni_config(&self) -> Option<CniPlace>;
 
+    /// The local cluster (`unstuck cluster list`) whose control plane runs
+    /// as processes on this machine beside this node, for what only such a
+    /// cluster offers (kube-controller-manager's metrics on loopback);
+    /// `None` for every other node.
+    fn local_cluster(&self) -> Option<&str> {
+        None
+    }
+
     /// Writes `content` to `path` (created or replaced).
-    fn write_file(
-        &self,
-        path: &Path,
-        content: &str,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn write_file<'a>(&'a self, path: &'a Path, content: &'a str) -> NodeFuture<'a, ()>;
 
     /// Removes a file; one already gone is not an error.
-    fn remove_file(&self, path: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn remove_file<'a>(&'a self, path: &'a Path) -> NodeFuture<'a, ()>;
 
     /// Renames `from` to `to` on the node (same filesystem).
-    fn rename(&self, from: &Path, to: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn rename<'a>(&'a self, from: &'a Path, to: &'a Path) -> NodeFuture<'a, ()>;
 
     /// The containerd socket the kubelet talks to; shims name it in `-address`.
     fn containerd_address(&self) -> PathBuf;
@@ -171,212 +209,106 @@ pub trait Node: Send + Sync {
     fn ctr(&self) -> Cmd;
 
     /// Runs a command on the node; stdout on success.
-    fn run(&self, cmd: Cmd) -> impl Future<Output = Result<String, RunError>> + Send;
+    fn run(&self, cmd: Cmd) -> BoxFuture<'_, Result<String, RunError>>;
 
     /// Reads a whole text file.
-    fn read_file(&self, path: &Path) -> impl Future<Output = Result<String, NodeError>> + Send;
+    fn read_file<'a>(&'a self, path: &'a Path) -> NodeFuture<'a, String>;
 
     /// The last `max_bytes` of the kubelet's log (whole lines only), or
     /// `None` when the node has no readable kubelet log.
-    fn kubelet_log_tail(
-        &self,
-        max_bytes: u64,
-    ) -> impl Future<Output = Result<Option<String>, NodeError>> + Send;
+    fn kubelet_log_tail(&self, max_bytes: u64) -> NodeFuture<'_, Option<String>>;
 
     /// Names in a directory (sorted; empty when it does not exist).
-    fn list_dir(&self, path: &Path) -> impl Future<Output = Result<Vec<String>, NodeError>> + Send;
+    fn list_dir<'a>(&'a self, path: &'a Path) -> NodeFuture<'a, Vec<String>>;
 
     /// The node's mount table (the host mount namespace).
-    fn mounts(&self) -> impl Future<Output = Result<Vec<host::Mount>, NodeError>> + Send;
+    fn mounts(&self) -> NodeFuture<'_, Vec<host::Mount>>;
 
     /// Every process on the node.
-    fn processes(&self) -> impl Future<Output = Result<Vec<host::Process>, NodeError>> + Send;
+    fn processes(&self) -> NodeFuture<'_, Vec<host::Process>>;
 
     /// The processes of the pod with UID `pod_uid` (by their cgroup), as
     /// the kernel shows them: state, wait channel, blocked call and file.
-    fn pod_processes(
-        &self,
-        pod_uid: &str,
-    ) -> impl Future<Output = Result<Vec<KernelTask>, NodeError>> + Send;
+    fn pod_processes<'a>(&'a self, pod_uid: &'a str) -> NodeFuture<'a, Vec<KernelTask>>;
 
     /// Processes whose cwd, root or open file descriptors lie at or under
     /// `path`: what `fuser -m`/`lsof +D` would name.
-    fn holders_of(
-        &self,
-        path: &Path,
-    ) -> impl Future<Output = Result<Vec<Holder>, NodeError>> + Send;
+    fn holders_of<'a>(&'a self, path: &'a Path) -> NodeFuture<'a, Vec<Holder>>;
 
     /// Sends a signal; a process that is already gone is not an error.
-    fn signal(&self, pid: i32, signal: i32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn signal(&self, pid: i32, signal: i32) -> NodeFuture<'_, ()>;
 
     /// Creates a directory (and its parents); existing is fine.
-    fn make_dir(&self, path: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn make_dir<'a>(&'a self, path: &'a Path) -> NodeFuture<'a, ()>;
 
     /// Removes an empty directory; a missing one is fine.
-    fn remove_dir(&self, path: &Path) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn remove_dir<'a>(&'a self, path: &'a Path) -> NodeFuture<'a, ()>;
 
     /// Mounts a fresh tmpfs (source name `label`, so it is recognisable in
     /// the mount table) on an existing directory.
-    fn mount_tmpfs(
-        &self,
-        target: &Path,
-        label: &str,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn mount_tmpfs<'a>(&'a self, target: &'a Path, label: &'a str) -> NodeFuture<'a, ()>;
 
     /// Unmounts `path`; `lazy` detaches it even while busy (`umount -l`).
-    fn unmount(
-        &self,
-        path: &Path,
-        lazy: bool,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn unmount<'a>(&'a self, path: &'a Path, lazy: bool) -> NodeFuture<'a, ()>;
 
     /// Starts `argv` in the background in a new session, not as a child
     /// of the caller (so it outlives the call and no zombie is left to
     /// reap), and returns it. Its process group id is its pid.
-    fn start_background(
-        &self,
-        argv: &[String],
-    ) -> impl Future<Output = Result<ProcRef, NodeError>> + Send;
+    fn start_background<'a>(&'a self, argv: &'a [String]) -> NodeFuture<'a, ProcRef>;
 
     /// Restarts the container runtime daemon (containerd) with its own
     /// command line, and waits until it answers again.
-    fn restart_runtime(&self) -> impl Future<Output = Result<ComponentRestart, NodeError>> + Send;
+    fn restart_runtime(&self) -> NodeFuture<'_, ComponentRestart>;
 
     /// Whether the node's kubelet process runs (a stopped-by-signal one
     /// counts as running: it exists, it just does not work).
-    fn kubelet_running(&self) -> impl Future<Output = Result<bool, NodeError>> + Send;
+    fn kubelet_running(&self) -> NodeFuture<'_, bool>;
 
     /// Stops the node's kubelet (SIGTERM, SIGKILL after a grace period),
     /// leaving the runtime and the pods' containers running: the node is
     /// lost to the control plane until the kubelet is started again.
-    fn stop_kubelet(&self) -> impl Future<Output = Result<ComponentStop, NodeError>> + Send;
+    fn stop_kubelet(&self) -> NodeFuture<'_, ComponentStop>;
 
     /// (Re)starts the node's kubelet with its own command line, as its
     /// service manager would (stopping a running one first), and waits
     /// until it answers its health check.
-    fn restart_kubelet(&self) -> impl Future<Output = Result<ComponentRestart, NodeError>> + Send;
+    fn restart_kubelet(&self) -> NodeFuture<'_, ComponentRestart>;
 }
 
-/// Waits until process `pid`, started in the background for `argv`, runs
-/// `argv[0]`: until its exec it still shows the starting shell's command
-/// line. `look` reads the process (`None` when it is gone).
-pub(crate) async fn await_exec<F, Fut>(
+/// Waits until process `pid`, started in the background for `argv` on
+/// `node`, runs `argv[0]`: until its exec it still shows the starting
+/// shell's command line. `look` reads the process (`None` when it is gone).
+pub async fn await_exec<F, Fut>(
+    node: &str,
     argv: &[String],
     pid: i32,
     within: std::time::Duration,
     mut look: F,
-) -> Result<ProcRef, String>
+) -> Result<ProcRef, NodeError>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<host::Process>, NodeError>>,
+    Fut: std::future::Future<Output = Result<Option<host::Process>, NodeError>>,
 {
     let want = argv.first().cloned().unwrap_or_default();
     let deadline = std::time::Instant::now() + within;
     loop {
-        match look().await.map_err(|e| e.to_string())? {
+        match look().await? {
             Some(p) if p.cmdline.first() == Some(&want) => return Ok(ProcRef::of(&p)),
             Some(_) if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
             other => {
-                return Err(format!(
-                    "starting {argv:?}: process {pid} is {}",
-                    other.map_or("gone".to_owned(), |p| format!(
-                        "running {}",
-                        p.command_line()
-                    ))
-                ));
+                return Err(NodeError::Failed {
+                    node: node.to_owned(),
+                    what: format!(
+                        "starting {argv:?}: process {pid} is {}",
+                        other.map_or("gone".to_owned(), |p| format!(
+                            "running {}",
+                            p.command_line()
+                        ))
+                    ),
+                });
             }
         }
     }
-}
-
-/// The runtime's view of the pod with UID `pod_uid`: its containerd
-/// containers (by the CRI's `io.kubernetes.pod.uid` label), their tasks,
-/// and the shim processes serving them (matched by `-id` and this node's
-/// `-address`). `extra_ids` adds container IDs known from elsewhere (the
-/// pod's status), for when containerd no longer lists them. Never fails:
-/// a query that fails is recorded in [`RuntimeFacts::errors`], because a
-/// runtime that does not answer is itself evidence.
-pub async fn runtime_facts(node: &impl Node, pod_uid: &str, extra_ids: &[String]) -> RuntimeFacts {
-    use unstuck_core::doctor::node::{
-        parse_ctr_container_info, parse_ctr_tasks, parse_shim_cmdline,
-    };
-    let mut facts = RuntimeFacts::default();
-    let filter = format!("labels.\"io.kubernetes.pod.uid\"=={pod_uid}");
-    let ids: Vec<String> = match node
-        .run(node.ctr().args(["containers", "ls", "-q"]).arg(&filter))
-        .await
-    {
-        Ok(out) => out
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect(),
-        Err(e) => {
-            facts.errors.push(e.to_string());
-            Vec::new()
-        }
-    };
-    for id in &ids {
-        match node
-            .run(node.ctr().args(["containers", "info"]).arg(id))
-            .await
-        {
-            Ok(json) => match parse_ctr_container_info(&json) {
-                Some(c) => facts.containers.push(c),
-                None => facts
-                    .errors
-                    .push(format!("unreadable `ctr containers info {id}` output")),
-            },
-            Err(e) => facts.errors.push(e.to_string()),
-        }
-    }
-    let mut all_ids = facts.ids();
-    all_ids.extend(ids);
-    all_ids.extend(extra_ids.iter().cloned());
-    all_ids.sort();
-    all_ids.dedup();
-    // `ctr task ls` asks every shim for its state; a stopped shim costs
-    // containerd a 2 s deadline per task, hence the generous timeout.
-    match node
-        .run(
-            node.ctr()
-                .args(["tasks", "ls"])
-                .timeout(std::time::Duration::from_secs(60)),
-        )
-        .await
-    {
-        Ok(out) => {
-            facts.tasks = parse_ctr_tasks(&out)
-                .into_iter()
-                .filter(|t| all_ids.contains(&t.id))
-                .collect()
-        }
-        Err(e) => facts.errors.push(e.to_string()),
-    }
-    let address = node.containerd_address().display().to_string();
-    match node.processes().await {
-        Ok(procs) => {
-            for p in procs.iter().filter(|p| p.state != 'Z') {
-                let Some((id, namespace, addr)) = parse_shim_cmdline(&p.cmdline) else {
-                    continue;
-                };
-                if addr.as_deref() == Some(address.as_str()) && all_ids.contains(&id) {
-                    facts.shims.push(ShimFact {
-                        pid: p.pid,
-                        start_time: p.start_time,
-                        state: p.state,
-                        id,
-                        namespace,
-                        address: addr,
-                        command: p.command_line(),
-                    });
-                }
-            }
-        }
-        Err(e) => facts.errors.push(e.to_string()),
-    }
-    facts
 }

@@ -12,7 +12,6 @@ use crate::doctor::{
     self, DoctorOptions, Scope,
     node::{HealOptions, HealOutcome, heal_pod, stuck_pods},
 };
-use crate::node::Node;
 
 impl ScenarioRun<'_> {
     pub(super) async fn doctor(&mut self, d: &DoctorCheck) -> Result<Evidence, StepError> {
@@ -64,10 +63,11 @@ impl ScenarioRun<'_> {
             // run's own objects, and later rounds (a chain the garbage
             // collector deletes after the first remedy) belong to it too.
             consent: doctor::Consent::Scope,
-            local_cluster: match self.ctx.node.as_deref() {
-                Some(crate::node::AnyNode::Local(n)) => Some(n.layout().name.clone()),
-                _ => None,
-            },
+            local_cluster: self
+                .ctx
+                .node
+                .as_deref()
+                .and_then(|n| n.local_cluster().map(str::to_owned)),
             ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
         };
         let (first, looks) = self.settled_snapshot(d, &opts).await;

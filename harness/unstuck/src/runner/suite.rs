@@ -18,7 +18,7 @@ use super::{RunContext, run_scenario_until};
 use crate::{
     cluster::{
         exits::ExitLog,
-        provider::{AnyProvider, ProvidedCluster, Provider, ProviderInfo},
+        provider::{AnyProvider, ProviderInfo},
     },
     node::AnyNode,
     report::{IsolatedCluster, RunReport, ScenarioReport},
@@ -125,7 +125,7 @@ impl OwnClusters {
             client: cluster.client(),
             fixtures_dir: fixtures_dir.to_path_buf(),
             out_dir: out_dir.clone(),
-            node: Some(Arc::new(cluster.node())),
+            node: Some(cluster.node()),
             cluster_exits: cluster.component_exits(),
         };
         let mut report = run_scenario_until(&ctx, scenario, cancel).await;

@@ -146,12 +146,16 @@ pub fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
 /// terminal on stdin (so it never asks), warnings only in its log.
 #[allow(dead_code)]
 pub fn unstuck(args: &[&str]) -> std::process::Output {
-    unstuck_env(args, &[])
+    unstuck_env::<&str>(args, &[])
 }
 
-/// [`unstuck`] with `env` set on top (an `UNSTUCK_LOG` there wins).
+/// [`unstuck`] with `env` set on top (an `UNSTUCK_LOG` there wins; a
+/// state directory of the test's own, say).
 #[allow(dead_code)]
-pub fn unstuck_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+pub fn unstuck_env<V: AsRef<std::ffi::OsStr>>(
+    args: &[&str],
+    env: &[(&str, V)],
+) -> std::process::Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_unstuck"));
     cmd.args(args)
         .stdin(std::process::Stdio::null())
@@ -160,6 +164,59 @@ pub fn unstuck_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output 
         cmd.env(k, v);
     }
     cmd.output().expect("running unstuck")
+}
+
+/// Starts `unstuck ARGS` with `env` set and returns the child and a
+/// channel of its stdout and stderr lines (each echoed to the test's
+/// stderr), read to the end so it never writes to a closed pipe.
+#[allow(dead_code)]
+pub fn spawn_unstuck(
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("unstuck starts");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for pipe in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                eprintln!("  | {line}");
+                // The test may have stopped listening; the line was echoed.
+                tx.send(line).ok();
+            }
+        });
+    }
+    (child, rx)
+}
+
+/// Waits for a line containing `needle` from [`spawn_unstuck`]'s channel,
+/// or panics naming what it waited for.
+#[allow(dead_code)]
+pub fn wait_for_line(
+    rx: &std::sync::mpsc::Receiver<String>,
+    needle: &str,
+    limit: std::time::Duration,
+) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(1))
+            && line.contains(needle)
+        {
+            return;
+        }
+    }
+    panic!("no line with {needle:?} within {limit:?}");
 }
 
 /// `unstuck doctor ARGS`, as [`unstuck`].
@@ -192,6 +249,29 @@ pub fn output_text(o: &std::process::Output) -> String {
 pub fn stdout_json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", output_text(o)))
+}
+
+/// What Docker still holds of kind cluster `name`: its containers and
+/// its network.
+#[allow(dead_code)]
+pub async fn kind_leftovers(name: &str) -> Vec<String> {
+    use unstuck::cluster::kind::{self, docker::Docker};
+    let docker = Docker::default();
+    let mut left: Vec<String> = docker
+        .cluster_containers(name)
+        .await
+        .expect("docker ps answers")
+        .into_iter()
+        .map(|c| format!("container {c}"))
+        .collect();
+    if docker
+        .network_exists(&kind::network_name(name))
+        .await
+        .expect("docker network ls answers")
+    {
+        left.push(format!("network {}", kind::network_name(name)));
+    }
+    left
 }
 
 /// The repository's root (where `scenarios/` and `fixtures/` are).

@@ -12,13 +12,21 @@
 //! a crashed harness's reaper, `unstuck cluster gc` and the leftover check
 //! know exactly what is theirs.
 
+mod create;
 pub mod docker;
+mod node;
+mod provider;
 pub mod restarts;
 mod state;
 mod teardown;
 
-use self::teardown::{delete, leftovers, spawn_reaper};
+use self::{
+    create::{create, export_logs},
+    teardown::{delete, leftovers, spawn_reaper},
+};
 pub use self::{
+    node::{CNI_CONFLIST_NAME, KindNode},
+    provider::KindProvider,
     state::{KindState, KindStatus, list},
     teardown::{down, reap, sweep_stale},
 };
@@ -35,15 +43,10 @@ use serde::Serialize;
 
 use self::docker::Docker;
 use crate::{
-    cluster::{
-        exits::ExitLog,
-        local::{self, state::ProcessRef},
-        readiness,
-    },
+    cluster::{ClusterError, exits::ExitLog, local},
     components,
-    exec::{Cmd, RunError},
-    node::KindNode,
-    wait,
+    exec::Cmd,
+    node::ProcRef,
 };
 
 /// The kind release set-up builds (the last with cgroup v1 node images
@@ -73,56 +76,7 @@ pub fn node_container(cluster: &str) -> String {
     format!("{cluster}-control-plane")
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum KindError {
-    #[error("{0}")]
-    Name(String),
-    #[error(
-        "the kind CLI is not built ({path}).\n  Install Docker, build kind and the offline node image with:\n    sudo ci/kind/setup.sh --k8s-version {version}"
-    )]
-    KindMissing { path: PathBuf, version: String },
-    #[error(
-        "the Docker engine does not answer: {source}\n  Install and start it (and build the node image) with:\n    sudo ci/kind/setup.sh --k8s-version {version}"
-    )]
-    DockerDown {
-        version: String,
-        #[source]
-        source: RunError,
-    },
-    #[error(
-        "node image {image} is not in Docker (unstuck never pulls one).\n  Build it offline with:\n    sudo ci/kind/setup.sh --k8s-version {version}"
-    )]
-    ImageMissing { image: String, version: String },
-    #[error(
-        "kind cluster '{0}' already exists; remove it with `unstuck cluster down --provider kind {0}` (or `kind delete cluster --name {0}` if unstuck did not make it)"
-    )]
-    Exists(String),
-    #[error(
-        "no kind cluster named '{0}' made by unstuck ({1}); `unstuck cluster list` shows the clusters it made"
-    )]
-    NotFound(String, PathBuf),
-    #[error(transparent)]
-    Command(#[from] RunError),
-    #[error("{what} failed: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("kind cluster '{name}': {message}\n  kind's logs of it: {logs}")]
-    Create {
-        name: String,
-        message: String,
-        logs: PathBuf,
-    },
-    #[error("kind cluster record {path} is unreadable: {message}")]
-    State { path: PathBuf, message: String },
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> KindError {
-    let what = what.into();
-    move |source| KindError::Io { what, source }
-}
+use crate::cluster::error::io;
 
 /// The kind CLI: `UNSTUCK_KIND`, or the one ci/kind/setup.sh builds
 /// into the cache.
@@ -148,10 +102,10 @@ pub struct KindTools {
 impl KindTools {
     /// Finds the kind CLI, checks that Docker answers and that the node
     /// image of `k8s_version` is there; each miss names the fix.
-    pub async fn locate(k8s_version: &str) -> Result<Self, KindError> {
+    pub async fn locate(k8s_version: &str) -> Result<Self, ClusterError> {
         let kind = kind_cli();
         if !kind.is_file() {
-            return Err(KindError::KindMissing {
+            return Err(ClusterError::KindMissing {
                 path: kind,
                 version: k8s_version.into(),
             });
@@ -160,13 +114,13 @@ impl KindTools {
         docker
             .engine_answers()
             .await
-            .map_err(|source| KindError::DockerDown {
+            .map_err(|source| ClusterError::DockerDown {
                 version: k8s_version.into(),
                 source,
             })?;
         let image = node_image(k8s_version);
         if !docker.image_exists(&image).await {
-            return Err(KindError::ImageMissing {
+            return Err(ClusterError::ImageMissing {
                 image,
                 version: k8s_version.into(),
             });
@@ -243,8 +197,8 @@ impl KindCluster {
     /// Creates the cluster and waits for its node to be Ready. On any
     /// failure kind's logs are exported (the error names where) and
     /// everything made so far is deleted again.
-    pub async fn up(opts: KindOptions) -> Result<Self, KindError> {
-        local::layout::validate_name(&opts.name).map_err(KindError::Name)?;
+    pub async fn up(opts: KindOptions) -> Result<Self, ClusterError> {
+        local::layout::validate_name(&opts.name)?;
         let tools = KindTools::locate(&opts.k8s_version).await?;
         // Clusters of harnesses that died (their reaper killed too, say by
         // the end of a CI session) would hold Docker networks and memory.
@@ -262,7 +216,7 @@ impl KindCluster {
                 .await?
                 .is_empty()
         {
-            return Err(KindError::Exists(opts.name));
+            return Err(ClusterError::KindExists(opts.name));
         }
         fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let mut state = KindState {
@@ -274,7 +228,7 @@ impl KindCluster {
             owner: opts
                 .reaper
                 .as_ref()
-                .and_then(|_| ProcessRef::of(std::process::id() as i32)),
+                .and_then(|_| ProcRef::of_pid(std::process::id() as i32)),
             volumes: Vec::new(),
         };
         state.save(&dir)?;
@@ -293,22 +247,29 @@ impl KindCluster {
                 reaper,
                 timings,
             }),
-            Err(message) => {
+            Err(source) => {
                 let logs = dir.with_file_name(format!("{}-failed-logs", opts.name));
-                let _ = export_logs(&tools, &state, &logs).await;
+                let kept = export_logs(&tools, &state, &logs).await;
                 let td = delete(&tools, &state, &dir).await;
                 tracing::warn!(
                     "creating kind cluster '{}' failed; deleted: {td:?}",
                     opts.name
                 );
-                if let Some((mut child, stdin)) = reaper {
-                    drop(stdin);
-                    let _ = child.wait();
+                if let Some((child, stdin)) = reaper {
+                    release_reaper(child, stdin);
                 }
-                Err(KindError::Create {
-                    name: opts.name,
-                    message,
-                    logs,
+                let source = Box::new(source);
+                Err(match kept {
+                    Ok(()) => ClusterError::Create {
+                        name: opts.name,
+                        logs,
+                        source,
+                    },
+                    Err(e) => ClusterError::CreateNoLogs {
+                        name: opts.name,
+                        source,
+                        logs: Box::new(e),
+                    },
                 })
             }
         }
@@ -340,7 +301,7 @@ impl KindCluster {
 
     /// `kind export logs` into `to` (node journal, component and container
     /// logs, `docker inspect` of the node).
-    pub async fn export_logs(&self, to: &Path) -> Result<(), KindError> {
+    pub async fn export_logs(&self, to: &Path) -> Result<(), ClusterError> {
         export_logs(&self.tools, &self.state, to).await
     }
 
@@ -348,10 +309,9 @@ impl KindCluster {
     /// network and its record. Returns what went wrong, if anything.
     pub async fn down(mut self) -> Vec<String> {
         let errors = delete(&self.tools, &self.state, &self.dir).await;
-        if let Some((mut child, stdin)) = self.reaper.take() {
+        if let Some((child, stdin)) = self.reaper.take() {
             // The record is gone, so the reaper finds nothing left to do.
-            drop(stdin);
-            let _ = child.wait();
+            release_reaper(child, stdin);
         }
         errors
     }
@@ -362,90 +322,13 @@ impl KindCluster {
     }
 }
 
-/// The create itself: `kind create cluster`, the kubeconfig, node Ready,
-/// the cluster's unstuck mark. Errors are words for [`KindError::Create`].
-async fn create(
-    tools: &KindTools,
-    state: &mut KindState,
-    dir: &Path,
-    timeout: Duration,
-    started: Instant,
-) -> Result<(Client, KindNode, KindTimings), String> {
-    let config = dir.join("kind-config.yaml");
-    fs::write(&config, CLUSTER_CONFIG).map_err(|e| format!("writing {}: {e}", config.display()))?;
-    let kubeconfig = dir.join("kubeconfig");
-    tools
-        .kind(&state.network)
-        .args(["create", "cluster", "--name", &state.name, "--image"])
-        .arg(&state.image)
-        .arg("--config")
-        .arg(&config)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        // Kept on failure so that its logs can be exported first.
-        .arg("--retain")
-        .timeout(timeout)
-        .output()
-        .await
-        .map_err(|e| e.to_string())?;
-    let create = started.elapsed();
-    state.volumes = tools
-        .docker
-        .container_volumes(&node_container(&state.name))
-        .await
-        .map_err(|e| e.to_string())?;
-    state.save(dir).map_err(|e| e.to_string())?;
-    let client = local::client_for(&kubeconfig)
-        .await
-        .map_err(|e| e.to_string())?;
-    let node_name = node_container(&state.name);
-    let left = timeout.saturating_sub(started.elapsed());
-    wait::until(
-        format!("node {node_name} to be Ready"),
-        left.max(Duration::from_secs(30)),
-        Duration::from_millis(500),
-        || readiness::node_ready(&client, &node_name),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let node_ready = started.elapsed();
-    // kind is done at node Ready; pods are refused until the service
-    // account controller has made `default` (as the local provider waits).
-    wait::until(
-        "the default ServiceAccount (pods are refused without it)",
-        timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_secs(60)),
-        Duration::from_millis(500),
-        || readiness::default_service_account(&client),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    wait::until(
-        "marking the cluster as unstuck's",
-        Duration::from_secs(30),
-        Duration::from_millis(500),
-        || readiness::marked(&client),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let node = KindNode::open(tools.docker.clone(), &node_name)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok((client, node, KindTimings { create, node_ready }))
-}
-
-async fn export_logs(tools: &KindTools, state: &KindState, to: &Path) -> Result<(), KindError> {
-    fs::create_dir_all(to).map_err(io(format!("creating {}", to.display())))?;
-    tools
-        .kind(&state.network)
-        .args(["export", "logs"])
-        .arg(to)
-        .args(["--name", &state.name])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .await?;
-    Ok(())
+/// Lets the reaper go (it finds nothing left once the record is gone) and
+/// waits for it, so it is never left a zombie; a wait that fails is said.
+fn release_reaper(mut child: Child, stdin: ChildStdin) {
+    drop(stdin);
+    if let Err(e) = child.wait() {
+        tracing::warn!("waiting for the kind reaper {}: {e}", child.id());
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::{KindError, io, kind_root};
-use crate::cluster::local::state::ProcessRef;
+use super::{ClusterError, io, kind_root};
+use crate::node::ProcRef;
 
 /// What `state.json` of a kind cluster holds.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -21,7 +21,7 @@ pub struct KindState {
     pub network: String,
     pub created_at: String,
     /// The harness that owns a throwaway cluster; `None` for a kept one.
-    pub owner: Option<ProcessRef>,
+    pub owner: Option<ProcRef>,
     /// The node container's volumes (kind's anonymous `/var`), once known.
     #[serde(default)]
     pub volumes: Vec<String>,
@@ -32,21 +32,18 @@ impl KindState {
         dir.join("state.json")
     }
 
-    pub fn load(dir: &Path) -> Result<Option<Self>, KindError> {
+    pub fn load(dir: &Path) -> Result<Option<Self>, ClusterError> {
         let path = Self::path(dir);
         match fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str(&text)
                 .map(Some)
-                .map_err(|e| KindError::State {
-                    path,
-                    message: e.to_string(),
-                }),
+                .map_err(|source| ClusterError::KindState { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(format!("reading {}", path.display()))(e)),
         }
     }
 
-    pub(super) fn save(&self, dir: &Path) -> Result<(), KindError> {
+    pub(super) fn save(&self, dir: &Path) -> Result<(), ClusterError> {
         let path = Self::path(dir);
         let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).expect("state serialises");
@@ -80,16 +77,34 @@ pub fn list() -> Vec<KindStatus> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.join("state.json").is_file())
-        .filter_map(|dir| {
-            let st = KindState::load(&dir).ok().flatten()?;
-            Some(KindStatus {
-                name: st.name.clone(),
-                kubeconfig: dir.join("kubeconfig"),
-                k8s_version: st.k8s_version.clone(),
-                image: st.image.clone(),
-                stale: st.is_stale(),
-                dir,
-            })
+        .filter_map(|dir| match KindState::load(&dir) {
+            Ok(st) => {
+                let st = st?;
+                Some(KindStatus {
+                    name: st.name.clone(),
+                    kubeconfig: dir.join("kubeconfig"),
+                    k8s_version: st.k8s_version.clone(),
+                    image: st.image.clone(),
+                    stale: st.is_stale(),
+                    dir,
+                })
+            }
+            Err(e) => {
+                // Listed for a person to look at; `gc` leaves it, as it
+                // cannot tell what the record would have named.
+                tracing::warn!("{e}");
+                Some(KindStatus {
+                    name: dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    kubeconfig: dir.join("kubeconfig"),
+                    k8s_version: "?".into(),
+                    image: "(record unreadable)".into(),
+                    stale: false,
+                    dir,
+                })
+            }
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));

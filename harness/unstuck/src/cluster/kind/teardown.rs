@@ -4,14 +4,14 @@
 
 use std::{
     fs,
-    io::{Read as _, Write as _},
+    io::Read as _,
     os::unix::process::CommandExt as _,
     path::Path,
     process::{Child, ChildStdin, Stdio},
     time::Duration,
 };
 
-use super::{KindError, KindState, KindTools, docker::Docker, io, kind_root, list};
+use super::{ClusterError, KindState, KindTools, docker::Docker, io, kind_root, list};
 use crate::cluster::local;
 
 /// Deletes what the record names; each part is attempted even when an
@@ -72,16 +72,18 @@ pub(super) async fn leftovers(
 }
 
 /// Deletes the named kind cluster unstuck made (also by another process).
-pub async fn down(name: &str) -> Result<Vec<String>, KindError> {
-    local::layout::validate_name(name).map_err(KindError::Name)?;
+pub async fn down(name: &str) -> Result<Vec<String>, ClusterError> {
+    local::layout::validate_name(name)?;
     let dir = kind_root().join(name);
-    let state =
-        KindState::load(&dir)?.ok_or_else(|| KindError::NotFound(name.into(), dir.clone()))?;
+    let state = KindState::load(&dir)?.ok_or_else(|| ClusterError::NotFound {
+        provider: crate::cluster::provider::ProviderKind::Kind,
+        name: name.into(),
+    })?;
     let tools = KindTools::locate(&state.k8s_version)
         .await
         .or_else(|e| match e {
             // Deleting needs kind and Docker, not the image.
-            KindError::ImageMissing { .. } => Ok(KindTools {
+            ClusterError::ImageMissing { .. } => Ok(KindTools {
                 kind: super::kind_cli(),
                 docker: Docker::default(),
                 image: state.image.clone(),
@@ -101,15 +103,17 @@ pub async fn sweep_stale() -> Vec<(String, Vec<String>)> {
     swept
 }
 
-pub(super) fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildStdin), KindError> {
+pub(super) fn spawn_reaper(
+    program: &Path,
+    dir: &Path,
+) -> Result<(Child, ChildStdin), ClusterError> {
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join("reaper.log"))
         .map_err(io("opening the reaper log"))?;
     let mut child = std::process::Command::new(program)
-        .arg("__reap")
-        .arg("--kind")
+        .args(["__reap", "--provider", "kind"])
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -122,19 +126,24 @@ pub(super) fn spawn_reaper(program: &Path, dir: &Path) -> Result<(Child, ChildSt
     Ok((child, stdin))
 }
 
-/// The reaper's body (`unstuck __reap --kind DIR`): wait until the harness
-/// lets go of our stdin, then delete the cluster if its record is still
-/// there (the harness did not get to it).
-pub async fn reap(dir: &Path) -> Option<Vec<String>> {
+/// The reaper's body (`unstuck __reap --provider kind DIR`): wait until
+/// the harness lets go of our stdin, then delete the cluster if its record
+/// is still there (the harness did not get to it). Its name and problems.
+pub async fn reap(dir: &Path) -> Option<(String, Vec<String>)> {
     let mut sink = [0u8; 64];
     let mut stdin = std::io::stdin();
     while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-    let state = KindState::load(dir).ok().flatten()?;
+    let state = match KindState::load(dir) {
+        Ok(state) => state?,
+        Err(e) => {
+            tracing::warn!("reaper: {e}; nothing deleted");
+            return None;
+        }
+    };
     let errors = down(&state.name)
         .await
         .unwrap_or_else(|e| vec![e.to_string()]);
-    let _ = writeln!(
-        std::io::stderr(),
+    tracing::info!(
         "reaper: harness gone; deleted kind cluster '{}'{}",
         state.name,
         if errors.is_empty() {
@@ -143,5 +152,5 @@ pub async fn reap(dir: &Path) -> Option<Vec<String>> {
             format!(" with problems: {}", errors.join("; "))
         }
     );
-    Some(errors)
+    Some((state.name, errors))
 }

@@ -195,6 +195,8 @@ fn kubeconfig_flags(kubeconfig: &Path) -> [String; 3] {
 }
 
 /// Command lines of the control plane and node components, in start order.
+/// Past 100 lines on purpose: it is one table of six command lines, read
+/// (and compared with local-up-cluster.sh) as a whole.
 pub fn component_commands(l: &Layout, bins: &crate::components::Binaries) -> Vec<ComponentCommand> {
     let pki = l.pki_dir();
     let k = |f: &str| p(pki.join(f));

@@ -9,6 +9,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use crate::cluster::ClusterError;
+
 /// Slots a machine can hold at once.
 pub const MAX_SLOTS: u8 = 48;
 /// First port of slot 0; every slot owns a block of 100 ports.
@@ -147,7 +149,7 @@ impl Layout {
 }
 
 /// Cluster names are used in paths, link-free cgroup names and node names.
-pub fn validate_name(name: &str) -> Result<(), String> {
+pub fn validate_name(name: &str) -> Result<(), ClusterError> {
     let ok = !name.is_empty()
         && name.len() <= 30
         && name
@@ -158,9 +160,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "cluster name '{name}' is not valid: use 1-30 characters of a-z, 0-9 and '-', not starting or ending with '-'"
-        ))
+        Err(ClusterError::InvalidName(name.to_string()))
     }
 }
 

@@ -9,26 +9,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use crate::cluster::ClusterError;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum PkiError {
-    #[error("failed to generate {what}: {source}")]
-    Generate {
-        what: String,
-        #[source]
-        source: rcgen::Error,
-    },
-    #[error("failed to write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// A client identity: the certificate's CN is the user, O the groups.
 pub struct ClientIdentity {
@@ -90,7 +75,7 @@ struct Ca {
 }
 
 impl Ca {
-    fn new(common_name: &str) -> Result<Self, PkiError> {
+    fn new(common_name: &str) -> Result<Self, ClusterError> {
         let mut params = CertificateParams::default();
         params.distinguished_name = dn(common_name, &[]);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -103,14 +88,18 @@ impl Ca {
         Ok(Self { params, key })
     }
 
-    fn sign(&self, params: CertificateParams, what: &str) -> Result<(String, String), PkiError> {
+    fn sign(
+        &self,
+        params: CertificateParams,
+        what: &str,
+    ) -> Result<(String, String), ClusterError> {
         let key = KeyPair::generate().map_err(gen_err(what))?;
         let issuer = Issuer::from_params(&self.params, &self.key);
         let cert = params.signed_by(&key, &issuer).map_err(gen_err(what))?;
         Ok((cert.pem(), key.serialize_pem()))
     }
 
-    fn self_signed_pem(&self) -> Result<String, PkiError> {
+    fn self_signed_pem(&self) -> Result<String, ClusterError> {
         Ok(self
             .params
             .self_signed(&self.key)
@@ -119,8 +108,8 @@ impl Ca {
     }
 }
 
-fn gen_err(what: &str) -> impl Fn(rcgen::Error) -> PkiError + '_ {
-    move |source| PkiError::Generate {
+fn gen_err(what: &str) -> impl Fn(rcgen::Error) -> ClusterError + '_ {
+    move |source| ClusterError::PkiGenerate {
         what: what.to_string(),
         source,
     }
@@ -146,9 +135,9 @@ fn leaf(common_name: &str, orgs: &[&str], usage: ExtendedKeyUsagePurpose) -> Cer
     p
 }
 
-fn write(dir: &Path, name: &str, content: &str) -> Result<(), PkiError> {
+fn write(dir: &Path, name: &str, content: &str) -> Result<(), ClusterError> {
     let path = dir.join(name);
-    fs::write(&path, content).map_err(|source| PkiError::Write { path, source })
+    fs::write(&path, content).map_err(|source| ClusterError::PkiWrite { path, source })
 }
 
 /// Writes the whole PKI of one cluster into `dir`.
@@ -157,8 +146,8 @@ pub fn generate(
     node_name: &str,
     node_ip: Ipv4Addr,
     service_ip: Ipv4Addr,
-) -> Result<PkiFiles, PkiError> {
-    fs::create_dir_all(dir).map_err(|source| PkiError::Write {
+) -> Result<PkiFiles, ClusterError> {
+    fs::create_dir_all(dir).map_err(|source| ClusterError::PkiWrite {
         path: dir.to_path_buf(),
         source,
     })?;

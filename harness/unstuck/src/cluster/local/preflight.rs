@@ -4,35 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 
 use super::layout::Layout;
-use crate::host;
-
-#[derive(Debug, thiserror::Error)]
-pub enum PreflightError {
-    #[error(
-        "the local cluster must run as root (it mounts, creates links and runs the kubelet); rerun with sudo"
-    )]
-    NotRoot,
-    #[error(
-        "cgroup layout not supported: {detail}.\n  The kubelet needs the cgroup v1 controllers cpu, cpuacct, cpuset, memory and pids \
-         mounted under /sys/fs/cgroup (or a cgroup v2 unified hierarchy)"
-    )]
-    Cgroups { detail: String },
-    #[error(
-        "port {port} on {addr} (for {component}) is already in use.\n  Another program or an unstuck cluster listens there: \
-         `unstuck cluster list` shows clusters; stop the other program or use another slot (--slot)"
-    )]
-    PortInUse {
-        component: &'static str,
-        addr: Ipv4Addr,
-        port: u16,
-    },
-    #[error(
-        "too few inotify instances left for another cluster: {in_use} of fs.inotify.max_user_instances={limit} are open, \
-         and a local cluster needs about {INOTIFY_PER_CLUSTER} (its kubelet exits with \"inotify_init: too many open files\" otherwise).\n  \
-         Raise the limit: sudo sysctl -w fs.inotify.max_user_instances=1024 (ci/setup.sh does this and keeps it in /etc/sysctl.d/)"
-    )]
-    InotifyExhausted { in_use: usize, limit: usize },
-}
+use crate::{cluster::ClusterError, host};
 
 /// inotify instances one local cluster opens, with headroom for its pods
 /// (measured on v1.34.4: 18 — kubelet 6, kube-apiserver 6,
@@ -42,7 +14,7 @@ pub const INOTIFY_PER_CLUSTER: usize = 25;
 /// Enough inotify instances left for one more cluster. Several clusters
 /// side by side (isolated scenarios, parallel tests) run out of the
 /// kernel's default 128 quickly.
-pub fn check_inotify() -> Result<(), PreflightError> {
+pub fn check_inotify() -> Result<(), ClusterError> {
     match host::inotify_instances() {
         (in_use, Some(limit)) => inotify_headroom(in_use, limit),
         (_, None) => Ok(()),
@@ -50,26 +22,26 @@ pub fn check_inotify() -> Result<(), PreflightError> {
 }
 
 /// The decision behind [`check_inotify`].
-pub fn inotify_headroom(in_use: usize, limit: usize) -> Result<(), PreflightError> {
+pub fn inotify_headroom(in_use: usize, limit: usize) -> Result<(), ClusterError> {
     if in_use + INOTIFY_PER_CLUSTER > limit {
-        Err(PreflightError::InotifyExhausted { in_use, limit })
+        Err(ClusterError::InotifyExhausted { in_use, limit })
     } else {
         Ok(())
     }
 }
 
-pub fn check_root() -> Result<(), PreflightError> {
+pub fn check_root() -> Result<(), ClusterError> {
     if host::is_root() {
         Ok(())
     } else {
-        Err(PreflightError::NotRoot)
+        Err(ClusterError::NotRoot)
     }
 }
 
 /// The controllers the kubelet's cgroupfs driver needs on cgroup v1.
 const REQUIRED_V1: [&str; 5] = ["cpu", "cpuacct", "cpuset", "memory", "pids"];
 
-pub fn check_cgroups() -> Result<(), PreflightError> {
+pub fn check_cgroups() -> Result<(), ClusterError> {
     let unified = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     check_cgroup_layout(&host::cgroup_v1_hierarchies(), unified)
 }
@@ -78,12 +50,12 @@ pub fn check_cgroups() -> Result<(), PreflightError> {
 pub fn check_cgroup_layout(
     hierarchies: &[std::path::PathBuf],
     unified_root: bool,
-) -> Result<(), PreflightError> {
+) -> Result<(), ClusterError> {
     if hierarchies.is_empty() {
         if unified_root {
             return Ok(());
         }
-        return Err(PreflightError::Cgroups {
+        return Err(ClusterError::Cgroups {
             detail: "no cgroup filesystem is mounted under /sys/fs/cgroup".into(),
         });
     }
@@ -106,7 +78,7 @@ pub fn check_cgroup_layout(
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(PreflightError::Cgroups {
+        Err(ClusterError::Cgroups {
             detail: format!("missing cgroup v1 controller(s) {}", missing.join(", ")),
         })
     }
@@ -115,7 +87,7 @@ pub fn check_cgroup_layout(
 /// Every port the cluster will listen on must be free. The node IP does not
 /// exist yet, so its ports are probed on the wildcard address, which
 /// conflicts with a listener on any address.
-pub fn check_ports(l: &Layout) -> Result<(), PreflightError> {
+pub fn check_ports(l: &Layout) -> Result<(), ClusterError> {
     for (component, addr, port) in l.ports() {
         let probe = if addr == Ipv4Addr::LOCALHOST {
             addr
@@ -123,7 +95,7 @@ pub fn check_ports(l: &Layout) -> Result<(), PreflightError> {
             Ipv4Addr::UNSPECIFIED
         };
         if TcpListener::bind(SocketAddrV4::new(probe, port)).is_err() {
-            return Err(PreflightError::PortInUse {
+            return Err(ClusterError::PortInUse {
                 component,
                 addr,
                 port,

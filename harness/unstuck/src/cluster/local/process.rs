@@ -4,57 +4,32 @@
 use std::{
     fs,
     os::unix::process::CommandExt,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Child, Stdio},
     time::Duration,
 };
 
-use super::{config::ComponentCommand, state::ProcessRef};
+use super::config::ComponentCommand;
 use crate::host;
+use crate::{cluster::ClusterError, node::ProcRef};
 
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error("failed to open log file {path}: {source}")]
-    Log {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("failed to start {component} ({program}): {source}")]
-    Spawn {
-        component: String,
-        program: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// How a component's life is tied to the harness.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lifetime {
-    /// Dies with the thread that started it (PR_SET_PDEATHSIG): the
-    /// cluster of a test or `unstuck run`. Start such clusters from a
-    /// thread that lives as long as the cluster (the main thread).
-    Owned,
-    /// Survives the harness: the cluster of `unstuck cluster up`.
-    Detached,
-}
+pub use crate::cluster::provider::Lifetime;
 
 /// Starts one component with stdout and stderr appended to `log`.
 pub fn spawn(
     cmd: &ComponentCommand,
     log: &Path,
     lifetime: Lifetime,
-) -> Result<Child, ProcessError> {
+) -> Result<Child, ClusterError> {
     let out = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
-        .map_err(|source| ProcessError::Log {
+        .map_err(|source| ClusterError::ProcessLog {
             path: log.to_path_buf(),
             source,
         })?;
-    let err = out.try_clone().map_err(|source| ProcessError::Log {
+    let err = out.try_clone().map_err(|source| ClusterError::ProcessLog {
         path: log.to_path_buf(),
         source,
     })?;
@@ -74,7 +49,7 @@ pub fn spawn(
             Ok(())
         });
     }
-    command.spawn().map_err(|source| ProcessError::Spawn {
+    command.spawn().map_err(|source| ClusterError::Spawn {
         component: cmd.name.to_string(),
         program: cmd.program.clone(),
         source,
@@ -83,11 +58,11 @@ pub fn spawn(
 
 /// Stops a process: SIGTERM, then SIGKILL after `grace`. Returns whether it
 /// had to be killed.
-pub async fn stop(p: &ProcessRef, grace: Duration) -> bool {
+pub async fn stop(p: &ProcRef, grace: Duration) -> bool {
     if !p.is_alive() {
         return false;
     }
-    let _ = host::signal(p.pid, libc::SIGTERM);
+    signal(p, libc::SIGTERM);
     let deadline = tokio::time::Instant::now() + grace;
     while tokio::time::Instant::now() < deadline {
         if !p.is_alive() {
@@ -95,7 +70,7 @@ pub async fn stop(p: &ProcessRef, grace: Duration) -> bool {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let _ = host::signal(p.pid, libc::SIGKILL);
+    signal(p, libc::SIGKILL);
     for _ in 0..50 {
         if !p.is_alive() {
             break;
@@ -105,26 +80,38 @@ pub async fn stop(p: &ProcessRef, grace: Duration) -> bool {
     true
 }
 
+/// Sends `sig` to `p`; one that is gone is fine (see [`host::signal`]),
+/// any other failure is said, and the caller's wait shows what it did.
+fn signal(p: &ProcRef, sig: i32) {
+    if let Err(e) = host::signal(p.pid, sig) {
+        tracing::warn!("signal {sig} to {} ({}): {e}", p.pid, p.command);
+    }
+}
+
 /// The last `lines` lines of a log file, read from its end (component
-/// logs grow to tens of megabytes).
+/// logs grow to tens of megabytes); a log that cannot be read says why.
 pub fn log_tail(path: &Path, lines: usize) -> String {
+    match read_tail(path, lines) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => format!("({} unreadable: {e})", path.display()),
+    }
+}
+
+fn read_tail(path: &Path, lines: usize) -> std::io::Result<String> {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return String::new();
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
     // A window of 4 KiB a line: klog lines are well under that.
     let start = len.saturating_sub(4096 * lines as u64);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return String::new();
-    }
+    f.seek(SeekFrom::Start(start))?;
     let mut bytes = Vec::new();
-    let _ = f.read_to_end(&mut bytes);
+    f.read_to_end(&mut bytes)?;
     let text = String::from_utf8_lossy(&bytes);
     let all: Vec<&str> = text.lines().collect();
     // The first line may be cut in two by the window's start.
     let from = all.len().saturating_sub(lines).max(usize::from(start > 0));
-    all[from.min(all.len())..].join("\n")
+    Ok(all[from.min(all.len())..].join("\n"))
 }
 
 #[cfg(test)]

@@ -10,56 +10,15 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use super::layout::{Layout, MAX_SLOTS};
-use crate::host;
+use crate::cluster::ClusterError;
+use crate::node::ProcRef;
 
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error("failed to {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "cluster state {path} is unreadable ({source}); remove the directory with `unstuck cluster down {name}`"
-    )]
-    Corrupt {
-        path: PathBuf,
-        name: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error(
-        "all {MAX_SLOTS} local cluster slots are in use; `unstuck cluster list` shows them and `unstuck cluster down NAME` frees one"
-    )]
-    NoFreeSlot,
-}
-
-/// A process, named by pid and start time so a recycled pid is never mistaken for it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessRef {
-    pub pid: i32,
-    pub start_time: u64,
-}
-
-impl ProcessRef {
-    pub fn of(pid: i32) -> Option<Self> {
-        host::process(pid).map(|p| Self {
-            pid,
-            start_time: p.start_time,
-        })
-    }
-    pub fn is_alive(&self) -> bool {
-        host::is_alive(self.pid, self.start_time)
-    }
-}
-
+/// A component of the cluster and its live process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComponentProcess {
     pub name: String,
     #[serde(flatten)]
-    pub process: ProcessRef,
+    pub process: ProcRef,
 }
 
 /// What `state.json` holds.
@@ -70,18 +29,18 @@ pub struct ClusterState {
     pub created_at: String,
     /// The harness process that owns an ephemeral cluster; `None` for a
     /// cluster made by `unstuck cluster up`, which lives until `down`.
-    pub owner: Option<ProcessRef>,
+    pub owner: Option<ProcRef>,
     pub components: Vec<ComponentProcess>,
 }
 
 impl ClusterState {
-    pub fn load(dir: &Path) -> Result<Option<Self>, StateError> {
+    pub fn load(dir: &Path) -> Result<Option<Self>, ClusterError> {
         let path = dir.join("state.json");
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
-                return Err(StateError::Io {
+                return Err(ClusterError::StateIo {
                     action: "read",
                     path,
                     source,
@@ -94,20 +53,20 @@ impl ClusterState {
             .unwrap_or_default();
         serde_json::from_str(&text)
             .map(Some)
-            .map_err(|source| StateError::Corrupt { path, name, source })
+            .map_err(|source| ClusterError::StateCorrupt { path, name, source })
     }
 
     /// Written atomically (temp file + rename) so a crash never leaves half a record.
-    pub fn save(&self) -> Result<(), StateError> {
+    pub fn save(&self) -> Result<(), ClusterError> {
         let path = self.layout.state_file();
         let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).expect("state serializes");
-        fs::write(&tmp, text).map_err(|source| StateError::Io {
+        fs::write(&tmp, text).map_err(|source| ClusterError::StateIo {
             action: "write",
             path: tmp.clone(),
             source,
         })?;
-        fs::rename(&tmp, &path).map_err(|source| StateError::Io {
+        fs::rename(&tmp, &path).map_err(|source| ClusterError::StateIo {
             action: "rename",
             path,
             source,
@@ -131,8 +90,8 @@ impl ClusterState {
 const TEARING_DOWN: &str = "tearing-down";
 
 /// Marks `dir` as being torn down (see [`is_tearing_down`]).
-pub fn mark_tearing_down(dir: &Path) {
-    let _ = fs::write(dir.join(TEARING_DOWN), b"");
+pub fn mark_tearing_down(dir: &Path) -> std::io::Result<()> {
+    fs::write(dir.join(TEARING_DOWN), b"")
 }
 
 pub fn is_tearing_down(dir: &Path) -> bool {
@@ -143,10 +102,10 @@ pub fn is_tearing_down(dir: &Path) -> bool {
 /// state of the cluster in `dir`. Read, changed and written under a lock
 /// of the cluster's own, as the supervisor and a node fault may both
 /// restart a component of one cluster at once.
-pub fn record_component(dir: &Path, name: &str, process: ProcessRef) -> Result<(), StateError> {
+pub fn record_component(dir: &Path, name: &str, process: ProcRef) -> Result<(), ClusterError> {
     let _lock = exclusive_lock(&dir.join(".state.lock"))?;
     let Some(mut st) = ClusterState::load(dir)? else {
-        return Err(StateError::Io {
+        return Err(ClusterError::StateIo {
             action: "read",
             path: dir.join("state.json"),
             source: std::io::ErrorKind::NotFound.into(),
@@ -170,7 +129,7 @@ pub fn state_root() -> PathBuf {
 }
 
 /// Every cluster directory under `root`, with its state when readable.
-pub fn list(root: &Path) -> Vec<(PathBuf, Result<Option<ClusterState>, StateError>)> {
+pub fn list(root: &Path) -> Vec<(PathBuf, Result<Option<ClusterState>, ClusterError>)> {
     let Ok(entries) = fs::read_dir(root) else {
         return Vec::new();
     };
@@ -193,8 +152,8 @@ pub struct RootLock {
     _file: fs::File,
 }
 
-pub fn lock_root(root: &Path) -> Result<RootLock, StateError> {
-    fs::create_dir_all(root).map_err(|source| StateError::Io {
+pub fn lock_root(root: &Path) -> Result<RootLock, ClusterError> {
+    fs::create_dir_all(root).map_err(|source| ClusterError::StateIo {
         action: "create",
         path: root.to_path_buf(),
         source,
@@ -206,18 +165,18 @@ pub fn lock_root(root: &Path) -> Result<RootLock, StateError> {
 
 /// Opens (creating) `path` and takes an exclusive lock on it, held until
 /// the file is dropped.
-fn exclusive_lock(path: &Path) -> Result<fs::File, StateError> {
+fn exclusive_lock(path: &Path) -> Result<fs::File, ClusterError> {
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
-        .map_err(|source| StateError::Io {
+        .map_err(|source| ClusterError::StateIo {
             action: "open",
             path: path.to_path_buf(),
             source,
         })?;
-    file.lock().map_err(|source| StateError::Io {
+    file.lock().map_err(|source| ClusterError::StateIo {
         action: "lock",
         path: path.to_path_buf(),
         source,
@@ -226,10 +185,10 @@ fn exclusive_lock(path: &Path) -> Result<fs::File, StateError> {
 }
 
 /// The lowest slot no existing cluster directory claims.
-pub fn free_slot(used: &[u8]) -> Result<u8, StateError> {
+pub fn free_slot(used: &[u8]) -> Result<u8, ClusterError> {
     (0..MAX_SLOTS)
         .find(|s| !used.contains(s))
-        .ok_or(StateError::NoFreeSlot)
+        .ok_or(ClusterError::NoFreeSlot)
 }
 
 #[cfg(test)]
@@ -241,13 +200,13 @@ mod tests {
         assert_eq!(free_slot(&[]).unwrap(), 0);
         assert_eq!(free_slot(&[0, 1, 3]).unwrap(), 2);
         let all: Vec<u8> = (0..MAX_SLOTS).collect();
-        assert!(matches!(free_slot(&all), Err(StateError::NoFreeSlot)));
+        assert!(matches!(free_slot(&all), Err(ClusterError::NoFreeSlot)));
     }
 
     #[test]
     fn a_cluster_whose_owner_died_is_stale() {
         let layout = Layout::new("x", 0, Path::new("/tmp"));
-        let me = ProcessRef::of(std::process::id() as i32).unwrap();
+        let me = ProcRef::of_pid(std::process::id() as i32).unwrap();
         let mut s = ClusterState {
             layout,
             k8s_version: "v1".into(),
@@ -256,9 +215,9 @@ mod tests {
             components: vec![],
         };
         assert!(!s.is_stale());
-        s.owner = Some(ProcessRef {
-            pid: me.pid,
+        s.owner = Some(ProcRef {
             start_time: me.start_time + 7,
+            ..me
         });
         assert!(s.is_stale());
         s.owner = None;

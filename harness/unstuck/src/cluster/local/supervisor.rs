@@ -25,11 +25,14 @@ use std::{
 
 pub use crate::cluster::exits::{ComponentExit, ExitLog, Restart};
 
+use crate::node::ProcRef;
+
 use super::{
+    ClusterError,
     config::ComponentCommand,
     layout::Layout,
     process::{self, Lifetime, log_tail},
-    state::{self, ProcessRef},
+    state,
 };
 
 /// The components restarted when they exit: those a kubeadm cluster runs
@@ -101,10 +104,16 @@ impl Supervisor {
     /// back the children, still running, for the caller to stop and reap.
     pub fn stop(mut self) -> Vec<Child> {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(children)) => children,
+            Some(Err(_)) => {
+                // Its children are lost to this handle; the teardown finds
+                // them by the state record and their command lines.
+                tracing::warn!("the supervisor thread panicked");
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
     }
 }
 
@@ -187,8 +196,12 @@ impl Watch {
                     }
                     Err(error) => {
                         tracing::warn!("{error}");
-                        self.exits
-                            .set_restart(p.exit_index, Restart::Failed { error });
+                        self.exits.set_restart(
+                            p.exit_index,
+                            Restart::Failed {
+                                error: error.to_string(),
+                            },
+                        );
                     }
                 }
             }
@@ -202,19 +215,19 @@ impl Watch {
         self.stop.load(Ordering::SeqCst) || state::is_tearing_down(&self.layout.dir)
     }
 
-    fn restart(&self, name: &str) -> Result<Child, String> {
+    fn restart(&self, name: &str) -> Result<Child, ClusterError> {
         let cmd = self
             .commands
             .iter()
             .find(|c| c.name == name)
-            .ok_or_else(|| format!("no command line for {name}"))?;
-        let child = process::spawn(cmd, &self.layout.log_file(name), self.lifetime)
-            .map_err(|e| e.to_string())?;
+            .ok_or_else(|| ClusterError::NoCommand(name.into()))?;
+        let child = process::spawn(cmd, &self.layout.log_file(name), self.lifetime)?;
         let pid = child.id() as i32;
-        let process = ProcessRef::of(pid)
-            .ok_or_else(|| format!("{name} (pid {pid}) exited right after its restart"))?;
-        state::record_component(&self.layout.dir, name, process)
-            .map_err(|e| format!("recording the restarted {name}: {e}"))?;
+        let process = ProcRef::of_pid(pid).ok_or_else(|| ClusterError::ExitedAtStart {
+            component: name.into(),
+            pid,
+        })?;
+        state::record_component(&self.layout.dir, name, process)?;
         Ok(child)
     }
 }

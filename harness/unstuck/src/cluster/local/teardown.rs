@@ -151,7 +151,14 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
     // 1. Components, kubelet first so it does not restart pods while the rest
     // goes. Marked first, so that the owner's supervisor (when this is
     // `unstuck cluster down` from another process) restarts none of them.
-    state::mark_tearing_down(&layout.dir);
+    if let Err(e) = state::mark_tearing_down(&layout.dir) {
+        // Its supervisor may restart what is stopped below; the leftover
+        // check after the teardown would say so.
+        report.errors.push(format!(
+            "marking {} as torn down: {e}",
+            layout.dir.display()
+        ));
+    }
     let order = [
         "kubelet",
         "kube-scheduler",
@@ -234,7 +241,9 @@ async fn kill_leftovers(
         }
         for p in &procs {
             // SIGKILL also ends a SIGSTOPped shim, which SIGTERM would not.
-            let _ = host::signal(p.pid, libc::SIGKILL);
+            if let Err(e) = host::signal(p.pid, libc::SIGKILL) {
+                report.errors.push(format!("SIGKILL to {}: {e}", p.pid));
+            }
             let name = p.cmdline.first().cloned().unwrap_or_default();
             if !report
                 .killed

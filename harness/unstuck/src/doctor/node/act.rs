@@ -17,7 +17,7 @@ use crate::node::{Node, NodeError};
 use super::freezer;
 
 /// Whether `target` is still the same process (pid and start time).
-async fn still_there(node: &impl Node, target: &ProcessTarget) -> Result<Option<char>, NodeError> {
+async fn still_there(node: &dyn Node, target: &ProcessTarget) -> Result<Option<char>, NodeError> {
     Ok(node
         .processes()
         .await?
@@ -28,7 +28,7 @@ async fn still_there(node: &impl Node, target: &ProcessTarget) -> Result<Option<
 
 /// Signals a process and waits up to `within` for it to go.
 pub(super) async fn signal_and_wait(
-    node: &impl Node,
+    node: &dyn Node,
     target: &ProcessTarget,
     sig: i32,
     within: Duration,
@@ -54,7 +54,7 @@ fn fail(line: String, ok: &mut bool) -> String {
 /// line, and `ok` says whether all succeeded.
 pub(super) async fn apply_step(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     remedy: &NodeRemedy,
     force_used: &mut bool,
 ) -> (bool, Vec<String>) {
@@ -128,7 +128,7 @@ pub(super) async fn apply_step(
 }
 
 /// SIGKILL to a stopped shim, unless it is already gone.
-async fn kill_shim(node: &impl Node, s: &ProcessTarget, ok: &mut bool) -> String {
+async fn kill_shim(node: &dyn Node, s: &ProcessTarget, ok: &mut bool) -> String {
     match still_there(node, s).await {
         Ok(None) => format!("shim {} already gone", s.pid),
         Ok(Some(_)) => {
@@ -147,7 +147,7 @@ async fn kill_shim(node: &impl Node, s: &ProcessTarget, ok: &mut bool) -> String
 
 /// SIGTERM to a process holding the pod's directory, SIGKILL when it
 /// ignores that, unless it is already gone.
-async fn stop_holder(node: &impl Node, p: &ProcessTarget, ok: &mut bool) -> String {
+async fn stop_holder(node: &dyn Node, p: &ProcessTarget, ok: &mut bool) -> String {
     match still_there(node, p).await {
         Ok(None) => format!("process {} already gone", p.pid),
         Ok(Some(_)) => {

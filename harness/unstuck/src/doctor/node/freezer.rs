@@ -9,7 +9,7 @@ use crate::node::{Node, cgroup};
 
 /// The pod's cgroups and those above it; empty (and a warning) when the
 /// node cannot say, as for every other best-effort fact.
-pub(super) async fn cgroup_facts(node: &impl Node, uid: &str) -> Vec<CgroupFact> {
+pub(super) async fn cgroup_facts(node: &dyn Node, uid: &str) -> Vec<CgroupFact> {
     match cgroup::pod_cgroups(node, uid).await {
         Ok(c) => c,
         Err(e) => {
@@ -21,7 +21,7 @@ pub(super) async fn cgroup_facts(node: &impl Node, uid: &str) -> Vec<CgroupFact>
 
 /// Thaws each target that is still frozen by a write to it, outermost
 /// first, and reads it back. `ok` is whether every one reads thawed.
-pub(super) async fn thaw(node: &impl Node, targets: &[ThawTarget]) -> (bool, Vec<String>) {
+pub(super) async fn thaw(node: &dyn Node, targets: &[ThawTarget]) -> (bool, Vec<String>) {
     let mut ok = true;
     let mut lines = Vec::new();
     for t in targets {
@@ -70,7 +70,7 @@ pub(super) enum Proof {
 /// After the pod left the API: its cgroups that are still frozen (the
 /// kubelet removes a deleted pod's cgroups in its housekeeping, so most
 /// are simply gone).
-pub(super) async fn proof(node: &impl Node, uid: &str) -> Proof {
+pub(super) async fn proof(node: &dyn Node, uid: &str) -> Proof {
     let cgroups = match cgroup::pod_cgroups(node, uid).await {
         Ok(c) => c,
         Err(e) => return Proof::Left(vec![format!("reading the pod's cgroups: {e}")]),

@@ -23,7 +23,7 @@ use super::{NodeDoctorError, api, freezer};
 /// in the API.
 pub async fn gather(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
     log_tail_bytes: u64,
@@ -101,7 +101,7 @@ pub async fn gather(
 
 /// The node's CNI configuration directory and what is in it (best effort:
 /// a node that cannot say gives `None`).
-async fn cni_facts(node: &impl Node) -> Option<CniFacts> {
+async fn cni_facts(node: &dyn Node) -> Option<CniFacts> {
     let place = node.cni_config()?;
     let configs = match node.list_dir(&place.conf_dir).await {
         Ok(names) => names

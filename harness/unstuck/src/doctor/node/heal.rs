@@ -27,7 +27,7 @@ use super::{
 /// exhausted; then proves recovery.
 pub async fn heal_pod(
     client: &Client,
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
     opts: &HealOptions,
@@ -122,7 +122,7 @@ pub async fn heal_pod(
 /// outcome that follows.
 async fn prove_gone(
     at: &Round<'_>,
-    node: &impl Node,
+    node: &dyn Node,
     ids: &[String],
     report: &mut NodeDoctorReport,
 ) -> Result<(), NodeDoctorError> {
@@ -140,7 +140,7 @@ async fn prove_gone(
 
 /// The report of a heal not yet begun: given up unless a round says
 /// otherwise.
-fn new_report(node: &impl Node, namespace: &str, name: &str) -> NodeDoctorReport {
+fn new_report(node: &dyn Node, namespace: &str, name: &str) -> NodeDoctorReport {
     NodeDoctorReport {
         pod: format!("{namespace}/{name}"),
         uid: None,
@@ -171,7 +171,7 @@ struct Round<'a> {
 /// (`None`); otherwise whether the pod is gone after the wait.
 async fn take_step(
     at: &Round<'_>,
-    node: &impl Node,
+    node: &dyn Node,
     step: NodeStep,
     finding: &NodeFinding,
     report: &mut NodeDoctorReport,

@@ -20,7 +20,7 @@ use super::{HealOptions, NodeDoctorError, NodeDoctorReport, freezer};
 /// After the pod left the API: waits for the node to let go of it, then
 /// records the proof (or the leftovers).
 pub(super) async fn prove(
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
     ids: &[String],
@@ -100,7 +100,7 @@ struct Held {
 /// What the node still holds of the pod: mounts under its directory,
 /// processes holding it, the runtime's tasks.
 async fn still_held(
-    node: &impl Node,
+    node: &dyn Node,
     dir: &Path,
     uid: &str,
     ids: &[String],
@@ -137,7 +137,7 @@ async fn still_held(
 /// SIGKILL to each stopped shim the runtime left behind, recorded in the
 /// proof.
 async fn reap_stopped_shims(
-    node: &impl Node,
+    node: &dyn Node,
     stale: &[&ShimFact],
     report: &mut NodeDoctorReport,
 ) -> Result<(), NodeDoctorError> {
@@ -187,7 +187,7 @@ fn prove_clean(dir: &Path, ids: &[String], records: &[String], report: &mut Node
 
 /// The kubelet's own words that it finished the pod.
 async fn kubelet_finished(
-    node: &impl Node,
+    node: &dyn Node,
     namespace: &str,
     name: &str,
     uid: &str,

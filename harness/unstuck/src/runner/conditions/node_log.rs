@@ -5,7 +5,6 @@ use kube::Api;
 use unstuck_core::scenario::KubeletLogCheck;
 
 use super::{CheckContext, CheckError, CheckResult};
-use crate::node::Node as _;
 
 /// How much of the kubelet's log a condition searches, from its end: far
 /// more than a scenario's run writes, far less than a long-lived node's.

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::{HolderUse, HolderUseKind, KernelTask};
 use crate::host;
+use crate::node::{HolderUse, HolderUseKind, KernelTask};
 
 /// Field and list separators of the scripts' records (ASCII unit and
 /// record separators never occur in /proc's text).
