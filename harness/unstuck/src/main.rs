@@ -301,6 +301,7 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             })
         }
         ClusterCommand::Gc => {
+            unstuck::containers::gc().await;
             for (name, report) in local::sweep_stale().await? {
                 println!("removed stale cluster '{name}': {report}");
             }

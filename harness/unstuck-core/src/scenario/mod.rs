@@ -35,6 +35,7 @@
 //! nothing while passing.
 
 mod condition;
+mod container;
 mod error;
 mod kinds;
 mod load;
@@ -49,6 +50,7 @@ pub use condition::{
     KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck, NamespaceRef,
     ObjectConditionCheck,
 };
+pub use container::{BACKEND_IMAGE, BackendFault, ContainerRole, ContainerSpec, ServiceRef};
 pub use error::{Diagnostic, LoadError, LoadErrors};
 pub use kinds::{default_api_version, is_namespaced};
 pub use load::{load_dir, load_file, load_str};

@@ -5,6 +5,7 @@
 
 mod cleanup;
 pub mod conditions;
+mod container;
 mod controller;
 pub mod create;
 mod doctor_step;
@@ -224,6 +225,7 @@ pub async fn run_scenario_until(
         deleting_since: None,
         injected: Vec::new(),
         controllers: Vec::new(),
+        backends: Vec::new(),
     };
 
     let deadline = scenario.timeout.as_std();
@@ -266,6 +268,8 @@ pub async fn run_scenario_until(
     run.report.cleanup.reverted = reverted;
     progress::clear(scenario.name.as_str());
     run.controllers.clear();
+    let removed = container::remove_all(&mut run.backends).await;
+    run.report.cleanup.reverted.extend(removed);
     run.report.duration_ms = started.elapsed().as_millis();
     run.report.cluster_exits = ctx.cluster_exits.since(exits_before);
     if let Ok(text) = serde_json::to_string_pretty(&run.report) {
@@ -322,6 +326,8 @@ struct ScenarioRun<'a> {
     injected: Vec<Injected>,
     /// Live controllers the scenario started; they run through cleanup.
     controllers: Vec<controller::LiveController>,
+    /// Backend containers (`container:` steps); removed when dropped.
+    backends: Vec<crate::containers::Backend>,
 }
 
 impl ScenarioRun<'_> {
@@ -515,6 +521,7 @@ impl ScenarioRun<'_> {
                 Ok(evidence)
             }
 
+            Step::Container(c) => self.container(c).await,
             Step::Expect(e) => self.expect(e).await,
             Step::Doctor(d) => self.doctor(d).await,
             Step::Controller(c) => {
