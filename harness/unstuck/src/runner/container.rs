@@ -107,7 +107,7 @@ impl ScenarioRun<'_> {
                 json!({
                     "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                     "metadata": {
-                        "name": format!("{service}-{}", *c.name),
+                        "name": service,
                         "labels": {
                             "kubernetes.io/service-name": service,
                             "endpointslice.kubernetes.io/managed-by": "unstuck.dev"
@@ -144,6 +144,15 @@ impl ScenarioRun<'_> {
                             to["path"] = path;
                         }
                         w["clientConfig"] = json!({"service": to, "caBundle": ca.clone()});
+                        // Scenarios run side by side: a webhook that took
+                        // another run's objects would fail its deletes too.
+                        if w.get("namespaceSelector").is_none() {
+                            w["namespaceSelector"] = json!({"matchExpressions": [{
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "In",
+                                "values": self.names.namespaces().real_names(),
+                            }]});
+                        }
                     }
                 }
                 _ => {}
