@@ -177,7 +177,7 @@ impl CallFailure {
                 "restore the backend's Service and endpoints, or remove the registration if the product is uninstalled"
             }
             CallVerdict::Slow => {
-                "repair or restart the backend (it takes connections and does not answer); failing it open would let through what it exists to check"
+                "repair or restart the backend (it takes connections and does not answer in time)"
             }
             CallVerdict::Misconfigured(Misconfiguration::Tls) => {
                 "make the registration's caBundle and the backend's serving certificate match again (re-issue the certificate or re-inject the caBundle, as the product's cert tooling does); the doctor never trusts a certificate the caBundle does not"
