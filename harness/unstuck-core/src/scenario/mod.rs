@@ -18,6 +18,9 @@
 //!   - apply: {file: orphan/widget.yaml, namespace: app}
 //!   - delete: {kind: ConfigMap, name: mymap, namespace: app}
 //!   - fault: {busyMount: {pod: web, namespace: app}}
+//!   - container:                          # a backend beside the cluster
+//!       {name: backend, role: webhook, fault: hang,
+//!        service: {namespace: app, name: hook}, register: hook/webhook.yaml}
 //!   - expect:
 //!       phase: symptom                    # symptom | recovered
 //!       timeout: 60s                      # default 60s
