@@ -125,12 +125,26 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
         refused.as_ref().is_err_and(|e| e.contains("UnknownIssuer")),
         "a certificate from another CA must not verify: {refused:?}"
     );
+    let expired = start_backend(&spec(&run, "expired", BackendFault::ExpiredCertificate))
+        .await
+        .expect("backend starts");
+    let refused = healthz(
+        expired.ip,
+        "policy-webhook.policy.svc",
+        &expired.tls.ca_bundle,
+    )
+    .await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("certificate expired")),
+        "an expired certificate must not verify: {refused:?}"
+    );
     assert_eq!(
         labelled(labels::RUN, &run).len(),
-        4,
-        "two containers, two networks"
+        6,
+        "three containers, three networks"
     );
     drop(ok);
+    drop(expired);
     let errors = bad.remove().await;
     assert!(errors.is_empty(), "{errors:?}");
     let left = labelled(labels::RUN, &run);
