@@ -135,7 +135,9 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
     )
     .await;
     assert!(
-        refused.as_ref().is_err_and(|e| e.contains("certificate expired")),
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("certificate expired")),
         "an expired certificate must not verify: {refused:?}"
     );
     assert_eq!(

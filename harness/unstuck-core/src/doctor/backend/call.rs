@@ -215,6 +215,10 @@ mod tests {
         let a = classify(API_HANG).unwrap();
         assert_eq!(a.verdict, CallVerdict::Slow);
         assert!(a.quote.contains("Client.Timeout exceeded"), "{}", a.quote);
+        // The aggregator's next check of the same hang, recorded on v1.34.4
+        // and v1.37.2: the client's other wording of its timeout.
+        let again = classify(r#"failing or missing response from https://172.26.0.2:8443/apis/metrics-8mczvz.example.com/v1beta1: Get "https://172.26.0.2:8443/apis/metrics-8mczvz.example.com/v1beta1": net/http: request canceled (Client.Timeout exceeded while awaiting headers)"#).unwrap();
+        assert_eq!(again.verdict, CallVerdict::Slow);
     }
 
     #[test]
