@@ -166,8 +166,43 @@ fn a_hanging_webhook_is_slow_with_its_timeout_not_gone() {
         "{:#?}",
         f.evidence
     );
+    // The collector timed it: a dry-run DELETE of the object the
+    // namespace controller fails to delete took the whole timeout.
+    assert!(
+        f.evidence.iter().any(
+            |e| e.contains("dry-run DELETE (dryRun=All) of ConfigMap shop-")
+                && e.contains("/guarded-settings was rejected after 5.0")
+                && e.contains("context deadline exceeded")
+        ),
+        "{:#?}",
+        f.evidence
+    );
     assert!(findings.iter().all(|f| f.kind != FindingKind::DeadWebhook));
     no_writes_on_webhooks_or_apiservices(&p);
+}
+
+#[test]
+fn what_is_timed_is_an_object_the_failing_webhook_takes_in_the_namespace_it_fails() {
+    let s = recorded("webhook-backend-hangs");
+    let targets = unstuck_core::doctor::backend::probe_targets(&s);
+    assert!(!targets.is_empty());
+    for (hook, r) in &targets {
+        assert_eq!(hook, "validate.policy.example.com");
+        assert_eq!(r.kind, "ConfigMap");
+        assert_eq!(r.metadata.name.as_deref(), Some("guarded-settings"));
+        let labels = r.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels
+                .get("backends.policy.example.com/guarded")
+                .map(String::as_str),
+            Some("true"),
+            "only what its objectSelector takes: {r:?}"
+        );
+    }
+    // A namespace blocked by a backend proven gone is not timed: nothing
+    // answers there to measure.
+    let gone = recorded("dead-admission-webhook");
+    assert!(unstuck_core::doctor::backend::probe_targets(&gone).is_empty());
 }
 
 #[test]

@@ -26,6 +26,7 @@
 mod call;
 mod judge;
 mod pod;
+mod probe;
 
 use std::time::Duration;
 
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 pub use call::{CallFailure, CallVerdict, Misconfiguration, classify};
 pub use judge::judge;
 pub use pod::BackendPod;
+pub use probe::{MAX_TRIES, WebhookProbe, probe_targets};
 
 /// How far apart two reads with no ready endpoint must be for the absence
 /// to count as sustained. The collector waits this long between them.

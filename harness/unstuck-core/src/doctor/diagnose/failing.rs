@@ -128,6 +128,18 @@ impl Diagnosis<'_> {
             }
             blocks.sort();
             blocks.dedup();
+            evidence.extend(
+                self.snapshot
+                    .webhook_probes
+                    .iter()
+                    .filter(|p| {
+                        p.webhook == w.name
+                            && blocks
+                                .iter()
+                                .any(|ns| p.object.contains(&format!(" {ns}/")))
+                    })
+                    .map(|p| p.line()),
+            );
             evidence.push(call.line());
             evidence.push(format!(
                 "not failed open: that is for a backend proven gone, and this one would let through what it exists to check; {}",
