@@ -3,7 +3,8 @@
 //! answering wrongly. The words are kube-apiserver's (v1.34.4, recorded
 //! from the `container:` scenarios 37-40 and read in its source):
 //!
-//! - admission (`apiserver/pkg/admission/plugin/webhook/validating/dispatcher.go`):
+//! - admission (`apiserver/pkg/admission/plugin/webhook/validating/dispatcher.go`,
+//!   recorded from scenarios 37-42):
 //!   `failed calling webhook "NAME": failed to call webhook: ERR`, where
 //!   ERR is the client's: `Post "https://SVC.NS.svc:443/PATH?timeout=5s":
 //!   context deadline exceeded` (hang), `... tls: failed to verify
@@ -241,12 +242,18 @@ mod tests {
             api500.verdict,
             CallVerdict::Misconfigured(Misconfiguration::ServerError)
         );
-        let absent = classify(r#"Internal error occurred: failed calling webhook "w": received invalid webhook response: webhook response was absent"#).unwrap();
+        // Recorded from scenario 41 (v1.34.4).
+        let absent = classify(r#"Failed to delete all resource types, 1 remaining: Internal error occurred: failed calling webhook "validate.policy.example.com": received invalid webhook response: webhook response was absent"#).unwrap();
         assert_eq!(
             absent.verdict,
             CallVerdict::Misconfigured(Misconfiguration::BadReview)
         );
-        let expired = classify(r#"failed calling webhook "w": failed to call webhook: Post "https://s.n.svc:443/v?timeout=10s": tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time 2026-11-25T15:00:00Z is after 2026-11-24T15:00:00Z"#).unwrap();
+        // Recorded from scenario 42 (v1.34.4).
+        let expired = classify(r#"Failed to delete all resource types, 1 remaining: Internal error occurred: failed calling webhook "validate.policy.example.com": failed to call webhook: Post "https://policy-webhook.policy-rf2x1m.svc:443/validate?timeout=5s": tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time 2026-11-25T16:12:45Z is after 2026-11-24T16:12:39Z"#).unwrap();
+        assert_eq!(
+            expired.verdict,
+            CallVerdict::Misconfigured(Misconfiguration::Tls)
+        );
         assert!(expired.quote.contains("has expired"), "{}", expired.quote);
     }
 
