@@ -385,8 +385,10 @@ fn on_every_recorded_snapshot_the_graph_holds_together_and_is_stable() {
         // configuration's) the webhook it names.
         for f in &c.findings {
             let there = g.node(&object_id(&f.subject)).is_some()
-                || (f.kind == FindingKind::DeadWebhook
-                    && g.nodes.iter().any(|n| n.id.contains(&f.subject.name)));
+                || (matches!(
+                    f.kind,
+                    FindingKind::DeadWebhook | FindingKind::WebhookBackendFailing
+                ) && g.nodes.iter().any(|n| n.id.contains(&f.subject.name)));
             assert!(there, "{name}: {} {} not in the graph", f.kind, f.subject);
         }
         // Every Terminating namespace a finding is about leads somewhere.

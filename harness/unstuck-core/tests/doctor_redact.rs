@@ -83,8 +83,10 @@ fn every_recorded_snapshot_gives_the_same_findings_and_plan_once_redacted() {
     }
     // Not a comparison of two untouched copies: the redaction removed
     // something from the recordings, and they hold findings to compare.
+    // (Snapshots recorded since the runner redacts what it saves, such as
+    // webhook-backend-*.json, do not change: a third is enough.)
     assert!(
-        changed * 2 > all.len(),
+        changed * 3 > all.len(),
         "only {changed} of {} snapshots changed",
         all.len()
     );

@@ -66,6 +66,24 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "PersistentVolume is cluster-scoped",
     ),
     (
+        "container-image-not-built.yaml",
+        "7:14",
+        Invalid,
+        r#"image "nginx:latest" is not one unstuck builds"#,
+    ),
+    (
+        "container-undeclared-namespace.yaml",
+        "9:28",
+        Invalid,
+        r#"namespace "monitoring" is not declared"#,
+    ),
+    (
+        "container-unknown-field.yaml",
+        "8:7",
+        Parse,
+        "unknown field `falut`, expected one of name, image, role, fault, service, register",
+    ),
+    (
         "delete-unknown-propagation-policy.yaml",
         "7:26",
         Parse,

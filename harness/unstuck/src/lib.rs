@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod components;
+pub mod containers;
 pub mod doctor;
 pub mod exec;
 pub mod faults;

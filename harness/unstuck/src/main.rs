@@ -233,6 +233,7 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             Ok(exit_of(&teardown))
         }
         ClusterCommand::Gc => {
+            unstuck::containers::gc().await;
             let mut failed = false;
             for p in all() {
                 match p.sweep_stale().await {

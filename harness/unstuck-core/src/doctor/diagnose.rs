@@ -10,6 +10,7 @@ use super::owner::{OwnerCache, fmt_secs};
 use super::snapshot::{ObjectRecord, Snapshot};
 
 mod apiservice;
+mod failing;
 mod namespace;
 pub(crate) use namespace::namespace_ref;
 mod objects;
@@ -65,6 +66,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     let dead_api_services = d.dead_api_services(&blocked_namespaces, &mut findings);
     let content_failures = d.content_failure_namespaces();
     let dead_webhooks = d.dead_webhooks(&content_failures, &mut findings);
+    d.failing_webhooks(&content_failures, &dead_webhooks, &mut findings);
     findings.extend(super::conversion::dead_conversion_webhooks(snapshot));
     for ns in d.stuck_namespaces() {
         d.namespace(ns, &dead_api_services, &mut findings);

@@ -32,6 +32,13 @@ pub enum FindingKind {
     /// webhooks, `ExternalName` or selectorless Services, or
     /// `failurePolicy: Ignore`.
     DeadWebhook,
+    /// An admission webhook with `failurePolicy: Fail` whose backend is
+    /// there but fails the apiserver's calls, as the apiserver's own error
+    /// shows ([`super::backend::classify`]): it hangs past the timeout, or
+    /// answers wrongly (TLS that does not verify, an HTTP error, a bad
+    /// review). Never called gone, never failed open: the advice is to
+    /// repair it.
+    WebhookBackendFailing,
     /// A CustomResourceDefinition whose conversion webhook's backend is
     /// proven gone ([`super::backend::judge`] on its Service): every read
     /// of its objects in another version than the one each is stored in
@@ -92,10 +99,11 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 17] = [
+    pub const ALL: [FindingKind; 18] = [
         FindingKind::DeadApiService,
         FindingKind::ApiServiceUnavailable,
         FindingKind::DeadWebhook,
+        FindingKind::WebhookBackendFailing,
         FindingKind::DeadConversionWebhook,
         FindingKind::NamespaceBlockedByDiscovery,
         FindingKind::NamespaceContentDeletionFailed,
@@ -118,6 +126,7 @@ impl FindingKind {
             FindingKind::DeadApiService => "DeadApiService",
             FindingKind::ApiServiceUnavailable => "ApiServiceUnavailable",
             FindingKind::DeadWebhook => "DeadWebhook",
+            FindingKind::WebhookBackendFailing => "WebhookBackendFailing",
             FindingKind::DeadConversionWebhook => "DeadConversionWebhook",
             FindingKind::NamespaceBlockedByDiscovery => "NamespaceBlockedByDiscovery",
             FindingKind::NamespaceContentDeletionFailed => "NamespaceContentDeletionFailed",
@@ -392,6 +401,25 @@ pub enum FindingDetail {
     },
     /// For [`FindingKind::NamespaceNotProgressing`].
     NamespaceStall(NamespaceStall),
+    /// For [`FindingKind::WebhookBackendFailing`].
+    FailingWebhook {
+        configuration: WebhookConfigKind,
+        configuration_name: String,
+        webhook: String,
+        /// The Service it calls; `None` for a `url` webhook.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        service: Option<ServiceKey>,
+        /// `slow`, `misconfigured: TLS`, `misconfigured: HTTP error`,
+        /// `misconfigured: bad review`.
+        verdict: String,
+        /// The apiserver's words that show it.
+        quote: String,
+        /// The call's timeout as the apiserver sent it (`?timeout=5s`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<String>,
+        /// Terminating namespaces whose content deletes it fails.
+        blocks_namespaces: Vec<String>,
+    },
 }
 
 /// Why a pod does not start, as its status and events show it.

@@ -365,6 +365,7 @@ fn step_for(
         FindingKind::DeadApiService => apiservice::delete_api_service(i, f, snapshot),
         FindingKind::ApiServiceUnavailable => apiservice::unavailable(i, f),
         FindingKind::DeadWebhook => webhook::webhook_fail_open(i, f, all, snapshot),
+        FindingKind::WebhookBackendFailing => webhook::backend_failing(i, f),
         FindingKind::DeadConversionWebhook => conversion::strategy_none(i, f, snapshot),
         FindingKind::WaitingOnDependents => finalizers::waiting_on_dependents(i, f, all),
         FindingKind::NamespaceContentDeletionFailed => {

@@ -96,6 +96,9 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         mutating_webhooks,
         webhook_services: _,
         api_service_backends: _,
+        // The apiserver's answers to the doctor's dry-runs: evidence, as
+        // event messages are.
+        webhook_probes: _,
         controller_manager_metrics: _,
         deployments,
         stateful_sets,

@@ -98,6 +98,10 @@ pub struct Snapshot {
     /// reason alone ([`super::apiservice::backend`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_service_backends: Vec<ServiceLookup>,
+    /// (Added) Server-side dry-runs that timed webhooks whose backend is
+    /// slow or misconfigured ([`super::backend::probe_targets`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhook_probes: Vec<super::backend::WebhookProbe>,
     /// (Added) kube-controller-manager's namespace workqueue, read from its
     /// `/metrics` on a local cluster. `None`: not tried.
     #[serde(default, skip_serializing_if = "Option::is_none")]

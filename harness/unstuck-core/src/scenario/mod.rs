@@ -18,6 +18,9 @@
 //!   - apply: {file: orphan/widget.yaml, namespace: app}
 //!   - delete: {kind: ConfigMap, name: mymap, namespace: app}
 //!   - fault: {busyMount: {pod: web, namespace: app}}
+//!   - container:                          # a backend beside the cluster
+//!       {name: backend, role: webhook, fault: hang,
+//!        service: {namespace: app, name: hook}, register: hook/webhook.yaml}
 //!   - expect:
 //!       phase: symptom                    # symptom | recovered
 //!       timeout: 60s                      # default 60s
@@ -36,6 +39,7 @@
 
 mod agents;
 mod condition;
+mod container;
 mod error;
 mod fault;
 pub mod fault_catalogue;
@@ -55,6 +59,7 @@ pub use condition::{
     KubeletLogCheck, NAMESPACE_CONDITION_TYPES, NamespaceConditionCheck, NamespaceRef,
     NodeConditionCheck, ObjectConditionCheck,
 };
+pub use container::{BACKEND_IMAGE, BackendFault, ContainerRole, ContainerSpec, ServiceRef};
 pub use error::{Diagnostic, LoadError, LoadErrors};
 pub use fault::{Fault, FaultParam};
 pub use fault_catalogue::{CATALOGUE, FaultSpec, ParamSpec, fault_spec};

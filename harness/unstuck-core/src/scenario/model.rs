@@ -109,10 +109,13 @@ impl Scenario {
     pub fn fixture_files(&self) -> Vec<&Path> {
         let mut files: Vec<&Path> = Vec::new();
         for step in self.steps.iter() {
-            if let Step::Apply(apply) = &step.value
-                && !files.contains(&apply.file.as_path())
-            {
-                files.push(apply.file.as_path());
+            let file = match &step.value {
+                Step::Apply(apply) => apply.file.as_path(),
+                Step::Container(c) => c.register.as_path(),
+                _ => continue,
+            };
+            if !files.contains(&file) {
+                files.push(file);
             }
         }
         files
@@ -174,6 +177,9 @@ pub enum Step {
     /// until the scenario ends. Used to prove the doctor leaves finalizers
     /// with a live owner alone.
     Controller(ControllerSpec),
+    /// Run a container beside the cluster: a webhook's or an aggregated
+    /// API's backend, with a fault ([`super::container`]).
+    Container(super::container::ContainerSpec),
 }
 
 impl Step {
@@ -186,6 +192,7 @@ impl Step {
             Step::Expect(_) => "expect",
             Step::Doctor(_) => "doctor",
             Step::Controller(_) => "controller",
+            Step::Container(_) => "container",
         }
     }
 
@@ -212,6 +219,7 @@ impl fmt::Display for Step {
                 "run a live controller for {} in {} (finishes after {})",
                 *c.finalizer, *c.namespace, c.finish_after
             ),
+            Step::Container(c) => write!(f, "start {c}"),
         }
     }
 }

@@ -67,6 +67,12 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
                 steps::doctor_check(doctor, at)?;
                 doctor_seen = true;
             }
+            Step::Container(c) => {
+                dns_label("container name", &c.name)?;
+                ctx.declared(&c.service.namespace)?;
+                fixture_path(&c.register)?;
+                c.check().map_err(|(at, why)| problem(at, why))?;
+            }
             Step::Controller(c) => {
                 ctx.declared(&c.namespace)?;
                 for ns in &c.watches {

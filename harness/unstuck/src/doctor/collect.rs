@@ -158,6 +158,7 @@ async fn collect_boxed(
     // Boxed: this future would otherwise sit inside collect's own.
     let read_before = snapshot.unreadable.len();
     Box::pin(super::collect_owners::collect(client, &mut snapshot)).await;
+    Box::pin(super::probe::probe(client, &mut snapshot)).await;
     for u in &snapshot.unreadable[read_before..] {
         blind_spots.push(BlindSpot {
             what: format!("{}, all namespaces", u.resource),

@@ -12,6 +12,7 @@ pub mod kcm_metrics;
 pub mod node;
 pub mod outcome;
 mod pages;
+mod probe;
 pub mod recheck;
 pub mod render;
 mod scope;

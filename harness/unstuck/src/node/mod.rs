@@ -192,6 +192,12 @@ pub trait Node: Send + Sync {
         None
     }
 
+    /// The Docker container this node is (a kind node), for what must
+    /// join its network; `None` for a node that is not a container.
+    fn container(&self) -> Option<&str> {
+        None
+    }
+
     /// Writes `content` to `path` (created or replaced).
     fn write_file<'a>(&'a self, path: &'a Path, content: &'a str) -> NodeFuture<'a, ()>;
 

@@ -2,7 +2,7 @@
 //! ended (passed, failed, timed out, interrupted, a step that panicked).
 //! Node faults go first — a busy mount or a stopped shim would keep the
 //! scenario's pods, and so its namespaces, from ever going — then the
-//! run's objects, then its live controllers. What cleanup could not do is
+//! run's objects, then its live controllers, then its backend containers. What cleanup could not do is
 //! in the report: a fault whose revert failed is `leaked`, as is anything
 //! left if cleanup itself panicked.
 
@@ -25,6 +25,23 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>) {
     progress::clear(name);
     // Last: they serve finalizers on the run's objects until those are gone.
     run.controllers.clear();
+    // After the objects: a webhook's registration must be gone before its
+    // backend, or the run's own deletes would wait on it.
+    for backend in run.backends.drain(..) {
+        let name = backend.container.clone();
+        let errors = backend.remove().await;
+        if errors.is_empty() {
+            run.report
+                .cleanup
+                .reverted
+                .push(format!("removed container {name}"));
+        } else {
+            run.report.cleanup.leaked.push(format!(
+                "container {name}: removing it failed, it may still be there: {}",
+                errors.join("; ")
+            ));
+        }
+    }
 }
 
 async fn cleanup_all(run: &mut ScenarioRun<'_>) {

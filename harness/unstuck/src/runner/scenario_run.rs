@@ -41,6 +41,9 @@ pub(super) struct ScenarioRun<'a> {
     pub(super) deleting_since: Option<k8s_openapi::jiff::Timestamp>,
     /// Node faults in place; reverted before cleanup on every path out.
     pub(super) injected: Vec<Box<dyn Injected>>,
+    /// Backend containers (`container:` steps); removed by the finally,
+    /// or when dropped.
+    pub(super) backends: Vec<crate::containers::Backend>,
     /// Live controllers the scenario started; they run through cleanup.
     pub(super) controllers: Vec<controller::LiveController>,
 }
@@ -72,6 +75,7 @@ pub async fn run_scenario_until(
         last_injection: None,
         deleting_since: None,
         injected: Vec::new(),
+        backends: Vec::new(),
         controllers: Vec::new(),
     };
     if let Err(e) = std::fs::create_dir_all(&ctx.out_dir) {

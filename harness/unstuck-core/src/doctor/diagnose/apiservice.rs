@@ -64,7 +64,22 @@ impl<'a> Diagnosis<'a> {
                 available,
                 &self.snapshot.api_service_backends,
             ) {
-                Backend::Serving(_) => continue,
+                Backend::Serving(why) => {
+                    // Ready endpoints and a failing condition: a backend
+                    // that is there but fails the aggregator's calls.
+                    let Some(call) = crate::doctor::backend::classify(&message)
+                        .filter(|c| c.verdict != crate::doctor::backend::CallVerdict::Unreachable)
+                    else {
+                        continue;
+                    };
+                    evidence.extend(why);
+                    evidence.push(call.line());
+                    evidence.push(format!(
+                        "not deleted: that is for a backend proven gone; {}",
+                        call.advice()
+                    ));
+                    FindingKind::ApiServiceUnavailable
+                }
                 Backend::Gone(why) => {
                     evidence.extend(why);
                     dead.insert(name.to_owned());

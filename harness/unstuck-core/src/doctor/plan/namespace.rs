@@ -184,6 +184,7 @@ pub(super) fn content_deletion_failed(
     let ns = &f.subject.name;
     let related = related_findings(all, |g| {
         matches!(&g.detail, FindingDetail::Webhook { blocks_namespaces, .. }
+                    | FindingDetail::FailingWebhook { blocks_namespaces, .. }
                     | FindingDetail::ConversionWebhook { blocks_namespaces, .. }
                     if blocks_namespaces.contains(ns))
     });

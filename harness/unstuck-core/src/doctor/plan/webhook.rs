@@ -212,3 +212,32 @@ fn keeps_stuck(
     }
     format!(" and {}", parts.join("; "))
 }
+
+/// WebhookBackendFailing: advice only. Its backend is there (slow or
+/// answering wrongly), so failing it open is not the remedy: that would
+/// switch off a policy engine that is down for a repair, and for a TLS
+/// mismatch trusting what it serves now would be trusting whoever serves
+/// it. The finding's evidence says what to repair.
+pub(super) fn backend_failing(i: usize, f: &Finding) -> PlannedStep {
+    let (webhook, verdict, quote) = match &f.detail {
+        FindingDetail::FailingWebhook {
+            webhook,
+            verdict,
+            quote,
+            ..
+        } => (webhook.as_str(), verdict.as_str(), quote.as_str()),
+        _ => ("?", "failing", ""),
+    };
+    let advice = f
+        .evidence
+        .iter()
+        .find_map(|e| e.split_once("exists to check; ").map(|(_, advice)| advice))
+        .unwrap_or("repair its backend");
+    refuse(
+        i,
+        format!(
+            "webhook {webhook:?} of {} is not dead: its backend is {verdict} ({quote}); it is left as it is: {advice}",
+            f.subject
+        ),
+    )
+}

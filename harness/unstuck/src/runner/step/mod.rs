@@ -3,6 +3,7 @@
 //! an arm in [`run`]; its failures are variants of [`StepError`].
 
 mod apply;
+pub(super) mod container;
 mod controller;
 mod delete;
 mod doctor;
@@ -75,6 +76,16 @@ pub enum StepError {
     },
     #[error("remedy steps failed: {}", .0.join("; "))]
     RemediesFailed(Vec<String>),
+    #[error("container {name}: {source}")]
+    Container {
+        name: String,
+        source: crate::containers::ContainerError,
+    },
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A bug in the step's code; the scenario still cleans up.
     #[error("the step panicked: {0}")]
     Panicked(String),
@@ -89,5 +100,6 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>, step: &Step) -> Result<Eviden
         Step::Expect(e) => expect::run(run, e).await,
         Step::Doctor(d) => doctor::run(run, d).await,
         Step::Controller(c) => controller::run(run, c),
+        Step::Container(c) => container::run(run, c).await,
     }
 }

@@ -10,6 +10,7 @@
 //! [`pods`] (a pod on its node).
 
 mod backends;
+mod failing;
 mod finalizers;
 mod namespace;
 mod pods;
@@ -102,6 +103,7 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
             blocks_namespaces,
             ..
         } => backends::conversion_webhook(b, i, crd, service, backend, blocks_namespaces),
+        FindingDetail::FailingWebhook { .. } => failing::failing_webhook(b, i, f),
         #[allow(unreachable_patterns)]
         _ => {
             b.object(&f.subject);

@@ -196,6 +196,10 @@ impl Node for KindNode {
         &self.container
     }
 
+    fn container(&self) -> Option<&str> {
+        Some(&self.container)
+    }
+
     fn kubelet_dir(&self) -> &Path {
         &self.kubelet_dir
     }

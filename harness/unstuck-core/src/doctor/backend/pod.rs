@@ -1,0 +1,135 @@
+//! What the doctor keeps of a pod a backend's Service selects, and
+//! whether it is a backend coming back.
+
+use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::RECENT;
+
+/// What the doctor keeps of a pod the Service's selector matches: enough
+/// to tell a backend coming back from one that is gone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendPod {
+    pub name: String,
+    /// `status.phase`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// `metadata.deletionTimestamp` is set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
+    /// Its `Ready` condition is `True`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready: bool,
+    /// The latest `state.running.startedAt` of its containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_started: Option<Timestamp>,
+    /// The latest `lastState.terminated.finishedAt` of its containers:
+    /// when a container last exited before a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<Timestamp>,
+    /// Sum of the containers' `restartCount`.
+    #[serde(default)]
+    pub restarts: u32,
+    /// `state.waiting.reason` of containers that wait (init ones too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
+}
+
+impl BackendPod {
+    pub fn from_pod(pod: &Pod) -> Self {
+        let status = pod.status.as_ref();
+        let statuses: Vec<_> = status
+            .into_iter()
+            .flat_map(|s| {
+                s.init_container_statuses
+                    .iter()
+                    .flatten()
+                    .chain(s.container_statuses.iter().flatten())
+            })
+            .collect();
+        Self {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            phase: status.and_then(|s| s.phase.clone()),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            ready: status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True"),
+            last_started: statuses
+                .iter()
+                .filter_map(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+                .map(|t| t.0)
+                .max(),
+            last_restart: statuses
+                .iter()
+                .filter_map(|c| {
+                    c.last_state
+                        .as_ref()?
+                        .terminated
+                        .as_ref()?
+                        .finished_at
+                        .as_ref()
+                })
+                .map(|t| t.0)
+                .max(),
+            restarts: statuses
+                .iter()
+                .map(|c| u32::try_from(c.restart_count).unwrap_or(0))
+                .sum(),
+            waiting: statuses
+                .iter()
+                .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+                .map(|w| w.reason.clone().unwrap_or_else(|| "Waiting".into()))
+                .collect(),
+        }
+    }
+
+    /// Why this pod is a backend coming back (or still there), judged at
+    /// `now`; `None` for a pod that is going or gone for good.
+    pub fn coming_back(&self, now: Timestamp) -> Option<String> {
+        let phase = self.phase.as_deref().unwrap_or("Unknown");
+        if self.deleting || matches!(phase, "Succeeded" | "Failed") {
+            return None;
+        }
+        let recent = |t: Timestamp| {
+            now.duration_since(t).unsigned_abs().le(&RECENT).then(|| {
+                format!(
+                    "{t} ({} s before the read)",
+                    now.duration_since(t).as_secs()
+                )
+            })
+        };
+        if self.ready {
+            return Some(format!(
+                "pod {} is Ready (its endpoint may not be published yet)",
+                self.name
+            ));
+        }
+        if phase == "Pending" {
+            return Some(format!("pod {} is Pending (starting)", self.name));
+        }
+        if !self.waiting.is_empty() {
+            return Some(format!(
+                "pod {} has a container waiting ({}), {} restart(s): restarting",
+                self.name,
+                self.waiting.join(", "),
+                self.restarts
+            ));
+        }
+        if let Some(t) = self.last_restart.and_then(recent) {
+            return Some(format!(
+                "pod {} restarted recently: a container last exited at {t}",
+                self.name
+            ));
+        }
+        if let Some(t) = self.last_started.and_then(recent) {
+            return Some(format!(
+                "pod {} started recently (at {t}) and is not ready yet",
+                self.name
+            ));
+        }
+        None
+    }
+}

@@ -1,0 +1,236 @@
+//! Backends that are there but fail the apiserver's calls, replayed on
+//! snapshots recorded from scenarios 37-40 on a real v1.34.4 local cluster
+//! (`tests/recorded/real-v1.34.4/webhook-backend-*.json`,
+//! `apiservice-backend-hangs.json`): never "gone", never failed open or
+//! deleted, the cause named with the apiserver's own words.
+//!
+//! `webhook-backend-500.json` was taken while scenarios 37, 38 and 39 ran
+//! side by side: three configurations, each with a webhook named
+//! `validate.policy.example.com`, one hanging, one answering 500, one with
+//! a certificate the caBundle does not trust. The namespace conditions name
+//! only the webhook; each finding must still be pinned on the right
+//! configuration.
+
+use std::time::Duration;
+
+use unstuck_core::doctor::{
+    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, Snapshot, diagnose, plan,
+};
+
+fn recorded(name: &str) -> Snapshot {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/recorded/real-v1.34.4")
+        .join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+fn run(name: &str) -> (Vec<Finding>, Plan) {
+    let s = recorded(name);
+    let findings = diagnose(
+        &s,
+        &DiagnoseOptions {
+            stuck_after: Duration::from_secs(3),
+            ..Default::default()
+        },
+    );
+    let p = plan(&findings, &s);
+    (findings, p)
+}
+
+fn failing<'a>(findings: &'a [Finding], config: &str) -> &'a Finding {
+    findings
+        .iter()
+        .find(|f| f.kind == FindingKind::WebhookBackendFailing && f.subject.name == config)
+        .unwrap_or_else(|| {
+            panic!(
+                "no WebhookBackendFailing for {config}: {:#?}",
+                findings
+                    .iter()
+                    .map(|f| (f.kind, &f.subject.name, &f.summary))
+                    .collect::<Vec<_>>()
+            )
+        })
+}
+
+fn verdict(f: &Finding) -> (&str, &[String]) {
+    match &f.detail {
+        FindingDetail::FailingWebhook {
+            verdict,
+            blocks_namespaces,
+            ..
+        } => (verdict.as_str(), blocks_namespaces.as_slice()),
+        d => panic!("detail {d:?}"),
+    }
+}
+
+fn no_writes_on_webhooks_or_apiservices(p: &Plan) {
+    for s in &p.steps {
+        assert!(
+            !matches!(
+                s.action,
+                Action::SetWebhookFailurePolicy(_) | Action::DeleteApiService(_)
+            ),
+            "a backend that is there was acted on: {}",
+            p.render_dry_run()
+        );
+    }
+}
+
+#[test]
+fn a_500_and_a_tls_mismatch_side_by_side_are_each_misconfigured_on_their_own_configuration() {
+    let (findings, p) = run("webhook-backend-500");
+    assert!(
+        findings.iter().all(|f| f.kind != FindingKind::DeadWebhook),
+        "a backend that answers was called dead"
+    );
+    let e500 = failing(&findings, "policy-guard-qh6lpy");
+    assert_eq!(
+        verdict(e500),
+        (
+            "misconfigured: HTTP error",
+            &["shop-qh6lpy".to_string()][..]
+        )
+    );
+    assert!(
+        e500.evidence
+            .iter()
+            .any(|e| e.contains("unstuck-backend: internal error (fault error500)")),
+        "{:#?}",
+        e500.evidence
+    );
+    let tls = failing(&findings, "policy-guard-icxl7p");
+    assert_eq!(
+        verdict(tls),
+        ("misconfigured: TLS", &["shop-icxl7p".to_string()][..])
+    );
+    assert!(
+        tls.evidence
+            .iter()
+            .any(|e| e.contains("x509: certificate signed by unknown authority")),
+        "{:#?}",
+        tls.evidence
+    );
+    for f in [e500, tls] {
+        assert!(
+            f.evidence.iter().any(|e| e.contains("ready endpoint")),
+            "the backend's endpoint is the evidence it is there: {:#?}",
+            f.evidence
+        );
+    }
+    // The hanging one's namespace had no condition yet when this was
+    // taken: nothing is said of it.
+    assert!(
+        findings
+            .iter()
+            .all(|f| !(f.kind == FindingKind::WebhookBackendFailing
+                && f.subject.name == "policy-guard-ibcqob")),
+    );
+    no_writes_on_webhooks_or_apiservices(&p);
+    let advice: Vec<&str> = p
+        .steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::Refuse { reason, .. } if reason.contains("policy-guard-icxl7p") => {
+                Some(reason.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        advice.iter().any(|r| r.contains("caBundle")),
+        "the TLS mismatch's advice names the caBundle: {advice:?}"
+    );
+}
+
+#[test]
+fn a_hanging_webhook_is_slow_with_its_timeout_not_gone() {
+    let (findings, p) = run("webhook-backend-hangs");
+    let f = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::WebhookBackendFailing)
+        .expect("a WebhookBackendFailing finding");
+    let FindingDetail::FailingWebhook {
+        verdict, timeout, ..
+    } = &f.detail
+    else {
+        panic!("{:?}", f.detail)
+    };
+    assert_eq!(verdict, "slow");
+    assert_eq!(timeout.as_deref(), Some("5s"));
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("did not answer within the call's timeout of 5s")),
+        "{:#?}",
+        f.evidence
+    );
+    // The collector timed it: a dry-run DELETE of the object the
+    // namespace controller fails to delete took the whole timeout.
+    assert!(
+        f.evidence.iter().any(
+            |e| e.contains("dry-run DELETE (dryRun=All) of ConfigMap shop-")
+                && e.contains("/guarded-settings was rejected after 5.0")
+                && e.contains("context deadline exceeded")
+        ),
+        "{:#?}",
+        f.evidence
+    );
+    assert!(findings.iter().all(|f| f.kind != FindingKind::DeadWebhook));
+    no_writes_on_webhooks_or_apiservices(&p);
+}
+
+#[test]
+fn what_is_timed_is_an_object_the_failing_webhook_takes_in_the_namespace_it_fails() {
+    let s = recorded("webhook-backend-hangs");
+    let targets = unstuck_core::doctor::backend::probe_targets(&s);
+    assert!(!targets.is_empty());
+    for (hook, r) in &targets {
+        assert_eq!(hook, "validate.policy.example.com");
+        assert_eq!(r.kind, "ConfigMap");
+        assert_eq!(r.metadata.name.as_deref(), Some("guarded-settings"));
+        let labels = r.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels
+                .get("backends.policy.example.com/guarded")
+                .map(String::as_str),
+            Some("true"),
+            "only what its objectSelector takes: {r:?}"
+        );
+    }
+    // A namespace blocked by a backend proven gone is not timed: nothing
+    // answers there to measure.
+    let gone = recorded("dead-admission-webhook");
+    assert!(unstuck_core::doctor::backend::probe_targets(&gone).is_empty());
+}
+
+#[test]
+fn an_aggregated_api_that_hangs_is_reported_not_dropped_for_its_ready_endpoint() {
+    let (findings, p) = run("apiservice-backend-hangs");
+    let f = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::ApiServiceUnavailable)
+        .unwrap_or_else(|| {
+            panic!(
+                "no ApiServiceUnavailable: {:#?}",
+                findings
+                    .iter()
+                    .map(|f| (f.kind, &f.subject.name))
+                    .collect::<Vec<_>>()
+            )
+        });
+    assert!(f.subject.name.starts_with("v1beta1.metrics-"));
+    assert!(
+        f.evidence.iter().any(|e| e.contains("slow or hanging")
+            && e.contains("Client.Timeout exceeded while awaiting headers")),
+        "{:#?}",
+        f.evidence
+    );
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.kind != FindingKind::DeadApiService)
+    );
+    no_writes_on_webhooks_or_apiservices(&p);
+}

@@ -1,0 +1,154 @@
+//! Removing unstuck's containers whose owner died without removing them
+//! (SIGKILL, a crash), and listing what a run left.
+
+use crate::cluster::kind::docker::Docker;
+
+use super::{ContainerError, labels};
+
+/// One container as `docker ps` lists it, with its owner labels.
+struct Listed {
+    id: String,
+    name: String,
+    run: String,
+    owner_pid: String,
+    owner_start: String,
+}
+
+async fn list(docker: &Docker, filter: &str) -> Result<Vec<Listed>, ContainerError> {
+    let format = format!(
+        "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}",
+        labels::RUN,
+        labels::OWNER_PID,
+        labels::OWNER_START
+    );
+    let out = docker
+        .cmd()
+        .args(["ps", "-a", "--no-trunc", "--filter"])
+        .arg(filter)
+        .arg("--format")
+        .arg(format)
+        .output()
+        .await?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            Some(Listed {
+                id: f.next()?.trim().to_string(),
+                name: f.next()?.trim().to_string(),
+                run: f.next().unwrap_or_default().trim().to_string(),
+                owner_pid: f.next().unwrap_or_default().trim().to_string(),
+                owner_start: f.next().unwrap_or_default().trim().to_string(),
+            })
+        })
+        .filter(|c| !c.id.is_empty())
+        .collect())
+}
+
+/// Removes every unstuck container, then network, whose owning process
+/// is gone; what was removed (with the run that made it) or why it could
+/// not be.
+pub async fn sweep_stale() -> Vec<(String, Result<(), String>)> {
+    let mut swept = sweep_containers().await;
+    swept.extend(sweep_networks().await);
+    swept
+}
+
+async fn sweep_networks() -> Vec<(String, Result<(), String>)> {
+    let docker = Docker::default();
+    let format = format!(
+        "{{{{.Name}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}",
+        labels::RUN,
+        labels::OWNER_PID,
+        labels::OWNER_START
+    );
+    let listed = match docker
+        .cmd()
+        .args(["network", "ls", "--filter"])
+        .arg(format!("label={}", labels::MANAGED))
+        .arg("--format")
+        .arg(format)
+        .output()
+        .await
+    {
+        Ok(out) => out,
+        Err(e) => return vec![("networks".into(), Err(e.to_string()))],
+    };
+    let mut swept = Vec::new();
+    for line in listed.lines() {
+        let f: Vec<&str> = line.split('\t').map(str::trim).collect();
+        let [name, run, pid, start] = f[..] else {
+            continue;
+        };
+        if labels::owner_alive(pid, start) {
+            continue;
+        }
+        let removed = docker.remove_network(name).await.map_err(|e| e.to_string());
+        swept.push((format!("network {name} (run {run})"), removed));
+    }
+    swept
+}
+
+async fn sweep_containers() -> Vec<(String, Result<(), String>)> {
+    let docker = Docker::default();
+    let listed = match list(&docker, &format!("label={}", labels::MANAGED)).await {
+        Ok(l) => l,
+        Err(e) => return vec![("containers".into(), Err(e.to_string()))],
+    };
+    let mut swept = Vec::new();
+    for c in listed
+        .into_iter()
+        .filter(|c| !labels::owner_alive(&c.owner_pid, &c.owner_start))
+    {
+        let removed = docker
+            .cmd()
+            .args(["rm", "--force", "--volumes", &c.id])
+            .output()
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string());
+        swept.push((format!("container {} (run {})", c.name, c.run), removed));
+    }
+    swept
+}
+
+/// The containers and networks of run `run` still on the engine.
+pub async fn leftovers(run: &str) -> Result<Vec<String>, ContainerError> {
+    let docker = Docker::default();
+    let filter = format!("label={}={run}", labels::RUN);
+    let mut left: Vec<String> = list(&docker, &filter)
+        .await?
+        .into_iter()
+        .map(|c| format!("container {}", c.name))
+        .collect();
+    let networks = docker
+        .cmd()
+        .args([
+            "network",
+            "ls",
+            "--filter",
+            &filter,
+            "--format",
+            "{{.Name}}",
+        ])
+        .output()
+        .await?;
+    left.extend(
+        networks
+            .lines()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("network {n}")),
+    );
+    Ok(left)
+}
+
+/// `unstuck cluster gc`'s part: sweep, and say what went.
+pub async fn gc() {
+    for (what, result) in sweep_stale().await {
+        match result {
+            Ok(()) => println!("removed stale {what}"),
+            Err(e) => println!("could not remove stale {what}: {e}"),
+        }
+    }
+}

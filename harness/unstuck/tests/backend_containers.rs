@@ -1,0 +1,297 @@
+//! Backend containers (`containers/`, the `container:` step) on the real
+//! Docker engine: the image serves what its registration's caBundle
+//! trusts (and, for a TLS fault, what it does not), a dropped handle takes
+//! its container and network with it, and `unstuck run` interrupted with
+//! SIGINT, or killed with SIGKILL and followed by `unstuck cluster gc`,
+//! leaves no container or network of its own behind.
+//!
+//! Needs Docker and the image (`ci/images/backend.sh`; `ci/test.sh` builds
+//! it) and, for the runs, the local provider's components.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Arc, mpsc},
+    time::{Duration, Instant},
+};
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio_rustls::rustls::{
+    self, ClientConfig, RootCertStore,
+    pki_types::{CertificateDer, ServerName, pem::PemObject as _},
+};
+use unstuck::containers::{
+    self, BackendFault, BackendRole, BackendSpec, backend::PORT, labels, start_backend,
+};
+
+mod common;
+
+fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Containers and networks labelled with `label=value`.
+fn labelled(label: &str, value: &str) -> Vec<String> {
+    let filter = format!("label={label}={value}");
+    let mut left: Vec<String> =
+        docker(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"])
+            .lines()
+            .map(|n| format!("container {n}"))
+            .collect();
+    left.extend(
+        docker(&[
+            "network",
+            "ls",
+            "--filter",
+            &filter,
+            "--format",
+            "{{.Name}}",
+        ])
+        .lines()
+        .map(|n| format!("network {n}")),
+    );
+    left
+}
+
+/// A TLS handshake and `GET /healthz` with `ca` as the only root, as the
+/// apiserver calls a webhook by its Service name.
+async fn healthz(ip: std::net::IpAddr, name: &str, ca: &str) -> Result<String, String> {
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect((ip, PORT))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 256];
+    let n = tls.read(&mut buf).await.map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+fn spec(run: &str, name: &str, fault: BackendFault) -> BackendSpec {
+    BackendSpec {
+        run: run.into(),
+        name: name.into(),
+        role: BackendRole::Webhook,
+        fault,
+        dns_names: vec!["policy-webhook.policy.svc".into()],
+        network: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
+    let run = format!("t{}", std::process::id());
+    let ok = start_backend(&spec(&run, "ok", BackendFault::None))
+        .await
+        .expect("backend starts");
+    let bad = start_backend(&spec(&run, "rotated", BackendFault::UnknownAuthority))
+        .await
+        .expect("backend starts");
+    let answer = healthz(ok.ip, "policy-webhook.policy.svc", &ok.tls.ca_bundle).await;
+    assert!(
+        answer
+            .as_deref()
+            .is_ok_and(|a| a.starts_with("HTTP/1.1 200")),
+        "{answer:?}"
+    );
+    let refused = healthz(bad.ip, "policy-webhook.policy.svc", &bad.tls.ca_bundle).await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("UnknownIssuer")),
+        "a certificate from another CA must not verify: {refused:?}"
+    );
+    let expired = start_backend(&spec(&run, "expired", BackendFault::ExpiredCertificate))
+        .await
+        .expect("backend starts");
+    let refused = healthz(
+        expired.ip,
+        "policy-webhook.policy.svc",
+        &expired.tls.ca_bundle,
+    )
+    .await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("certificate expired")),
+        "an expired certificate must not verify: {refused:?}"
+    );
+    assert_eq!(
+        labelled(labels::RUN, &run).len(),
+        6,
+        "three containers, three networks"
+    );
+    drop(ok);
+    drop(expired);
+    let errors = bad.remove().await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let left = labelled(labels::RUN, &run);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A scenarios folder holding scenario 37 (a webhook whose backend hangs).
+fn hang_scenario(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("unstuck-be-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = "37-webhook-backend-hangs.yaml";
+    std::os::unix::fs::symlink(common::repo_root().join("scenarios").join(f), dir.join(f)).unwrap();
+    dir
+}
+
+fn start_run(scenarios: &Path) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .arg("run")
+        .arg("--scenarios")
+        .arg(scenarios)
+        .arg("--fixtures")
+        .arg(common::repo_root().join("fixtures"))
+        .arg("--out")
+        .arg(scenarios.with_extension("out"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unstuck run starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("  | {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Waits until the run's backend container is up (labelled with the run
+/// process as its owner).
+fn wait_for_container(child: &mut Child, rx: &mpsc::Receiver<String>) -> Vec<String> {
+    let pid = child.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        while rx.try_recv().is_ok() {}
+        let there = labelled(labels::OWNER_PID, &pid);
+        if there.iter().any(|t| t.starts_with("container ")) {
+            return there;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("unstuck run ended ({status}) before its backend started");
+        }
+        assert!(Instant::now() < deadline, "no backend container appeared");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("unstuck run did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "signal {sig} to unstuck run");
+}
+
+#[test]
+fn sigint_mid_scenario_leaves_no_container_or_network() {
+    let scenarios = hang_scenario("int");
+    let (mut child, rx) = start_run(&scenarios);
+    let pid = child.id().to_string();
+    let there = wait_for_container(&mut child, &rx);
+    assert!(
+        there.iter().any(|t| t.starts_with("network ")),
+        "the backend's own network: {there:?}"
+    );
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(600));
+    let left = labelled(labels::OWNER_PID, &pid);
+    let _ = std::fs::remove_dir_all(&scenarios);
+    assert!(!status.success(), "an interrupted run must not pass");
+    assert!(left.is_empty(), "left behind after SIGINT: {left:?}");
+    let _ = std::fs::remove_dir_all(scenarios.with_extension("out"));
+}
+
+#[test]
+fn sigkill_then_cluster_gc_leaves_no_container_or_network() {
+    let scenarios = hang_scenario("kill");
+    let (mut child, rx) = start_run(&scenarios);
+    let pid = child.id().to_string();
+    wait_for_container(&mut child, &rx);
+    signal(&child, libc::SIGKILL);
+    let _ = wait_exit(&mut child, Duration::from_secs(60));
+    // A killed harness runs no drop: its backend is still there, and the
+    // sweep is what removes it.
+    let before = labelled(labels::OWNER_PID, &pid);
+    assert!(
+        before.iter().any(|t| t.starts_with("container ")),
+        "nothing to sweep: {before:?}"
+    );
+    let gc = common::unstuck(&["cluster", "gc"]);
+    let text = common::output_text(&gc);
+    assert!(gc.status.success(), "{text}");
+    let left = labelled(labels::OWNER_PID, &pid);
+    let _ = std::fs::remove_dir_all(&scenarios);
+    let _ = std::fs::remove_dir_all(scenarios.with_extension("out"));
+    assert!(left.is_empty(), "left behind after gc: {left:?}\n{text}");
+    for b in before {
+        assert!(
+            text.contains(
+                &b.replace("container ", "removed stale container ")
+                    .replace("network ", "removed stale network ")
+            ),
+            "gc did not say {b}: {text}"
+        );
+    }
+}
+
+/// The sweep leaves alone what a live owner holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_leaves_a_live_owners_backend_alone() {
+    let run = format!("s{}", std::process::id());
+    let b = start_backend(&spec(&run, "live", BackendFault::Hang))
+        .await
+        .expect("backend starts");
+    let swept = containers::sweep_stale().await;
+    assert!(
+        swept.iter().all(|(what, _)| !what.contains(&run)),
+        "a live owner's backend was swept: {swept:?}"
+    );
+    assert_eq!(labelled(labels::RUN, &run).len(), 2);
+    drop(b);
+    assert!(labelled(labels::RUN, &run).is_empty());
+}
