@@ -12,6 +12,21 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
+/// Why a connection was given up.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("reading: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("writing: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("request head longer than {MAX_HEAD} bytes")]
+    HeadTooLong,
+    #[error("body of {0} bytes is longer than {MAX_BODY}")]
+    BodyTooLong(usize),
+    #[error("connection closed inside a request body")]
+    ClosedInBody,
+}
+
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: usize = 8 * 1024 * 1024;
 
@@ -19,7 +34,7 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     behaviour: &Behaviour,
-) -> Result<(), String> {
+) -> Result<(), HttpError> {
     let mut buf = Vec::new();
     loop {
         let Some(req) = read_request(&mut stream, &mut buf).await? else {
@@ -45,12 +60,9 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 stream
                     .write_all(head.as_bytes())
                     .await
-                    .map_err(|e| format!("writing: {e}"))?;
-                stream
-                    .write_all(&body)
-                    .await
-                    .map_err(|e| format!("writing: {e}"))?;
-                stream.flush().await.map_err(|e| format!("writing: {e}"))?;
+                    .map_err(HttpError::Write)?;
+                stream.write_all(&body).await.map_err(HttpError::Write)?;
+                stream.flush().await.map_err(HttpError::Write)?;
             }
         }
     }
@@ -68,19 +80,16 @@ fn reason(status: u16) -> &'static str {
 async fn read_request<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut Vec<u8>,
-) -> Result<Option<Request>, String> {
+) -> Result<Option<Request>, HttpError> {
     let head_end = loop {
         if let Some(i) = find(buf, b"\r\n\r\n") {
             break i;
         }
         if buf.len() > MAX_HEAD {
-            return Err("request head too long".into());
+            return Err(HttpError::HeadTooLong);
         }
         let mut chunk = [0u8; 8192];
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|e| format!("reading: {e}"))?;
+        let n = stream.read(&mut chunk).await.map_err(HttpError::Read)?;
         if n == 0 {
             return Ok(None);
         }
@@ -97,17 +106,14 @@ async fn read_request<S: AsyncRead + Unpin>(
         .and_then(|(_, v)| v.trim().parse().ok())
         .unwrap_or(0);
     if length > MAX_BODY {
-        return Err(format!("body of {length} bytes is too long"));
+        return Err(HttpError::BodyTooLong(length));
     }
     let body_start = head_end + 4;
     while buf.len() < body_start + length {
         let mut chunk = [0u8; 8192];
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|e| format!("reading: {e}"))?;
+        let n = stream.read(&mut chunk).await.map_err(HttpError::Read)?;
         if n == 0 {
-            return Err("connection closed inside a request body".into());
+            return Err(HttpError::ClosedInBody);
         }
         buf.extend_from_slice(&chunk[..n]);
     }

@@ -33,11 +33,30 @@ use tokio_rustls::{
 
 use answer::{Behaviour, Fault, Role};
 
-fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set"))
+/// Why the backend cannot start: a setting the harness got wrong.
+#[derive(Debug, thiserror::Error)]
+enum ConfigError {
+    #[error("{0} is not set")]
+    Unset(&'static str),
+    #[error("{name} {value:?}: one of {allowed}")]
+    Unknown {
+        name: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
+    #[error("{name}: {why}")]
+    Invalid { name: &'static str, why: String },
+    #[error("the TLS configuration: {0}")]
+    Tls(#[source] tokio_rustls::rustls::Error),
+    #[error("the certificate and key do not go together: {0}")]
+    KeyMismatch(#[source] tokio_rustls::rustls::Error),
 }
 
-fn config() -> Result<(Behaviour, ServerConfig, u16), String> {
+fn env(name: &'static str) -> Result<String, ConfigError> {
+    std::env::var(name).map_err(|_| ConfigError::Unset(name))
+}
+
+fn config() -> Result<(Behaviour, ServerConfig, u16), ConfigError> {
     let role = match env("UNSTUCK_BACKEND_ROLE")?.as_str() {
         "webhook" => Role::Webhook,
         "apiService" => Role::ApiService {
@@ -45,9 +64,11 @@ fn config() -> Result<(Behaviour, ServerConfig, u16), String> {
             version: env("UNSTUCK_BACKEND_VERSION")?,
         },
         other => {
-            return Err(format!(
-                "UNSTUCK_BACKEND_ROLE {other:?}: webhook | apiService"
-            ));
+            return Err(ConfigError::Unknown {
+                name: "UNSTUCK_BACKEND_ROLE",
+                value: other.into(),
+                allowed: "webhook | apiService",
+            });
         }
     };
     let fault = match std::env::var("UNSTUCK_BACKEND_FAULT").as_deref() {
@@ -56,28 +77,37 @@ fn config() -> Result<(Behaviour, ServerConfig, u16), String> {
         Ok("error500") => Fault::Error500,
         Ok("malformedReview") => Fault::MalformedReview,
         Ok(other) => {
-            return Err(format!(
-                "UNSTUCK_BACKEND_FAULT {other:?}: none | hang | error500 | malformedReview"
-            ));
+            return Err(ConfigError::Unknown {
+                name: "UNSTUCK_BACKEND_FAULT",
+                value: other.into(),
+                allowed: "none | hang | error500 | malformedReview",
+            });
         }
     };
     let cert_pem = env("UNSTUCK_BACKEND_CERT")?;
     let key_pem = env("UNSTUCK_BACKEND_KEY")?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("UNSTUCK_BACKEND_CERT: {e}"))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-        .map_err(|e| format!("UNSTUCK_BACKEND_KEY: {e}"))?;
+        .map_err(|e| ConfigError::Invalid {
+            name: "UNSTUCK_BACKEND_CERT",
+            why: e.to_string(),
+        })?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| ConfigError::Invalid {
+            name: "UNSTUCK_BACKEND_KEY",
+            why: e.to_string(),
+        })?;
     let tls = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(ConfigError::Tls)?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("the certificate and key do not go together: {e}"))?;
+        .map_err(ConfigError::KeyMismatch)?;
     let port = match std::env::var("UNSTUCK_BACKEND_PORT") {
-        Ok(p) => p
-            .parse()
-            .map_err(|e| format!("UNSTUCK_BACKEND_PORT {p:?}: {e}"))?,
+        Ok(p) => p.parse().map_err(|e| ConfigError::Invalid {
+            name: "UNSTUCK_BACKEND_PORT",
+            why: format!("{p:?}: {e}"),
+        })?,
         Err(_) => 8443,
     };
     Ok((Behaviour { role, fault }, tls, port))

@@ -233,8 +233,7 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             Ok(exit_of(&teardown))
         }
         ClusterCommand::Gc => {
-            unstuck::containers::gc().await;
-            let mut failed = false;
+            let mut failed = !unstuck::containers::gc().await;
             for p in all() {
                 match p.sweep_stale().await {
                     Ok(swept) => {

@@ -48,13 +48,13 @@ async fn list(docker: &Docker, filter: &str) -> Result<Vec<Listed>, ContainerErr
 /// Removes every unstuck container, then network, whose owning process
 /// is gone; what was removed (with the run that made it) or why it could
 /// not be.
-pub async fn sweep_stale() -> Vec<(String, Result<(), String>)> {
+pub async fn sweep_stale() -> Vec<(String, Result<(), ContainerError>)> {
     let mut swept = sweep_containers().await;
     swept.extend(sweep_networks().await);
     swept
 }
 
-async fn sweep_networks() -> Vec<(String, Result<(), String>)> {
+async fn sweep_networks() -> Vec<(String, Result<(), ContainerError>)> {
     let docker = Docker::default();
     let format = format!(
         "{{{{.Name}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}",
@@ -72,7 +72,7 @@ async fn sweep_networks() -> Vec<(String, Result<(), String>)> {
         .await
     {
         Ok(out) => out,
-        Err(e) => return vec![("networks".into(), Err(e.to_string()))],
+        Err(e) => return vec![("networks".into(), Err(e.into()))],
     };
     let mut swept = Vec::new();
     for line in listed.lines() {
@@ -83,17 +83,17 @@ async fn sweep_networks() -> Vec<(String, Result<(), String>)> {
         if labels::owner_alive(pid, start) {
             continue;
         }
-        let removed = docker.remove_network(name).await.map_err(|e| e.to_string());
+        let removed = docker.remove_network(name).await.map_err(Into::into);
         swept.push((format!("network {name} (run {run})"), removed));
     }
     swept
 }
 
-async fn sweep_containers() -> Vec<(String, Result<(), String>)> {
+async fn sweep_containers() -> Vec<(String, Result<(), ContainerError>)> {
     let docker = Docker::default();
     let listed = match list(&docker, &format!("label={}", labels::MANAGED)).await {
         Ok(l) => l,
-        Err(e) => return vec![("containers".into(), Err(e.to_string()))],
+        Err(e) => return vec![("containers".into(), Err(e))],
     };
     let mut swept = Vec::new();
     for c in listed
@@ -106,7 +106,7 @@ async fn sweep_containers() -> Vec<(String, Result<(), String>)> {
             .output()
             .await
             .map(drop)
-            .map_err(|e| e.to_string());
+            .map_err(Into::into);
         swept.push((format!("container {} (run {})", c.name, c.run), removed));
     }
     swept
@@ -143,12 +143,18 @@ pub async fn leftovers(run: &str) -> Result<Vec<String>, ContainerError> {
     Ok(left)
 }
 
-/// `unstuck cluster gc`'s part: sweep, and say what went.
-pub async fn gc() {
+/// `unstuck cluster gc`'s part: sweep, and say what went; whether all
+/// that was stale could be removed.
+pub async fn gc() -> bool {
+    let mut all_removed = true;
     for (what, result) in sweep_stale().await {
         match result {
             Ok(()) => println!("removed stale {what}"),
-            Err(e) => println!("could not remove stale {what}: {e}"),
+            Err(e) => {
+                all_removed = false;
+                eprintln!("error: could not remove stale {what}: {e}");
+            }
         }
     }
+    all_removed
 }
