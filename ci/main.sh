@@ -24,8 +24,11 @@ if [ "$provider" = kind ]; then
 elif [ -n "$version" ] && [ "${version#*,}" = "$version" ] && [ "$version" != supported ]; then
   bash ci/setup.sh --k8s-version "$version"
 fi
-# The container: scenarios' backend image, where Docker runs (ci/kind/setup.sh
-# starts it); without it those scenarios fail naming the engine.
-if docker info >/dev/null 2>&1; then bash ci/images/backend.sh; fi
+# The container: scenarios (a webhook's or an aggregated API's backend beside
+# the cluster) need a Docker engine and the project's backend image, on
+# either provider: the engine alone (Debian's docker.io, started without
+# a service manager) when kind is not wanted.
+[ "$provider" = kind ] || bash ci/kind/setup.sh --docker-only
+bash ci/images/backend.sh
 cargo build --release --quiet -p unstuck
 exec target/release/unstuck run "$@"

@@ -31,12 +31,14 @@ KIND_VERSION="${UNSTUCK_KIND_VERSION:-v0.30.0}"
 CACHE="${UNSTUCK_CACHE:-$HOME/.cache/unstuck}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BUILD_IMAGE=1
+DOCKER_ONLY=0
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --k8s-version) K8S_VERSION="$2"; shift 2 ;;
     --kind-version) KIND_VERSION="$2"; shift 2 ;;
     --no-image) BUILD_IMAGE=0; shift ;;
+    --docker-only) DOCKER_ONLY=1; shift ;;  # steps 1-3: the engine the container: scenarios need
     -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "kind-setup: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -153,6 +155,7 @@ start_dockerd() {
   log "dockerd: running ($(docker version --format '{{.Server.Version}}'), pid $(cat "$DOCKER_DIR/dockerd.pid" 2>/dev/null))"
 }
 timed dockerd start_dockerd
+if [ "$DOCKER_ONLY" = 1 ]; then log "done (docker only): ${TIMINGS[*]}"; exit 0; fi
 
 # --- 4. kind CLI ----------------------------------------------------------------
 KIND_BIN="$KIND_CACHE/$KIND_VERSION/bin/kind"
