@@ -24,6 +24,23 @@ pub fn load_scenarios(
     Ok(scenarios)
 }
 
+/// Prints a version matrix and the files it was written to; exit 0 only
+/// if no scenario failed on any version.
+pub fn show_matrix(
+    matrix: &unstuck::report::matrix::MatrixReport,
+    files: &[std::path::PathBuf],
+) -> std::process::ExitCode {
+    print!("{}", matrix.terminal());
+    for f in files {
+        eprintln!("[unstuck] wrote {}", f.display());
+    }
+    if matrix.failed() == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
 /// Ctrl-C or SIGTERM.
 pub async fn wait_for_shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};

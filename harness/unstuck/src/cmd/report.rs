@@ -41,15 +41,7 @@ pub fn run(command: ReportCommand) -> Result<ExitCode> {
             let files = matrix
                 .write_all(&out)
                 .with_context(|| format!("writing the matrix to {}", out.display()))?;
-            print!("{}", matrix.terminal());
-            for f in files {
-                eprintln!("[unstuck] wrote {}", f.display());
-            }
-            Ok(if matrix.failed() == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(super::show_matrix(&matrix, &files))
         }
         ReportCommand::Merge { runs, out } => {
             use unstuck::report::{RunReport, merge};

@@ -182,15 +182,7 @@ async fn matrix_run(
     }
     let matrix = unstuck::report::matrix::MatrixReport::new(runs);
     let files = matrix.write_all(out_dir).context("writing reports")?;
-    print!("{}", matrix.terminal());
-    for f in files {
-        eprintln!("[unstuck] wrote {}", f.display());
-    }
-    Ok(if matrix.failed() == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(super::show_matrix(&matrix, &files))
 }
 
 /// The scenarios this run runs: loaded, then narrowed by `--filter`,
