@@ -92,8 +92,25 @@ async fn basic() {
         "unstuck benchmark (Kubernetes {version}, {} cores)",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    setup_times(&root, version).await;
+    up_down_times().await;
 
-    // Set-up: cold as recorded by ci/setup.sh when it built this cache, warm measured now.
+    let cluster = LocalCluster::up(owned("bench-main"))
+        .await
+        .expect("cluster up");
+    let client = cluster.client();
+    per_case_times(&root, &cluster, version).await;
+    let nss = populate(&client).await;
+    let scan = doctor_scan_time(&client).await;
+    seed_pipeline_times(&cluster, &nss, scan).await;
+
+    let report = cluster.down().await;
+    println!("bench cluster down: {report}");
+}
+
+/// Set-up: cold as recorded by ci/setup.sh when it built this cache, warm
+/// measured now.
+async fn setup_times(root: &Path, version: &str) {
     let cache = components::cache_dir();
     let read = |p: PathBuf| {
         std::fs::read_to_string(p)
@@ -134,8 +151,10 @@ async fn basic() {
             (k + e) as f64 / warm_setup.as_secs_f64()
         );
     }
+}
 
-    // Cluster up to node Ready, and down.
+/// Cluster up to node Ready, and down.
+async fn up_down_times() {
     let (mut ups, mut downs) = (Vec::new(), Vec::new());
     for i in 0..UP_DOWN_ROUNDS {
         let t = Instant::now();
@@ -157,22 +176,19 @@ async fn basic() {
         "cluster down: median {} over {UP_DOWN_ROUNDS}",
         secs(median(downs))
     );
+}
 
-    let cluster = LocalCluster::up(owned("bench-main"))
-        .await
-        .expect("cluster up");
-    let client = cluster.client();
-
-    // Per case: time to detect and to recover, from one suite run.
+/// Per case: time to detect and to recover, from one suite run.
+async fn per_case_times(root: &Path, cluster: &LocalCluster, version: &str) {
     let scenarios =
         unstuck::core::scenario::load_dir(&root.join("scenarios")).expect("scenarios load");
     let out = std::env::temp_dir().join(format!("unstuck-bench-{}", std::process::id()));
     let opts = SuiteOptions {
-        client: client.clone(),
+        client: cluster.client(),
         fixtures_dir: root.join("fixtures"),
         out_dir: out.clone(),
         node: Some(std::sync::Arc::new(unstuck::cluster::local::LocalNode::of(
-            &cluster,
+            cluster,
         ))),
         parallelism: 1,
         // One at a time on one cluster: each case's own figures, undisturbed.
@@ -200,8 +216,11 @@ async fn basic() {
         );
     }
     let _ = std::fs::remove_dir_all(&out);
+}
 
-    // Populate: 50 namespaces x 40 objects.
+/// Populate: 50 namespaces x 40 objects, for the scans to read. Returns
+/// the namespaces.
+async fn populate(client: &kube::Client) -> Vec<String> {
     let t = Instant::now();
     let nss: Vec<String> = (0..NAMESPACES).map(|i| format!("bench-{i:02}")).collect();
     for ns in &nss {
@@ -228,12 +247,16 @@ async fn basic() {
         "populated {NAMESPACES} namespaces x {OBJECTS_PER_NAMESPACE} objects in {}",
         secs(t.elapsed())
     );
+    nss
+}
 
-    // The doctor's full scan: discovery + metadata-only LIST of every type, cluster-wide.
+/// The doctor's full scan: discovery + metadata-only LIST of every type,
+/// cluster-wide. Returns the median.
+async fn doctor_scan_time(client: &kube::Client) -> Duration {
     let mut scans = Vec::new();
     let mut seen = 0;
     for _ in 0..SCAN_ROUNDS {
-        let (_, stats) = collect::collect(&client).await.expect("collect");
+        let (_, stats) = collect::collect(client).await.expect("collect");
         seen = stats.objects_seen;
         scans.push(stats.duration);
     }
@@ -242,8 +265,12 @@ async fn basic() {
         "doctor full scan (whole cluster, {seen} objects): median {} over {SCAN_ROUNDS}",
         secs(scan)
     );
+    scan
+}
 
-    // The seed's pipeline, per namespace, as a person runs it.
+/// The seed's pipeline, per namespace, as a person runs it, and its ratio
+/// to the doctor's `scan`.
+async fn seed_pipeline_times(cluster: &LocalCluster, nss: &[String], scan: Duration) {
     let kubectl = cluster.binaries().kubectl();
     let pipeline = |ns: &str| {
         format!(
@@ -284,7 +311,4 @@ async fn basic() {
         every_ns.as_secs_f64() / scan.as_secs_f64(),
         one_ns.as_secs_f64() / scan.as_secs_f64()
     );
-
-    let report = cluster.down().await;
-    println!("bench cluster down: {report}");
 }

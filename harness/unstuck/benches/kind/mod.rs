@@ -22,10 +22,16 @@ pub async fn run() {
     let root = super::repo_root();
     let version = DEFAULT_K8S_VERSION;
     println!("kind provider beside the local one (Kubernetes {version}):");
+    image_build_times(&root, version).await;
+    up_down_times(version).await;
+    core_case_times(&root).await;
+    println!("  node image: {}", kind::node_image(version));
+}
 
-    // The image build as ci/kind/setup.sh last recorded it (cold when the
-    // rootfs was not cached yet), a forced rebuild now (rootfs and Go
-    // tools cached) and a warm set-up now (nothing to do).
+/// The image build as ci/kind/setup.sh last recorded it (cold when the
+/// rootfs was not cached yet), a forced rebuild now (rootfs and Go tools
+/// cached) and a warm set-up now (nothing to do).
+async fn image_build_times(root: &std::path::Path, version: &str) {
     let info = std::fs::read_to_string(
         components::cache_dir()
             .join("kind")
@@ -69,7 +75,10 @@ pub async fn run() {
             }
         );
     }
+}
 
+/// Create to node Ready and delete, local and kind, round by round.
+async fn up_down_times(version: &str) {
     let (mut local_up, mut kind_up, mut local_down, mut kind_down) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
@@ -112,13 +121,15 @@ pub async fn run() {
         super::secs(super::median(local_down)),
         super::secs(super::median(kind_down))
     );
+}
 
-    // The five core cases end to end (boot, run, teardown) on each.
+/// The five core cases end to end (boot, run, teardown) on each provider.
+async fn core_case_times(root: &std::path::Path) {
     let mut walls = Vec::new();
     for provider in ["local", "kind"] {
-        let dir = tempdir_with_core_cases(&root);
+        let dir = tempdir_with_core_cases(root);
         let (wall, report, exit) = super::suite::unstuck_run(
-            &root,
+            root,
             &dir,
             &["--provider", provider],
             &format!("kind-bench-{provider}"),
@@ -136,7 +147,6 @@ pub async fn run() {
         "  five core cases kind/local = {:.1}x",
         walls[1].as_secs_f64() / walls[0].as_secs_f64()
     );
-    println!("  node image: {}", kind::node_image(version));
 }
 
 /// A scenarios directory holding only the five core cases' files.

@@ -213,8 +213,13 @@ pub async fn run() {
     let scenarios = load_dir(&root.join("scenarios")).expect("scenarios load");
     let live = live_keys(&scenarios);
     println!("finalizer owner verdicts (issue 17):");
+    recorded_verdicts(&root, &live);
+    scenario_verdicts(&root, &scenarios, &live).await;
+}
 
-    // 1. Every recorded snapshot, as recorded and with its names taken away.
+/// Part 1: every recorded snapshot, as recorded and with its names taken
+/// away.
+fn recorded_verdicts(root: &std::path::Path, live: &BTreeMap<String, BTreeSet<String>>) {
     let recorded = root.join("harness/unstuck-core/tests/recorded");
     let mut files: Vec<std::path::PathBuf> = Vec::new();
     for dir in [recorded.clone(), recorded.join("real-v1.34.4")] {
@@ -257,9 +262,15 @@ pub async fn run() {
         "{}",
         nameless.line(&format!("{count} recorded snapshots, names taken away"))
     );
+}
 
-    // 2. Every scenario, on a local cluster: the doctor's first snapshot
-    // of each, asked the same way.
+/// Part 2: every scenario, on a local cluster: the doctor's first
+/// snapshot of each, asked the same way.
+async fn scenario_verdicts(
+    root: &std::path::Path,
+    scenarios: &[Scenario],
+    live: &BTreeMap<String, BTreeSet<String>>,
+) {
     let name = format!("bench-owners-{}", std::process::id());
     let cluster = match LocalCluster::up(super::owned(&name)).await {
         Ok(c) => c,
@@ -286,7 +297,7 @@ pub async fn run() {
         cluster_exits: cluster.component_exits(),
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
-    let report = run_suite(&opts, scenarios.clone(), never).await;
+    let report = run_suite(&opts, scenarios.to_vec(), never).await;
     let mut t = Tally::default();
     let mut ran = 0;
     for s in &report.scenarios {

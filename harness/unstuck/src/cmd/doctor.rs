@@ -163,15 +163,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     };
     let (client, target) = target::connect(kubeconfig.as_deref()).await?;
 
-    let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
-    opts.allow_webhook_changes = args.allow_webhook_changes;
-    opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes;
-    opts.local_cluster = args.local_cluster.clone();
-    opts.diagnose.assume_dead = args.assume_dead.clone();
-    opts.diagnose.stuck_after = stuck_after.as_std();
-    if !args.namespaces.is_empty() {
-        opts.scope = Scope::Namespaces(args.namespaces.clone());
-    }
+    let mut opts = options(&args, stuck_after.as_std());
     // Always look first, without changing anything: the plan is what a
     // confirmation is asked for.
     let looked = doctor::run(&client, &opts).await?;
@@ -186,17 +178,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         .is_some_and(|r| r.plan.mutating_steps().next().is_some())
         || looked_nodes.iter().any(|n| !n.plan.is_empty());
     if !args.apply || !would_change {
-        let mut view = View::new(target, &looked, &looked_nodes);
-        if args.apply && !view.findings.is_empty() {
-            view.outcome = "nothing to apply: no step of the plan changes the cluster".into();
-        }
-        print!("{}", view.render(format));
-        let found = !looked.initial_findings().is_empty() || !looked_nodes.is_empty();
-        return Ok(ExitCode::from(if args.fail_on_findings && found {
-            exit::FINDINGS
-        } else {
-            exit::CLEAN
-        }));
+        return Ok(show_look(&args, format, target, &looked, &looked_nodes));
     }
 
     let shown: Plan = looked
@@ -205,29 +187,8 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         .map(|r| r.plan.clone())
         .unwrap_or_default();
     let shown_at = Timestamp::now();
-    if args.yes {
-        // What --yes covers is what was printed before it.
-        eprintln!(
-            "Applying to {} (--yes covers this plan, and removing dead finalizers from what later hangs in the Terminating namespaces it is about; other steps a later round finds are left):\n{}",
-            target.line(),
-            plan_steps_text(&shown)
-        );
-    } else {
-        match confirm(&target, &looked, &looked_nodes) {
-            Confirmation::Yes => {}
-            Confirmation::No => {
-                eprintln!("declined: nothing was changed");
-                return Ok(ExitCode::from(exit::DECLINED));
-            }
-            Confirmation::NoTerminal => {
-                eprintln!(
-                    "refusing to --apply without confirmation: no terminal to ask on ({}).\n  \
-                     Nothing was changed. Re-run with --yes to apply without asking.",
-                    target.line()
-                );
-                return Ok(ExitCode::from(exit::DECLINED));
-            }
-        }
+    if let Some(declined) = ask_to_apply(&args, &target, &looked, &looked_nodes, &shown) {
+        return Ok(declined);
     }
 
     // Consent is the plan shown, given in time. Each step is argued again
@@ -270,6 +231,78 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         &nodes,
         args.fail_on_findings,
     )))
+}
+
+/// The doctor's options from the command line, for the first look: a dry
+/// run (consent and --apply come after the plan was shown).
+fn options(args: &DoctorArgs, stuck_after: std::time::Duration) -> DoctorOptions {
+    let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
+    opts.allow_webhook_changes = args.allow_webhook_changes;
+    opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes;
+    opts.local_cluster = args.local_cluster.clone();
+    opts.diagnose.assume_dead = args.assume_dead.clone();
+    opts.diagnose.stuck_after = stuck_after;
+    if !args.namespaces.is_empty() {
+        opts.scope = Scope::Namespaces(args.namespaces.clone());
+    }
+    opts
+}
+
+/// Prints what the look found when nothing is to be applied (no --apply,
+/// or a plan that changes nothing) and the exit code for it.
+fn show_look(
+    args: &DoctorArgs,
+    format: Format,
+    target: Target,
+    looked: &DoctorReport,
+    looked_nodes: &[NodeDoctorReport],
+) -> ExitCode {
+    let mut view = View::new(target, looked, looked_nodes);
+    if args.apply && !view.findings.is_empty() {
+        view.outcome = "nothing to apply: no step of the plan changes the cluster".into();
+    }
+    print!("{}", view.render(format));
+    let found = !looked.initial_findings().is_empty() || !looked_nodes.is_empty();
+    ExitCode::from(if args.fail_on_findings && found {
+        exit::FINDINGS
+    } else {
+        exit::CLEAN
+    })
+}
+
+/// Gets consent for the `shown` plan: --yes, or a yes on the terminal.
+/// Returns the exit code when it is not given.
+fn ask_to_apply(
+    args: &DoctorArgs,
+    target: &Target,
+    looked: &DoctorReport,
+    looked_nodes: &[NodeDoctorReport],
+    shown: &Plan,
+) -> Option<ExitCode> {
+    if args.yes {
+        // What --yes covers is what was printed before it.
+        eprintln!(
+            "Applying to {} (--yes covers this plan, and removing dead finalizers from what later hangs in the Terminating namespaces it is about; other steps a later round finds are left):\n{}",
+            target.line(),
+            plan_steps_text(shown)
+        );
+        return None;
+    }
+    match confirm(target, looked, looked_nodes) {
+        Confirmation::Yes => None,
+        Confirmation::No => {
+            eprintln!("declined: nothing was changed");
+            Some(ExitCode::from(exit::DECLINED))
+        }
+        Confirmation::NoTerminal => {
+            eprintln!(
+                "refusing to --apply without confirmation: no terminal to ask on ({}).\n  \
+                 Nothing was changed. Re-run with --yes to apply without asking.",
+                target.line()
+            );
+            Some(ExitCode::from(exit::DECLINED))
+        }
+    }
 }
 
 fn exit_after_apply(

@@ -9,15 +9,52 @@ use unstuck_core::scenario::DoctorCheck;
 
 use super::{Evidence, MAX_SETTLE, STUCK_AFTER, ScenarioRun, StepError, StepGraph};
 use crate::doctor::{
-    self, DoctorOptions, Scope,
+    self, DoctorOptions, DoctorReport, Scope,
     node::{HealOptions, HealOutcome, heal_pod, stuck_pods},
 };
 
 impl ScenarioRun<'_> {
     pub(super) async fn doctor(&mut self, d: &DoctorCheck) -> Result<Evidence, StepError> {
-        // The doctor calls an object stuck only once it has been deleting
-        // for STUCK_AFTER; let the injected state age that long first, as
-        // a person meets a cluster that has been stuck for a while.
+        self.let_stuck_state_age().await;
+        let opts = self.doctor_options(d);
+        let (first, looks) = self.settled_snapshot(d, &opts).await;
+        self.doctor_started = Some(Instant::now());
+        let report = doctor::run_from(&self.ctx.client, &opts, first).await?;
+        self.record_api_doctor(&report);
+        let mut evidence = report.summary_lines();
+        let found: Vec<String> = report
+            .initial_findings()
+            .iter()
+            .map(|f| f.kind.as_str().to_owned())
+            .collect();
+        let failed = report.failures();
+        let mut on_nodes = Vec::new();
+        let (node_found, node_failed) = self
+            .node_doctor(d.apply, &mut evidence, &mut on_nodes)
+            .await;
+        if let Some(first) = report.rounds.first() {
+            let on_nodes: Vec<&NodeFinding> = on_nodes.iter().collect();
+            self.report.graphs.push(StepGraph {
+                // Steps are recorded once done: this one is the next.
+                step: self.report.steps.len() + 1,
+                graph: BlockerGraph::build_with_nodes(
+                    &first.findings,
+                    &first.plan,
+                    &first.snapshot,
+                    &on_nodes,
+                ),
+            });
+        }
+        self.report.doctor = Some(report);
+        let found: Vec<String> = found.into_iter().chain(node_found).collect();
+        let failed: Vec<String> = failed.into_iter().chain(node_failed).collect();
+        check_outcome(d, &found, failed, looks, evidence)
+    }
+
+    /// The doctor calls an object stuck only once it has been deleting for
+    /// STUCK_AFTER; let the injected state age that long first, as a person
+    /// meets a cluster that has been stuck for a while.
+    async fn let_stuck_state_age(&mut self) {
         if let Some(t) = self.last_injection {
             tokio::time::sleep(STUCK_AFTER.saturating_sub(t.elapsed())).await;
         }
@@ -46,7 +83,12 @@ impl ScenarioRun<'_> {
                 tokio::time::sleep(left).await;
             }
         }
-        let opts = DoctorOptions {
+    }
+
+    /// The API doctor's options for step `d`, scoped to the run's own
+    /// namespaces and objects.
+    fn doctor_options(&self, d: &DoctorCheck) -> DoctorOptions {
+        DoctorOptions {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
                 stuck_after: STUCK_AFTER,
                 assume_dead: d.assume_dead.iter().map(|k| self.names.text(k)).collect(),
@@ -69,16 +111,18 @@ impl ScenarioRun<'_> {
                 .as_deref()
                 .and_then(|n| n.local_cluster().map(str::to_owned)),
             ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
-        };
-        let (first, looks) = self.settled_snapshot(d, &opts).await;
-        self.doctor_started = Some(Instant::now());
-        let report = doctor::run_from(&self.ctx.client, &opts, first).await?;
+        }
+    }
+
+    /// Puts the API doctor's report into the scenario's: its timing,
+    /// evidence files, findings and remedies.
+    fn record_api_doctor(&mut self, report: &DoctorReport) {
         if let Some(first) = report.rounds.first()
             && self.report.time_to_detect_ms.is_none()
         {
             self.report.time_to_detect_ms = Some(first.collect.duration.as_millis());
         }
-        self.report.write_evidence("doctor.json", &report);
+        self.report.write_evidence("doctor.json", report);
         // What the doctor saw before any remedy: evidence, and a recording
         // the diagnosis unit tests replay. Redacted: on a `--kubeconfig`
         // cluster it holds that cluster's pods and workloads.
@@ -95,59 +139,6 @@ impl ScenarioRun<'_> {
                 .map(|f| format!("{}: {}", f.kind.as_str(), f.summary)),
         );
         self.report.remedies.extend(report.done());
-        let mut evidence = report.summary_lines();
-        let found: Vec<&str> = report
-            .initial_findings()
-            .iter()
-            .map(|f| f.kind.as_str())
-            .collect();
-        let failed = report.failures();
-        let mut on_nodes = Vec::new();
-        let (node_found, node_failed) = self
-            .node_doctor(d.apply, &mut evidence, &mut on_nodes)
-            .await;
-        if let Some(first) = report.rounds.first() {
-            let on_nodes: Vec<&NodeFinding> = on_nodes.iter().collect();
-            self.report.graphs.push(StepGraph {
-                // Steps are recorded once done: this one is the next.
-                step: self.report.steps.len() + 1,
-                graph: BlockerGraph::build_with_nodes(
-                    &first.findings,
-                    &first.plan,
-                    &first.snapshot,
-                    &on_nodes,
-                ),
-            });
-        }
-        self.report.doctor = Some(report);
-        let found: Vec<&str> = found
-            .into_iter()
-            .chain(node_found.iter().map(String::as_str))
-            .collect();
-        let missing: Vec<&str> = d
-            .expect_findings
-            .iter()
-            .map(|k| k.as_str())
-            .filter(|k| !found.contains(k))
-            .collect();
-        let failed: Vec<String> = failed.into_iter().chain(node_failed).collect();
-        if !missing.is_empty() {
-            return Err(StepError::NotFound {
-                missing: missing.iter().map(|k| k.to_string()).collect(),
-                found: found.iter().map(|k| k.to_string()).collect(),
-            });
-        }
-        if !failed.is_empty() {
-            return Err(StepError::RemediesFailed(failed));
-        }
-        evidence.insert(0, format!("found {found:?}"));
-        if looks > 1 {
-            evidence.insert(
-                1,
-                format!("the doctor diagnosed the snapshot of look {looks}: the cluster was still moving before it"),
-            );
-        }
-        Ok(evidence)
     }
 
     /// A snapshot in which the stuck state has settled: the first one,
@@ -283,4 +274,38 @@ impl ScenarioRun<'_> {
         }
         (found, failed)
     }
+}
+
+/// The step passes when the doctors found every kind it expects and no
+/// remedy failed; a missing kind is reported before a failed remedy.
+fn check_outcome(
+    d: &DoctorCheck,
+    found: &[String],
+    failed: Vec<String>,
+    looks: usize,
+    mut evidence: Evidence,
+) -> Result<Evidence, StepError> {
+    let missing: Vec<&str> = d
+        .expect_findings
+        .iter()
+        .map(|k| k.as_str())
+        .filter(|k| !found.iter().any(|f| f == k))
+        .collect();
+    if !missing.is_empty() {
+        return Err(StepError::NotFound {
+            missing: missing.iter().map(|k| k.to_string()).collect(),
+            found: found.to_vec(),
+        });
+    }
+    if !failed.is_empty() {
+        return Err(StepError::RemediesFailed(failed));
+    }
+    evidence.insert(0, format!("found {found:?}"));
+    if looks > 1 {
+        evidence.insert(
+            1,
+            format!("the doctor diagnosed the snapshot of look {looks}: the cluster was still moving before it"),
+        );
+    }
+    Ok(evidence)
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
-    APIService, APIServiceCondition,
+    APIService, APIServiceCondition, ServiceReference,
 };
 
 use super::Diagnosis;
@@ -26,40 +26,111 @@ impl<'a> Diagnosis<'a> {
     ) -> BTreeSet<String> {
         let mut dead = BTreeSet::new();
         for api in &self.snapshot.api_services {
-            let Some(name) = api.metadata.name.as_deref() else {
+            let Some((name, service, available)) = self.long_unavailable(api) else {
                 continue;
             };
-            // Local APIServices (no spec.service) are served by the
-            // apiserver itself: never dead.
-            let Some(service) = api.spec.as_ref().and_then(|s| s.service.as_ref()) else {
+            let Some(finding) = self.api_service_finding(api, name, service, available, blocked)
+            else {
                 continue;
             };
-            let Some(available) = api_service_available(api) else {
-                continue;
-            };
-            if available.status == "True" {
-                continue;
+            if finding.kind == FindingKind::DeadApiService {
+                dead.insert(name.to_owned());
             }
-            // Unavailable only briefly (a backend starting up) is not dead.
-            if let Some(t) = &available.last_transition_time
-                && self.snapshot.age_of(t.0) <= self.threshold
-            {
-                continue;
-            }
-            let reason = available.reason.clone().unwrap_or_default();
-            let message = available.message.clone().unwrap_or_default();
-            let service_ns = service.namespace.as_deref().unwrap_or_default();
-            let service_name = service.name.as_deref().unwrap_or_default();
-            let gv = api_service_group_version(api, name);
+            findings.push(finding);
+        }
+        dead
+    }
 
-            let mut evidence = vec![
-                quote_api_service_condition(name, available),
-                format!("spec.service {service_ns}/{service_name} serves {gv}"),
-            ];
-            evidence.extend(self.unavailable_lines(available, service_ns, &gv));
-            let blocks = blocked_namespaces(blocked, &gv, &mut evidence);
+    /// The APIService's name, Service and Available condition when it is
+    /// served by a Service and has been unavailable past the threshold.
+    fn long_unavailable<'s>(
+        &self,
+        api: &'s APIService,
+    ) -> Option<(&'s str, &'s ServiceReference, &'s APIServiceCondition)> {
+        let name = api.metadata.name.as_deref()?;
+        // Local APIServices (no spec.service) are served by the
+        // apiserver itself: never dead.
+        let service = api.spec.as_ref().and_then(|s| s.service.as_ref())?;
+        let available = api_service_available(api)?;
+        if available.status == "True" {
+            return None;
+        }
+        // Unavailable only briefly (a backend starting up) is not dead.
+        if let Some(t) = &available.last_transition_time
+            && self.snapshot.age_of(t.0) <= self.threshold
+        {
+            return None;
+        }
+        Some((name, service, available))
+    }
 
-            let kind = match crate::doctor::apiservice::backend(
+    /// The finding for a long-unavailable APIService: DeadApiService when
+    /// its backend is proven gone, ApiServiceUnavailable when that is not
+    /// proven or the backend is there and fails the calls; `None` when the
+    /// backend is there and its condition does not say why it fails.
+    fn api_service_finding(
+        &self,
+        api: &APIService,
+        name: &str,
+        service: &ServiceReference,
+        available: &APIServiceCondition,
+        blocked: &[DiscoveryBlocked<'_>],
+    ) -> Option<Finding> {
+        let reason = available.reason.clone().unwrap_or_default();
+        let message = available.message.clone().unwrap_or_default();
+        let service_ns = service.namespace.as_deref().unwrap_or_default();
+        let service_name = service.name.as_deref().unwrap_or_default();
+        let gv = api_service_group_version(api, name);
+
+        let mut evidence = vec![
+            quote_api_service_condition(name, available),
+            format!("spec.service {service_ns}/{service_name} serves {gv}"),
+        ];
+        evidence.extend(self.unavailable_lines(available, service_ns, &gv));
+        let blocks = blocked_namespaces(blocked, &gv, &mut evidence);
+        let kind = self.backend_kind(api, available, &message, &mut evidence)?;
+        Some(Finding {
+            kind,
+            subject: ObjectRef {
+                api_version: "apiregistration.k8s.io/v1".into(),
+                kind: "APIService".into(),
+                namespace: None,
+                name: name.to_owned(),
+                uid: api.metadata.uid.clone(),
+            },
+            summary: format!(
+                "APIService {name} is unavailable ({reason}): {message}{}",
+                if blocks.is_empty() {
+                    String::new()
+                } else {
+                    format!("; it blocks deletion of namespace(s) {}", blocks.join(", "))
+                }
+            ),
+            evidence,
+            detail: FindingDetail::ApiService {
+                reason,
+                message,
+                status: available.status.clone(),
+                service: format!("{service_ns}/{service_name}"),
+                group_version: gv,
+                resource_version: api.metadata.resource_version.clone(),
+                blocks_namespaces: blocks,
+            },
+        })
+    }
+
+    /// What the backend's state makes of the unavailable APIService, with
+    /// the evidence for it; `None` for a serving backend whose failure
+    /// `message` does not classify as a call that reached it.
+    fn backend_kind(
+        &self,
+        api: &APIService,
+        available: &APIServiceCondition,
+        message: &str,
+        evidence: &mut Vec<String>,
+    ) -> Option<FindingKind> {
+        Some(
+            match crate::doctor::apiservice::backend(
                 api,
                 available,
                 &self.snapshot.api_service_backends,
@@ -67,11 +138,9 @@ impl<'a> Diagnosis<'a> {
                 Backend::Serving(why) => {
                     // Ready endpoints and a failing condition: a backend
                     // that is there but fails the aggregator's calls.
-                    let Some(call) = crate::doctor::backend::classify(&message)
-                        .filter(|c| c.verdict != crate::doctor::backend::CallVerdict::Unreachable)
-                    else {
-                        continue;
-                    };
+                    let call = crate::doctor::backend::classify(message).filter(|c| {
+                        c.verdict != crate::doctor::backend::CallVerdict::Unreachable
+                    })?;
                     evidence.extend(why);
                     evidence.push(call.line());
                     evidence.push(format!(
@@ -82,44 +151,14 @@ impl<'a> Diagnosis<'a> {
                 }
                 Backend::Gone(why) => {
                     evidence.extend(why);
-                    dead.insert(name.to_owned());
                     FindingKind::DeadApiService
                 }
                 Backend::Unproven(why) => {
                     evidence.extend(why);
                     FindingKind::ApiServiceUnavailable
                 }
-            };
-            findings.push(Finding {
-                kind,
-                subject: ObjectRef {
-                    api_version: "apiregistration.k8s.io/v1".into(),
-                    kind: "APIService".into(),
-                    namespace: None,
-                    name: name.to_owned(),
-                    uid: api.metadata.uid.clone(),
-                },
-                summary: format!(
-                    "APIService {name} is unavailable ({reason}): {message}{}",
-                    if blocks.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; it blocks deletion of namespace(s) {}", blocks.join(", "))
-                    }
-                ),
-                evidence,
-                detail: FindingDetail::ApiService {
-                    reason,
-                    message,
-                    status: available.status.clone(),
-                    service: format!("{service_ns}/{service_name}"),
-                    group_version: gv,
-                    resource_version: api.metadata.resource_version.clone(),
-                    blocks_namespaces: blocks,
-                },
-            });
-        }
-        dead
+            },
+        )
     }
 
     /// How long the APIService has been unavailable, and what else says

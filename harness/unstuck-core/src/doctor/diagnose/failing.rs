@@ -15,10 +15,14 @@ use std::collections::BTreeSet;
 use super::Diagnosis;
 use super::namespace::ContentFailure;
 use crate::doctor::admission::selector_matches;
-use crate::doctor::backend::{BackendState, CallFailure, CallVerdict, Misconfiguration, classify};
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::doctor::backend::{
+    BackendState, CallFailure, CallVerdict, Misconfiguration, classify, judge,
+};
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
 use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
-use crate::doctor::webhook::webhooks;
+use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
 
 fn verdict_name(v: &CallVerdict) -> &'static str {
     match v {
@@ -28,6 +32,45 @@ fn verdict_name(v: &CallVerdict) -> &'static str {
         CallVerdict::Misconfigured(Misconfiguration::ServerError) => "misconfigured: HTTP error",
         CallVerdict::Misconfigured(Misconfiguration::BadReview) => "misconfigured: bad review",
     }
+}
+
+/// A Terminating namespace whose content deletes fail on a webhook call
+/// that reached a backend (slow or misconfigured, not unreachable).
+struct FailingNamespace<'a> {
+    failure: &'a ContentFailure<'a>,
+    namespace: &'a Namespace,
+    /// The content-failure condition's message, the apiserver's words.
+    message: &'a str,
+    call: CallFailure,
+}
+
+/// The failing namespaces' calls that can be this webhook's: the error
+/// names the webhook, not its configuration, and two configurations may
+/// hold webhooks of one name. It is this one only if it could have been
+/// called for that namespace (its namespaceSelector) and, where the error
+/// quotes the URL, through its own Service.
+fn calls_of<'f>(
+    w: &WebhookView<'_>,
+    failing: &'f [FailingNamespace<'f>],
+) -> Vec<(&'f str, &'f CallFailure)> {
+    failing
+        .iter()
+        .filter(|f| f.failure.webhooks.iter().any(|n| n == w.name))
+        .filter(|f| {
+            w.namespace_selector.is_none_or(|sel| {
+                let labels = f.namespace.metadata.labels.clone().unwrap_or_default();
+                selector_matches(sel, &labels)
+            })
+        })
+        .filter(|f| {
+            !f.message.contains(".svc:")
+                || w.service().is_some_and(|s| {
+                    f.message
+                        .contains(&format!("https://{}.{}.svc:", s.name, s.namespace))
+                })
+        })
+        .map(|f| (f.failure.namespace, &f.call))
+        .collect()
 }
 
 impl Diagnosis<'_> {
@@ -40,8 +83,24 @@ impl Diagnosis<'_> {
         dead: &BTreeSet<String>,
         findings: &mut Vec<Finding>,
     ) {
-        // Each failing namespace: its name, labels, the condition's words
-        // and what its call showed.
+        let failing = self.failing_namespaces(failures);
+        for w in webhooks(self.snapshot) {
+            if w.failure_policy != "Fail" || dead.contains(w.name) {
+                continue;
+            }
+            let calls = calls_of(&w, &failing);
+            if !calls.is_empty() {
+                findings.push(self.failing_webhook_finding(&w, &calls));
+            }
+        }
+    }
+
+    /// The content failures whose condition quotes a webhook call that
+    /// reached its backend.
+    fn failing_namespaces<'a>(
+        &'a self,
+        failures: &'a [ContentFailure<'a>],
+    ) -> Vec<FailingNamespace<'a>> {
         let mut failing = Vec::new();
         for f in failures {
             let Some(ns) = self
@@ -64,116 +123,116 @@ impl Diagnosis<'_> {
                 // Not reached at all: the gone/unknown verdict covers it.
                 continue;
             }
-            failing.push((f, ns, message, call));
-        }
-        for w in webhooks(self.snapshot) {
-            if w.failure_policy != "Fail" || dead.contains(w.name) {
-                continue;
-            }
-            // The error names the webhook, not its configuration: two
-            // configurations may hold webhooks of one name. It is this one
-            // only if it could have been called for that namespace (its
-            // namespaceSelector) and, where the error quotes the URL,
-            // through its own Service.
-            let calls: Vec<(&str, &CallFailure)> = failing
-                .iter()
-                .filter(|(f, _, _, _)| f.webhooks.iter().any(|n| n == w.name))
-                .filter(|(_, ns, _, _)| {
-                    w.namespace_selector.is_none_or(|sel| {
-                        let labels = ns.metadata.labels.clone().unwrap_or_default();
-                        selector_matches(sel, &labels)
-                    })
-                })
-                .filter(|(_, _, message, _)| {
-                    !message.contains(".svc:")
-                        || w.service().is_some_and(|s| {
-                            message.contains(&format!("https://{}.{}.svc:", s.name, s.namespace))
-                        })
-                })
-                .map(|(f, _, _, call)| (f.namespace, call))
-                .collect();
-            if calls.is_empty() {
-                continue;
-            }
-            let call = calls[0].1;
-            let kind = w.config_kind.kind();
-            let service = w.service();
-            let mut evidence = vec![format!(
-                "{kind} {} webhook {:?} (failurePolicy {}) calls {}",
-                w.config_name,
-                w.name,
-                w.failure_policy,
-                match &service {
-                    Some(s) => format!("Service {s}"),
-                    None => format!("URL {}", w.client_config.url.as_deref().unwrap_or("?")),
-                }
-            )];
-            if let Some(s) = &service {
-                let j = crate::doctor::backend::judge(self.snapshot.service_lookup(s));
-                evidence.extend(j.evidence);
-                if j.state == BackendState::Serving {
-                    evidence.push(
-                        "its Service has a ready endpoint: the backend is there, so it is not gone"
-                            .into(),
-                    );
-                }
-            }
-            let mut blocks: Vec<String> = Vec::new();
-            for (ns, c) in &calls {
-                evidence.push(format!(
-                    "namespace {ns}'s {NS_CONTENT_FAILURE} condition quotes the apiserver: failed calling webhook {:?}: ... {}",
-                    w.name, c.quote
-                ));
-                blocks.push((*ns).to_owned());
-            }
-            blocks.sort();
-            blocks.dedup();
-            evidence.extend(
-                self.snapshot
-                    .webhook_probes
-                    .iter()
-                    .filter(|p| {
-                        p.webhook == w.name
-                            && blocks
-                                .iter()
-                                .any(|ns| p.object.contains(&format!(" {ns}/")))
-                    })
-                    .map(|p| p.line()),
-            );
-            evidence.push(call.line());
-            evidence.push(format!(
-                "not failed open: that is for a backend proven gone, and this one would let through what it exists to check; {}",
-                call.advice()
-            ));
-            let verdict = verdict_name(&call.verdict);
-            findings.push(Finding {
-                kind: FindingKind::WebhookBackendFailing,
-                subject: ObjectRef {
-                    api_version: "admissionregistration.k8s.io/v1".into(),
-                    kind: kind.into(),
-                    namespace: None,
-                    name: w.config_name.to_owned(),
-                    uid: w.config_uid.map(str::to_owned),
-                },
-                summary: format!(
-                    "webhook {:?} in {kind} {} fails closed and its backend is {verdict} ({}); it blocks deletion of namespace(s) {}",
-                    w.name,
-                    w.config_name,
-                    call.quote,
-                    blocks.join(", ")
-                ),
-                evidence,
-                detail: FindingDetail::FailingWebhook {
-                    configuration: w.config_kind,
-                    configuration_name: w.config_name.to_owned(),
-                    webhook: w.name.to_owned(),
-                    service,
-                    verdict: verdict.to_owned(),
-                    quote: call.quote.clone(),
-                    timeout: call.timeout.clone(),
-                    blocks_namespaces: blocks,
-                },
+            failing.push(FailingNamespace {
+                failure: f,
+                namespace: ns,
+                message,
+                call,
             });
         }
+        failing
+    }
+
+    /// The finding for webhook `w`, blocked by `calls` (not empty; the
+    /// first one's verdict and advice speak for all).
+    fn failing_webhook_finding(
+        &self,
+        w: &WebhookView<'_>,
+        calls: &[(&str, &CallFailure)],
+    ) -> Finding {
+        let call = calls[0].1;
+        let kind = w.config_kind.kind();
+        let service = w.service();
+        let mut blocks: Vec<String> = calls.iter().map(|(ns, _)| (*ns).to_owned()).collect();
+        blocks.sort();
+        blocks.dedup();
+        let evidence = self.failing_webhook_evidence(w, service.as_ref(), calls, &blocks);
+        let verdict = verdict_name(&call.verdict);
+        Finding {
+            kind: FindingKind::WebhookBackendFailing,
+            subject: ObjectRef {
+                api_version: "admissionregistration.k8s.io/v1".into(),
+                kind: kind.into(),
+                namespace: None,
+                name: w.config_name.to_owned(),
+                uid: w.config_uid.map(str::to_owned),
+            },
+            summary: format!(
+                "webhook {:?} in {kind} {} fails closed and its backend is {verdict} ({}); it blocks deletion of namespace(s) {}",
+                w.name,
+                w.config_name,
+                call.quote,
+                blocks.join(", ")
+            ),
+            evidence,
+            detail: FindingDetail::FailingWebhook {
+                configuration: w.config_kind,
+                configuration_name: w.config_name.to_owned(),
+                webhook: w.name.to_owned(),
+                service,
+                verdict: verdict.to_owned(),
+                quote: call.quote.clone(),
+                timeout: call.timeout.clone(),
+                blocks_namespaces: blocks,
+            },
+        }
+    }
+
+    /// What shows the backend is there but failing: what the webhook calls,
+    /// its Service's endpoints, each namespace's quoted error, the probes
+    /// made for it, and why it is not failed open.
+    fn failing_webhook_evidence(
+        &self,
+        w: &WebhookView<'_>,
+        service: Option<&ServiceKey>,
+        calls: &[(&str, &CallFailure)],
+        blocks: &[String],
+    ) -> Vec<String> {
+        let call = calls[0].1;
+        let mut evidence = vec![format!(
+            "{} {} webhook {:?} (failurePolicy {}) calls {}",
+            w.config_kind.kind(),
+            w.config_name,
+            w.name,
+            w.failure_policy,
+            match service {
+                Some(s) => format!("Service {s}"),
+                None => format!("URL {}", w.client_config.url.as_deref().unwrap_or("?")),
+            }
+        )];
+        if let Some(s) = service {
+            let j = judge(self.snapshot.service_lookup(s));
+            evidence.extend(j.evidence);
+            if j.state == BackendState::Serving {
+                evidence.push(
+                    "its Service has a ready endpoint: the backend is there, so it is not gone"
+                        .into(),
+                );
+            }
+        }
+        for (ns, c) in calls {
+            evidence.push(format!(
+                "namespace {ns}'s {NS_CONTENT_FAILURE} condition quotes the apiserver: failed calling webhook {:?}: ... {}",
+                w.name, c.quote
+            ));
+        }
+        evidence.extend(
+            self.snapshot
+                .webhook_probes
+                .iter()
+                .filter(|p| {
+                    p.webhook == w.name
+                        && blocks
+                            .iter()
+                            .any(|ns| p.object.contains(&format!(" {ns}/")))
+                })
+                .map(|p| p.line()),
+        );
+        evidence.push(call.line());
+        evidence.push(format!(
+            "not failed open: that is for a backend proven gone, and this one would let through what it exists to check; {}",
+            call.advice()
+        ));
+        evidence
     }
 }

@@ -135,19 +135,37 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
             None
         }
     };
-    let layout = match &state {
-        Some(s) => s.layout.clone(),
-        None => {
-            // No record (a crash before the first save): nothing named by
-            // slot can be known, but the directory itself is ours.
-            unmount_all(dir, &mut report);
-            if host::mounts_under(dir).is_empty() {
-                remove_dir(dir, &mut report);
-            }
-            return report;
+    let Some(state) = state else {
+        // No record (a crash before the first save): nothing named by
+        // slot can be known, but the directory itself is ours.
+        unmount_all(dir, &mut report);
+        if host::mounts_under(dir).is_empty() {
+            remove_dir(dir, &mut report);
         }
+        return report;
     };
+    let layout = &state.layout;
+    stop_processes(&state, &mut report).await;
+    // 3. Mounts: container rootfs, shm, netns, pod volumes, and anything injected.
+    unmount_all(&layout.dir, &mut report);
+    delete_links(layout, &mut report).await;
+    remove_cgroups(layout, &mut report);
 
+    // 6. The directory, only once nothing is mounted inside it.
+    if host::mounts_under(&layout.dir).is_empty() {
+        remove_dir(&layout.dir, &mut report);
+    } else {
+        report.errors.push(format!(
+            "kept {} because mounts remain inside it",
+            layout.dir.display()
+        ));
+    }
+    report
+}
+
+/// Steps 1 and 2: the components, then what they left running.
+async fn stop_processes(state: &ClusterState, report: &mut TeardownReport) {
+    let layout = &state.layout;
     // 1. Components, kubelet first so it does not restart pods while the rest
     // goes. Marked first, so that the owner's supervisor (when this is
     // `unstuck cluster down` from another process) restarts none of them.
@@ -166,7 +184,7 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
         "kube-apiserver",
         "etcd",
     ];
-    let components = &state.as_ref().expect("state loaded").components;
+    let components = &state.components;
     for name in order {
         for c in components.iter().filter(|c| c.name == name) {
             if c.process.is_alive() {
@@ -176,7 +194,7 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
         }
     }
     // 2. Pod processes and shims, then containerd itself.
-    kill_leftovers(&layout, &mut report, |p| {
+    kill_leftovers(layout, report, |p| {
         !p.cmdline
             .first()
             .is_some_and(|a| a.ends_with("/containerd"))
@@ -188,12 +206,12 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
             report.stopped.push(c.name.clone());
         }
     }
-    kill_leftovers(&layout, &mut report, |_| true).await;
+    kill_leftovers(layout, report, |_| true).await;
+}
 
-    // 3. Mounts: container rootfs, shm, netns, pod volumes, and anything injected.
-    unmount_all(&layout.dir, &mut report);
-
-    // 4. Links: pod veths go with their netns; the bridges are ours to delete.
+/// Step 4, the links: pod veths go with their netns; the bridges are ours
+/// to delete.
+async fn delete_links(layout: &Layout, report: &mut TeardownReport) {
     let ip = ip_program();
     for link in network::bridge_members(&layout.pod_bridge())
         .into_iter()
@@ -206,8 +224,10 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
             }
         }
     }
+}
 
-    // 5. The cluster's cgroup tree in every hierarchy.
+/// Step 5: the cluster's cgroup tree in every hierarchy.
+fn remove_cgroups(layout: &Layout, report: &mut TeardownReport) {
     for h in host::cgroup_v1_hierarchies() {
         let d = h.join(layout.cgroup_root().trim_start_matches('/'));
         if let Err(e) = host::remove_cgroup_tree(&d) {
@@ -216,17 +236,6 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
                 .push(format!("remove cgroup {}: {e}", d.display()));
         }
     }
-
-    // 6. The directory, only once nothing is mounted inside it.
-    if host::mounts_under(&layout.dir).is_empty() {
-        remove_dir(&layout.dir, &mut report);
-    } else {
-        report.errors.push(format!(
-            "kept {} because mounts remain inside it",
-            layout.dir.display()
-        ));
-    }
-    report
 }
 
 async fn kill_leftovers(

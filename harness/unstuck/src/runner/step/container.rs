@@ -7,7 +7,8 @@
 //! step, so cleanup knows each object by UID; the container (and its
 //! network) go when the scenario run is dropped, after cleanup.
 
-use std::path::PathBuf;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use unstuck_core::scenario::{BackendFault, ContainerRole, ContainerSpec};
@@ -51,28 +52,7 @@ pub(super) async fn run(
     let service = c.service.name.to_string();
     let register = run.ctx.fixtures_dir.join(&*c.register);
     let mut docs = read_manifests(&register)?;
-    let role = match c.role {
-        ContainerRole::Webhook => BackendRole::Webhook,
-        ContainerRole::ApiService => {
-            let api = docs
-                .iter()
-                .find(|d| d["kind"] == "APIService")
-                .ok_or_else(|| StepError::NoField {
-                    path: register.clone(),
-                    field: "APIService document",
-                })?;
-            let gv = run.names.api_version(&format!(
-                "{}/{}",
-                api["spec"]["group"].as_str().unwrap_or_default(),
-                api["spec"]["version"].as_str().unwrap_or_default()
-            ));
-            let (group, version) = gv.split_once('/').unwrap_or_default();
-            BackendRole::ApiService {
-                group: group.into(),
-                version: version.into(),
-            }
-        }
-    };
+    let role = backend_role(run, c.role, &register, &docs)?;
     let backend = containers::start_backend(&BackendSpec {
         run: run.names.run().to_string(),
         name: c.name.to_string(),
@@ -111,32 +91,89 @@ pub(super) async fn run(
     let svc_file = write(
         &dir,
         &format!("{}-service.yaml", *c.name),
-        &[
-            json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": service},
-                "spec": {"ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "targetPort": PORT, "protocol": "TCP"}]}
-            }),
-            json!({
-                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {
-                    "name": service,
-                    "labels": {
-                        "kubernetes.io/service-name": service,
-                        "endpointslice.kubernetes.io/managed-by": "unstuck.dev"
-                    }
-                },
-                "addressType": if ip.is_ipv4() { "IPv4" } else { "IPv6" },
-                "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
-                "ports": [{"name": PORT_NAME, "port": PORT, "protocol": "TCP"}]
-            }),
-        ],
+        &service_documents(&service, ip),
     )?;
     evidence.extend(apply(run, svc_file, Some(c.service.namespace.as_str())).await?);
 
-    let ca = base64(&ca_bundle);
     let svc_ref = json!({"namespace": namespace, "name": service, "port": SERVICE_PORT});
-    for doc in &mut docs {
+    point_at_backend(
+        &mut docs,
+        &svc_ref,
+        &base64(&ca_bundle),
+        &run.names.namespaces().real_names(),
+    );
+    let reg_file = write(&dir, &format!("{}-register.yaml", *c.name), &docs)?;
+    evidence.extend(apply(run, reg_file, None).await?);
+    evidence.push(ca_evidence(c.fault).to_string());
+    run.last_injection = Some(std::time::Instant::now());
+    Ok(evidence)
+}
+
+/// What the backend serves: any request for a webhook; for an APIService,
+/// its group/version under this run's name, which the registration
+/// (`docs`, read from `register`) is renamed to as well.
+fn backend_role(
+    run: &ScenarioRun<'_>,
+    role: ContainerRole,
+    register: &Path,
+    docs: &[Value],
+) -> Result<BackendRole, StepError> {
+    Ok(match role {
+        ContainerRole::Webhook => BackendRole::Webhook,
+        ContainerRole::ApiService => {
+            let api = docs
+                .iter()
+                .find(|d| d["kind"] == "APIService")
+                .ok_or_else(|| StepError::NoField {
+                    path: register.to_path_buf(),
+                    field: "APIService document",
+                })?;
+            let gv = run.names.api_version(&format!(
+                "{}/{}",
+                api["spec"]["group"].as_str().unwrap_or_default(),
+                api["spec"]["version"].as_str().unwrap_or_default()
+            ));
+            let (group, version) = gv.split_once('/').unwrap_or_default();
+            BackendRole::ApiService {
+                group: group.into(),
+                version: version.into(),
+            }
+        }
+    })
+}
+
+/// A Service without a selector and the EndpointSlice that gives it the
+/// container's address: how a real backend outside the cluster is reached,
+/// and what the doctor reads to judge whether a backend is there.
+fn service_documents(service: &str, ip: IpAddr) -> [Value; 2] {
+    [
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service},
+            "spec": {"ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "targetPort": PORT, "protocol": "TCP"}]}
+        }),
+        json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {
+                "name": service,
+                "labels": {
+                    "kubernetes.io/service-name": service,
+                    "endpointslice.kubernetes.io/managed-by": "unstuck.dev"
+                }
+            },
+            "addressType": if ip.is_ipv4() { "IPv4" } else { "IPv6" },
+            "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
+            "ports": [{"name": PORT_NAME, "port": PORT, "protocol": "TCP"}]
+        }),
+    ]
+}
+
+/// Rewrites the registration so the apiserver calls the backend through
+/// `svc_ref` and verifies it with `ca`, whatever the fixture pointed at.
+/// Webhooks keep their path; one without a namespaceSelector is limited to
+/// `run_namespaces`.
+fn point_at_backend(docs: &mut [Value], svc_ref: &Value, ca: &Value, run_namespaces: &[String]) {
+    for doc in docs {
         match doc["kind"].as_str() {
             Some("APIService") => {
                 let spec = &mut doc["spec"];
@@ -160,7 +197,7 @@ pub(super) async fn run(
                         w["namespaceSelector"] = json!({"matchExpressions": [{
                             "key": "kubernetes.io/metadata.name",
                             "operator": "In",
-                            "values": run.names.namespaces().real_names(),
+                            "values": run_namespaces,
                         }]});
                     }
                 }
@@ -168,15 +205,19 @@ pub(super) async fn run(
             _ => {}
         }
     }
-    let reg_file = write(&dir, &format!("{}-register.yaml", *c.name), &docs)?;
-    evidence.extend(apply(run, reg_file, None).await?);
-    evidence.push(match c.fault {
-            BackendFault::UnknownAuthority => "its caBundle holds CA \"unstuck backend CA\"; the container serves a certificate signed by \"unstuck backend CA (rotated)\"".to_string(),
-            BackendFault::ExpiredCertificate => "its caBundle holds the CA that signed the container's certificate, which expired a day ago".to_string(),
-            _ => "its caBundle holds the CA that signed the container's certificate".to_string(),
-        });
-    run.last_injection = Some(std::time::Instant::now());
-    Ok(evidence)
+}
+
+/// The report's line on the caBundle, which for a TLS fault is the fault.
+fn ca_evidence(fault: BackendFault) -> &'static str {
+    match fault {
+        BackendFault::UnknownAuthority => {
+            "its caBundle holds CA \"unstuck backend CA\"; the container serves a certificate signed by \"unstuck backend CA (rotated)\""
+        }
+        BackendFault::ExpiredCertificate => {
+            "its caBundle holds the CA that signed the container's certificate, which expired a day ago"
+        }
+        _ => "its caBundle holds the CA that signed the container's certificate",
+    }
 }
 
 /// The apply step on a file the step wrote (an absolute path, which the
