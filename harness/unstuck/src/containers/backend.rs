@@ -29,39 +29,28 @@ pub enum BackendRole {
     ApiService { group: String, version: String },
 }
 
-/// How it misbehaves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendFault {
-    None,
-    Hang,
-    Error500,
-    MalformedReview,
-    /// Its certificate is signed by a CA the caBundle does not hold.
-    UnknownAuthority,
-    /// Its certificate expired.
-    ExpiredCertificate,
-}
+/// How it misbehaves: the scenario's own type, as the `container:` step
+/// wrote it.
+pub use unstuck_core::scenario::BackendFault;
 
-impl BackendFault {
-    /// The fault as the server is told it (TLS faults are in the
-    /// certificate, not the server).
-    fn server_fault(self) -> &'static str {
-        match self {
-            BackendFault::Hang => "hang",
-            BackendFault::Error500 => "error500",
-            BackendFault::MalformedReview => "malformedReview",
-            BackendFault::None
-            | BackendFault::UnknownAuthority
-            | BackendFault::ExpiredCertificate => "none",
+/// The fault as the server is told it (TLS faults are in the certificate,
+/// not the server).
+fn server_fault(fault: BackendFault) -> &'static str {
+    match fault {
+        BackendFault::Hang => "hang",
+        BackendFault::Error500 => "error500",
+        BackendFault::MalformedReview => "malformedReview",
+        BackendFault::None | BackendFault::UnknownAuthority | BackendFault::ExpiredCertificate => {
+            "none"
         }
     }
+}
 
-    fn tls(self) -> TlsFault {
-        match self {
-            BackendFault::UnknownAuthority => TlsFault::UnknownAuthority,
-            BackendFault::ExpiredCertificate => TlsFault::Expired,
-            _ => TlsFault::None,
-        }
+fn tls_fault(fault: BackendFault) -> TlsFault {
+    match fault {
+        BackendFault::UnknownAuthority => TlsFault::UnknownAuthority,
+        BackendFault::ExpiredCertificate => TlsFault::Expired,
+        _ => TlsFault::None,
     }
 }
 
@@ -167,7 +156,7 @@ pub async fn start_backend(spec: &BackendSpec) -> Result<Backend, ContainerError
             build: BUILD,
         });
     }
-    let tls = backend_tls(&spec.dns_names, spec.fault.tls())?;
+    let tls = backend_tls(&spec.dns_names, tls_fault(spec.fault))?;
     let container = format!("unstuck-{}-{}", spec.run, spec.name);
     let labels = labels::for_run(&spec.run, "backend");
     let (network, own_network) = match &spec.network {
@@ -205,7 +194,7 @@ pub async fn start_backend(spec: &BackendSpec) -> Result<Backend, ContainerError
     let mut env = vec![
         (
             "UNSTUCK_BACKEND_FAULT",
-            spec.fault.server_fault().to_string(),
+            server_fault(spec.fault).to_string(),
         ),
         ("UNSTUCK_BACKEND_PORT", PORT.to_string()),
         ("UNSTUCK_BACKEND_CERT", backend.tls.cert.clone()),

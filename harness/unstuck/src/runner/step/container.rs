@@ -26,18 +26,6 @@ use crate::{
 const SERVICE_PORT: u16 = 443;
 const PORT_NAME: &str = "https";
 
-fn fault(f: BackendFault) -> containers::BackendFault {
-    use containers::BackendFault as B;
-    match f {
-        BackendFault::None => B::None,
-        BackendFault::Hang => B::Hang,
-        BackendFault::Error500 => B::Error500,
-        BackendFault::MalformedReview => B::MalformedReview,
-        BackendFault::UnknownAuthority => B::UnknownAuthority,
-        BackendFault::ExpiredCertificate => B::ExpiredCertificate,
-    }
-}
-
 /// A base64 string as the API writes `[]byte` fields.
 fn base64(text: &str) -> Value {
     serde_json::to_value(k8s_openapi::ByteString(text.as_bytes().to_vec()))
@@ -57,7 +45,7 @@ pub(super) async fn run(
         run: run.names.run().to_string(),
         name: c.name.to_string(),
         role,
-        fault: fault(c.fault),
+        fault: c.fault,
         dns_names: vec![
             format!("{service}.{namespace}.svc"),
             format!("{service}.{namespace}.svc.cluster.local"),
