@@ -246,6 +246,38 @@ fn sigint_mid_scenario_leaves_no_container_or_network() {
     let _ = std::fs::remove_dir_all(scenarios.with_extension("out"));
 }
 
+/// `--out` relative to where unstuck runs, as ci/main.sh gives it: the
+/// container step's Service and registration files are written there and
+/// must still be found by the apply step (which reads fixtures relative to
+/// the fixtures directory). A run of scenario 37 to its end passes.
+#[test]
+fn a_run_with_a_relative_out_dir_passes() {
+    let scenarios = hang_scenario("rel");
+    let cwd = scenarios.parent().unwrap();
+    let out_name = format!("unstuck-be-rel-{}.out", std::process::id());
+    let out = Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .current_dir(cwd)
+        .arg("run")
+        .arg("--scenarios")
+        .arg(&scenarios)
+        .arg("--fixtures")
+        .arg(common::repo_root().join("fixtures"))
+        .arg("--out")
+        .arg(&out_name)
+        .stdin(Stdio::null())
+        .output()
+        .expect("unstuck run");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&scenarios);
+    let _ = std::fs::remove_dir_all(cwd.join(&out_name));
+    assert!(out.status.success(), "the run failed:\n{text}");
+    assert!(text.contains("1 passed, 0 failed"), "{text}");
+}
+
 #[test]
 fn sigkill_then_cluster_gc_leaves_no_container_or_network() {
     let scenarios = hang_scenario("kill");

@@ -71,7 +71,14 @@ pub(super) async fn run(
     // way out.
     run.backends.push(backend);
 
-    let dir = run.ctx.out_dir.join("containers");
+    // Absolute: the apply step reads files relative to the fixtures
+    // directory, and `--out` may be relative (ci/main.sh's is).
+    let dir = std::path::absolute(run.ctx.out_dir.join("containers")).map_err(|source| {
+        StepError::Write {
+            path: run.ctx.out_dir.join("containers"),
+            source,
+        }
+    })?;
     std::fs::create_dir_all(&dir).map_err(|source| StepError::Write {
         path: dir.clone(),
         source,
@@ -208,8 +215,8 @@ fn ca_evidence(fault: BackendFault) -> &'static str {
     }
 }
 
-/// The apply step on a file the step wrote (an absolute path, which the
-/// fixtures directory does not change).
+/// The apply step on a file the step wrote (an absolute path, which
+/// joining to the fixtures directory leaves as it is).
 async fn apply(
     run: &mut ScenarioRun<'_>,
     file: PathBuf,
