@@ -78,6 +78,12 @@ pub fn cache_dir() -> PathBuf {
     home.join(".cache/unstuck")
 }
 
+/// The test image (`unstuck.local/busybox:1.35`) as an OCI layout tar,
+/// built by ci/setup.sh: what a `registry:` step pushes.
+pub fn test_image_archive() -> PathBuf {
+    cache_dir().join("images/busybox.tar")
+}
+
 /// Finds every binary for `k8s_version`, or says exactly which are missing
 /// and the command that builds them.
 pub fn locate(k8s_version: &str) -> Result<Binaries, ComponentsError> {

@@ -10,8 +10,10 @@ use super::owner::FinalizerVerdict;
 use super::webhook::{ServiceKey, WebhookConfigKind};
 
 mod kind;
+pub mod pull;
 
 pub use kind::{FindingKind, UnknownFindingKind};
+pub use pull::{ImagePull, PullProblem};
 
 /// Which object a finding is about.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -240,6 +242,10 @@ pub enum FindingDetail {
         age_seconds: i64,
         /// What the evidence points at.
         cause: PodStartCause,
+        /// For [`PodStartCause::ImagePull`]: which image, and what the
+        /// registry did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pull: Option<ImagePull>,
     },
     /// For [`FindingKind::NamespaceNotProgressing`].
     NamespaceStall(NamespaceStall),

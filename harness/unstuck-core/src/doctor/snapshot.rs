@@ -282,11 +282,16 @@ impl Snapshot {
     /// namespace and name, and by UID when both sides have one, so events
     /// of an earlier pod with the same name are left out).
     pub fn pod_warnings<'a>(&'a self, pod: &'a ObjectMeta) -> impl Iterator<Item = &'a Event> + 'a {
+        self.pod_events(pod)
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+    }
+
+    /// The events about a pod, Normal and Warning, in the order listed.
+    pub fn pod_events<'a>(&'a self, pod: &'a ObjectMeta) -> impl Iterator<Item = &'a Event> + 'a {
         let uid = pod.uid.as_deref();
         self.events.iter().filter(move |e| {
             let o = &e.involved_object;
-            e.type_.as_deref() == Some("Warning")
-                && o.kind.as_deref() == Some("Pod")
+            o.kind.as_deref() == Some("Pod")
                 && o.namespace == pod.namespace
                 && o.name == pod.name
                 && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)

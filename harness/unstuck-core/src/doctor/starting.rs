@@ -11,10 +11,12 @@
 //! `pkg/kubelet/kuberuntime/kuberuntime_container.go`, event reasons from
 //! `pkg/kubelet/events/event.go`, and the `PodScheduled` condition.
 
+mod pull;
+
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod, PodStatus};
 use k8s_openapi::jiff::SignedDuration;
 
-use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause};
+use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PullProblem};
 use super::owner::fmt_secs;
 use super::snapshot::{Snapshot, container_statuses, display_name};
 
@@ -33,8 +35,9 @@ const CONTAINER_CONFIG: [&str; 4] = [
     "PreStartHookError",
 ];
 /// Warning event reasons worth quoting for a pod that does not start.
-const EVENT_REASONS: [&str; 9] = [
+const EVENT_REASONS: [&str; 10] = [
     "FailedScheduling",
+    "FailedToRetrieveImagePullSecret",
     "FailedMount",
     "FailedAttachVolume",
     "FailedCreatePodSandBox",
@@ -98,12 +101,23 @@ pub(crate) fn pod_not_starting(
     let started = phase.as_deref() == Some("Running")
         && container_statuses(status)
             .all(|cs| cs.state.as_ref().is_some_and(|s| s.running.is_some()));
+    let pull = pull::image_pull(snapshot, pod, status);
+    let pulling_slowly = pull.as_ref().filter(|p| p.problem == PullProblem::Slow);
+    if let Some(p) = pulling_slowly {
+        evidence.push(format!(
+            "event Normal Pulling: {:?} {} before the snapshot, and no Pulled or Failed since",
+            p.quote,
+            fmt_secs(p.pulling_for_seconds.unwrap_or_default())
+        ));
+    }
     let cause = if unscheduled.is_some() {
         PodStartCause::Unschedulable
     } else if let Some(c) = waiting_cause {
         c
     } else if let Some(c) = event_cause.filter(|_| !started) {
         c
+    } else if pulling_slowly.is_some() {
+        PodStartCause::ImagePull
     } else if phase.as_deref() == Some("Pending") {
         PodStartCause::Unknown
     } else {
@@ -111,14 +125,18 @@ pub(crate) fn pod_not_starting(
         return None;
     };
 
+    let pull = pull.filter(|_| cause == PodStartCause::ImagePull);
+    let explained = match &pull {
+        Some(p) => p.explain(),
+        None => cause.explain().to_string(),
+    };
     Some(Finding {
         kind: FindingKind::PodNotStarting,
         subject: ObjectRef::pod(&pod.metadata),
         summary: format!(
-            "pod {} has not started {} after it was created: {}",
+            "pod {} has not started {} after it was created: {explained}",
             display_name(&pod.metadata),
             fmt_secs(age.as_secs()),
-            cause.explain()
         ),
         evidence,
         detail: FindingDetail::PodStart {
@@ -126,6 +144,7 @@ pub(crate) fn pod_not_starting(
             phase,
             age_seconds: age.as_secs(),
             cause,
+            pull,
         },
     })
 }

@@ -73,6 +73,11 @@ pub struct DoctorCheck {
     /// doctor's findings. Other findings are allowed.
     #[serde(default)]
     pub expect_findings: Vec<Located<String>>,
+    /// Words that must each be in some finding's summary or evidence (after
+    /// the run's renames, like an expected message): the cause named, not
+    /// only the kind of finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_saying: Vec<Located<String>>,
     /// Apply the remedy plan (default `true`); `false` only diagnoses.
     #[serde(default = "default_true")]
     pub apply: bool,

@@ -121,6 +121,20 @@ impl Scenario {
         files
     }
 
+    /// The registries the scenario's `registry:` steps name, each once, in
+    /// order of first use (the step that starts it).
+    pub fn registries(&self) -> Vec<&super::registry::RegistrySpec> {
+        let mut out: Vec<&super::registry::RegistrySpec> = Vec::new();
+        for step in self.steps.iter() {
+            if let Step::Registry(r) = &step.value
+                && !out.iter().any(|o| o.name.value == r.name.value)
+            {
+                out.push(r);
+            }
+        }
+        out
+    }
+
     /// Whether the runner must give this scenario the cluster to itself:
     /// it says `serial: true`, or it injects a fault on a node, which other
     /// scenarios' pods may share.
@@ -140,6 +154,7 @@ impl Scenario {
     /// that, never a cluster met through a kubeconfig.
     pub fn needs_node(&self) -> bool {
         self.injects_node_fault()
+            || !self.registries().is_empty()
             || self.steps.iter().any(|step| {
                 matches!(&step.value, Step::Expect(e)
                     if e.that.iter().any(|c| matches!(c, Condition::KubeletLog(_))))
@@ -180,6 +195,9 @@ pub enum Step {
     /// Run a container beside the cluster: a webhook's or an aggregated
     /// API's backend, with a fault ([`super::container`]).
     Container(super::container::ContainerSpec),
+    /// Run an image registry beside the cluster that its node pulls from,
+    /// or change what is wrong with it ([`super::registry`]).
+    Registry(super::registry::RegistrySpec),
 }
 
 impl Step {
@@ -193,6 +211,7 @@ impl Step {
             Step::Doctor(_) => "doctor",
             Step::Controller(_) => "controller",
             Step::Container(_) => "container",
+            Step::Registry(_) => "registry",
         }
     }
 
@@ -220,6 +239,7 @@ impl fmt::Display for Step {
                 *c.finalizer, *c.namespace, c.finish_after
             ),
             Step::Container(c) => write!(f, "start {c}"),
+            Step::Registry(r) => write!(f, "{r}"),
         }
     }
 }

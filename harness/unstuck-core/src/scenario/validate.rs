@@ -51,6 +51,7 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
         timeout: s.timeout.value,
     };
     let mut doctor_seen = false;
+    let mut registries: Vec<super::RegistrySpec> = Vec::new();
     for step in s.steps.value.iter_mut() {
         let at = step.position;
         match &mut step.value {
@@ -73,6 +74,14 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
                 fixture_path(&c.register)?;
                 c.check().map_err(|(at, why)| problem(at, why))?;
             }
+            Step::Registry(r) => {
+                dns_label("registry name", &r.name)?;
+                r.check().map_err(|(at, why)| problem(at, why))?;
+                registry_again(&registries, r)?;
+                if !registries.iter().any(|e| e.name.value == r.name.value) {
+                    registries.push(r.clone());
+                }
+            }
             Step::Controller(c) => {
                 ctx.declared(&c.namespace)?;
                 for ns in &c.watches {
@@ -81,6 +90,35 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
                 steps::controller(c)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// A later step naming a registry an earlier one started changes only its
+/// fault: what it pushes and whether it wants credentials are the first
+/// step's.
+fn registry_again(started: &[super::RegistrySpec], r: &super::RegistrySpec) -> Check {
+    let Some(first) = started.iter().find(|e| e.name.value == r.name.value) else {
+        return Ok(());
+    };
+    if let Some(p) = r.push.first() {
+        return Err(problem(
+            p.position,
+            format!(
+                "registry {:?} was started by an earlier step, which pushes its images; a later step only changes its fault (move this push there)",
+                r.name.as_str()
+            ),
+        ));
+    }
+    if r.auth != first.auth {
+        return Err(problem(
+            r.name.position,
+            format!(
+                "registry {:?} was started with auth {:?}; a later step only changes its fault (leave auth out here)",
+                r.name.as_str(),
+                first.auth
+            ),
+        ));
     }
     Ok(())
 }

@@ -2,16 +2,13 @@
 //! (built offline by `ci/images/backend.sh`) playing a webhook or an
 //! aggregated API, with a fault.
 
-use std::{
-    net::IpAddr,
-    time::{Duration, Instant},
-};
+use std::net::IpAddr;
 
 use super::{
-    ContainerError, labels,
+    ContainerError,
+    managed::{Launch, Managed, launch},
     tls::{BackendTls, TlsFault, backend_tls},
 };
-use crate::cluster::kind::docker::Docker;
 
 /// The image `ci/images/backend.sh` builds.
 pub const IMAGE: &str = "unstuck.local/backend:dev";
@@ -20,7 +17,6 @@ const BUILD: &str = "ci/images/backend.sh";
 pub const PORT: u16 = 8443;
 /// What it prints once it listens.
 const READY_LINE: &str = "unstuck-backend listening";
-const READY_WITHIN: Duration = Duration::from_secs(30);
 
 /// What the backend plays.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,132 +69,34 @@ pub struct BackendSpec {
 /// A running backend; its container (and network, if its own) are
 /// removed when it is dropped.
 pub struct Backend {
-    docker: Docker,
-    pub container: String,
-    pub network: String,
-    own_network: bool,
+    pub managed: Managed,
     pub ip: IpAddr,
     pub tls: BackendTls,
-    removed: bool,
 }
 
 impl Backend {
     /// What the backend logged (requests, TLS handshakes it saw fail).
     pub async fn logs(&self) -> String {
-        self.docker
-            .cmd()
-            .args(["logs", &self.container])
-            .output()
-            .await
-            .unwrap_or_else(|e| format!("(no log: {e})"))
+        self.managed.logs().await
     }
 
     /// Removes it now, saying what failed (a drop can only try).
-    pub async fn remove(mut self) -> Vec<String> {
-        self.removed = true;
-        remove(
-            &self.docker,
-            &self.container,
-            self.own_network.then_some(&*self.network),
-        )
-        .await
-    }
-}
-
-async fn remove(docker: &Docker, container: &str, network: Option<&str>) -> Vec<String> {
-    let mut errors = Vec::new();
-    if let Err(e) = docker
-        .cmd()
-        .args(["rm", "--force", "--volumes", container])
-        .output()
-        .await
-        && !e.to_string().contains("No such container")
-    {
-        errors.push(e.to_string());
-    }
-    if let Some(net) = network
-        && let Err(e) = docker.remove_network(net).await
-    {
-        errors.push(e.to_string());
-    }
-    errors
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        if self.removed {
-            return;
-        }
-        // Blocking on purpose: a drop that spawned would race the
-        // process's exit and leave the container behind.
-        let program = std::env::var_os("UNSTUCK_DOCKER").unwrap_or_else(|| "docker".into());
-        let _ = std::process::Command::new(&program)
-            .args(["rm", "--force", "--volumes", &self.container])
-            .output();
-        if self.own_network {
-            let _ = std::process::Command::new(&program)
-                .args(["network", "rm", &self.network])
-                .output();
-        }
+    pub async fn remove(self) -> Vec<String> {
+        self.managed.remove().await
     }
 }
 
 /// Starts a backend and waits until it listens.
 pub async fn start_backend(spec: &BackendSpec) -> Result<Backend, ContainerError> {
-    let docker = Docker::default();
-    docker
-        .engine_answers()
-        .await
-        .map_err(ContainerError::NoEngine)?;
-    if !docker.image_exists(IMAGE).await {
-        return Err(ContainerError::ImageMissing {
-            image: IMAGE.into(),
-            build: BUILD,
-        });
-    }
     let tls = backend_tls(&spec.dns_names, tls_fault(spec.fault))?;
-    let container = format!("unstuck-{}-{}", spec.run, spec.name);
-    let labels = labels::for_run(&spec.run, "backend");
-    let (network, own_network) = match &spec.network {
-        Some(n) => (n.clone(), false),
-        None => (container.clone(), true),
-    };
-    // From here on the handle owns what exists, so every way out removes it.
-    let mut backend = Backend {
-        docker: docker.clone(),
-        container: container.clone(),
-        network: network.clone(),
-        own_network,
-        ip: IpAddr::from([0, 0, 0, 0]),
-        tls,
-        removed: false,
-    };
-    if own_network {
-        let mut create = docker.cmd().args(["network", "create"]);
-        for (k, v) in &labels {
-            create = create.arg("--label").arg(format!("{k}={v}"));
-        }
-        create.arg(&network).output().await?;
-    }
-    let mut run = docker.cmd().args([
-        "run",
-        "--detach",
-        "--name",
-        &container,
-        "--network",
-        &network,
-    ]);
-    for (k, v) in &labels {
-        run = run.arg("--label").arg(format!("{k}={v}"));
-    }
     let mut env = vec![
         (
             "UNSTUCK_BACKEND_FAULT",
             server_fault(spec.fault).to_string(),
         ),
         ("UNSTUCK_BACKEND_PORT", PORT.to_string()),
-        ("UNSTUCK_BACKEND_CERT", backend.tls.cert.clone()),
-        ("UNSTUCK_BACKEND_KEY", backend.tls.key.clone()),
+        ("UNSTUCK_BACKEND_CERT", tls.cert.clone()),
+        ("UNSTUCK_BACKEND_KEY", tls.key.clone()),
     ];
     match &spec.role {
         BackendRole::Webhook => env.push(("UNSTUCK_BACKEND_ROLE", "webhook".into())),
@@ -208,68 +106,17 @@ pub async fn start_backend(spec: &BackendSpec) -> Result<Backend, ContainerError
             env.push(("UNSTUCK_BACKEND_VERSION", version.clone()));
         }
     }
-    for (k, v) in env {
-        run = run.arg("--env").arg(format!("{k}={v}"));
-    }
-    run.arg(IMAGE).output().await?;
-    wait_ready(&docker, &container).await?;
-    let said = docker
-        .cmd()
-        .args(["container", "inspect", "--format"])
-        .arg(format!(
-            "{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}"
-        ))
-        .arg(&container)
-        .output()
-        .await?;
-    backend.ip = said.trim().parse().map_err(|_| ContainerError::Address {
-        name: container.clone(),
-        network: network.clone(),
-        said: said.trim().to_string(),
-    })?;
-    Ok(backend)
-}
-
-async fn wait_ready(docker: &Docker, container: &str) -> Result<(), ContainerError> {
-    let started = Instant::now();
-    loop {
-        let log = docker
-            .cmd()
-            .args(["logs", container])
-            .output()
-            .await
-            .unwrap_or_default();
-        if log.contains(READY_LINE) {
-            return Ok(());
-        }
-        let running = docker
-            .cmd()
-            .args([
-                "container",
-                "inspect",
-                "--format",
-                "{{.State.Running}}",
-                container,
-            ])
-            .output()
-            .await
-            .map(|s| s.trim() == "true")
-            .unwrap_or(false);
-        let why = if !running {
-            Some("it is not running".to_string())
-        } else if started.elapsed() > READY_WITHIN {
-            Some(format!("no {READY_LINE:?} line"))
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(ContainerError::NotReady {
-                name: container.to_string(),
-                waited: started.elapsed(),
-                why,
-                log,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let managed = launch(Launch {
+        run: &spec.run,
+        name: &spec.name,
+        role: "backend",
+        image: IMAGE,
+        build: BUILD,
+        network: spec.network.clone(),
+        env,
+        ready_line: READY_LINE,
+    })
+    .await?;
+    let ip = managed.ip().await?;
+    Ok(Backend { managed, ip, tls })
 }

@@ -22,6 +22,8 @@
 
 pub mod backend;
 pub mod labels;
+pub mod managed;
+pub mod registry;
 pub mod sweep;
 pub mod tls;
 

@@ -210,6 +210,10 @@ pub trait Node: Send + Sync {
     /// The containerd socket the kubelet talks to; shims name it in `-address`.
     fn containerd_address(&self) -> PathBuf;
 
+    /// The directory the node's containerd reads registry hosts from
+    /// (`config_path`: `<dir>/<host>/hosts.toml`, read at each pull).
+    fn registry_hosts_dir(&self) -> PathBuf;
+
     /// A `ctr` command already pointed at the node's containerd and the
     /// CRI namespace (`k8s.io`); add a subcommand and pass it to [`Node::run`].
     fn ctr(&self) -> Cmd;

@@ -27,6 +27,17 @@ impl ScenarioRun<'_> {
             .iter()
             .map(|f| f.kind.as_str().to_owned())
             .collect();
+        let unsaid = self.unsaid(d, report.initial_findings());
+        if !unsaid.is_empty() {
+            return Err(StepError::NotSaid {
+                missing: unsaid,
+                said: report
+                    .initial_findings()
+                    .iter()
+                    .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
+                    .collect(),
+            });
+        }
         let failed = report.failures();
         let mut on_nodes = Vec::new();
         let (node_found, node_failed) = self
@@ -49,6 +60,21 @@ impl ScenarioRun<'_> {
         let found: Vec<String> = found.into_iter().chain(node_found).collect();
         let failed: Vec<String> = failed.into_iter().chain(node_failed).collect();
         check_outcome(d, &found, failed, looks, evidence)
+    }
+
+    /// The words of `expectSaying` (renamed for this run) that no finding's
+    /// summary or evidence holds.
+    fn unsaid(&self, d: &DoctorCheck, findings: &[unstuck_core::doctor::Finding]) -> Vec<String> {
+        d.expect_saying
+            .iter()
+            .map(|w| self.names.text(w))
+            .filter(|w| {
+                !findings.iter().any(|f| {
+                    f.summary.contains(w.as_str())
+                        || f.evidence.iter().any(|e| e.contains(w.as_str()))
+                })
+            })
+            .collect()
     }
 
     /// The doctor calls an object stuck only once it has been deleting for
@@ -170,7 +196,8 @@ impl ScenarioRun<'_> {
             looks += 1;
             if let Ok((snapshot, stats)) = doctor::collect(&self.ctx.client).await {
                 let found = doctor::findings_in(&snapshot, opts);
-                let settled = expected.iter().all(|k| found.iter().any(|f| f.kind == *k));
+                let settled = expected.iter().all(|k| found.iter().any(|f| f.kind == *k))
+                    && self.unsaid(d, &found).is_empty();
                 last = Some((snapshot, stats));
                 if settled {
                     return (last, looks);

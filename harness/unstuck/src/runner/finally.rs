@@ -25,10 +25,11 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>) {
     progress::clear(name);
     // Last: they serve finalizers on the run's objects until those are gone.
     run.controllers.clear();
+    remove_registries(run).await;
     // After the objects: a webhook's registration must be gone before its
     // backend, or the run's own deletes would wait on it.
     for backend in run.backends.drain(..) {
-        let name = backend.container.clone();
+        let name = backend.managed.container.clone();
         let errors = backend.remove().await;
         if errors.is_empty() {
             run.report
@@ -41,6 +42,21 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>) {
                 errors.join("; ")
             ));
         }
+    }
+}
+
+/// After the objects: the pods that pulled from a registry are gone, so
+/// the images they pulled can go from the node.
+async fn remove_registries(run: &mut ScenarioRun<'_>) {
+    for registry in std::mem::take(&mut run.registries) {
+        let host = registry.host.clone();
+        let (done, failed) = super::step::registry::remove(run.ctx.node.as_deref(), registry).await;
+        run.report.cleanup.reverted.extend(done);
+        run.report.cleanup.leaked.extend(
+            failed.into_iter().map(|f| {
+                format!("registry {host}: removing it failed, it may still be there: {f}")
+            }),
+        );
     }
 }
 

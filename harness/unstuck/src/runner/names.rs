@@ -57,13 +57,17 @@ impl Names {
     /// APIServices among its fixtures (unreadable fixtures are left to the
     /// apply step to report).
     pub fn for_scenario(scenario: &Scenario, fixtures_dir: &Path, run: &str) -> Self {
-        let groups: Vec<String> = scenario
+        let mut groups: Vec<String> = scenario
             .fixture_files()
             .into_iter()
             .filter_map(|f| read_manifests(&fixtures_dir.join(f)).ok())
             .flatten()
             .filter_map(|d| defined_group(&d))
             .collect();
+        // A registry's host is renamed like a group (`shop.registry.unstuck.local`
+        // → `shop-<run>.registry.unstuck.local`): two runs on one node each
+        // get their own hosts.toml, and image names and expected messages follow.
+        groups.extend(scenario.registries().iter().map(|r| r.host()));
         Self::new(scenario.namespace_names(), groups, run)
     }
 

@@ -44,6 +44,9 @@ pub(super) struct ScenarioRun<'a> {
     /// Backend containers (`container:` steps); removed by the finally,
     /// or when dropped.
     pub(super) backends: Vec<crate::containers::Backend>,
+    /// Registries (`registry:` steps); removed by the finally, or (their
+    /// containers) when dropped.
+    pub(super) registries: Vec<super::step::registry::ScenarioRegistry>,
     /// Live controllers the scenario started; they run through cleanup.
     pub(super) controllers: Vec<controller::LiveController>,
 }
@@ -76,6 +79,7 @@ pub async fn run_scenario_until(
         deleting_since: None,
         injected: Vec::new(),
         backends: Vec::new(),
+        registries: Vec::new(),
         controllers: Vec::new(),
     };
     if let Err(e) = std::fs::create_dir_all(&ctx.out_dir) {

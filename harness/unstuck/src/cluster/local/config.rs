@@ -74,6 +74,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni_conf}"
+  # A scenario's registry: step writes <host>/hosts.toml here.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{hosts}"
 "#,
         root = d.join("root").display(),
         state = d.join("state").display(),
@@ -81,6 +84,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         pause = PAUSE_IMAGE,
         runc_root = d.join("runc").display(),
         cni_conf = l.cni_conf_dir().display(),
+        hosts = l.registry_hosts_dir().display(),
     )
 }
 

@@ -130,6 +130,10 @@ impl Layout {
     pub fn containerd_socket(&self) -> PathBuf {
         self.dir.join("containerd.sock")
     }
+    /// containerd's `config_path`: registry hosts a scenario adds.
+    pub fn registry_hosts_dir(&self) -> PathBuf {
+        self.dir.join("containerd/certs.d")
+    }
     pub fn cni_conf_dir(&self) -> PathBuf {
         self.dir.join("cni/net.d")
     }

@@ -59,11 +59,11 @@ pub(super) async fn run(
     })?;
     let mut evidence = vec![format!(
         "container {} ({}, fault {:?}) listening on {}:{PORT} in Docker network {}",
-        backend.container,
+        backend.managed.container,
         containers::backend::IMAGE,
         c.fault,
         backend.ip,
-        backend.network
+        backend.managed.network
     )];
     let ip = backend.ip;
     let ca_bundle = backend.tls.ca_bundle.clone();
@@ -232,7 +232,7 @@ async fn apply(
 /// The Docker network of a kind cluster's node, which a backend must
 /// join to be reached from it; `None` (a network of its own) when the
 /// cluster runs on this host.
-async fn kind_network(run: &ScenarioRun<'_>) -> Result<Option<String>, StepError> {
+pub(super) async fn kind_network(run: &ScenarioRun<'_>) -> Result<Option<String>, StepError> {
     let Some(container) = run.ctx.node.as_deref().and_then(|n| n.container()) else {
         return Ok(None);
     };

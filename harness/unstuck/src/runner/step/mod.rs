@@ -10,6 +10,7 @@ mod doctor;
 mod expect;
 mod fault;
 pub(super) mod namespaces;
+pub(super) mod registry;
 
 use std::path::PathBuf;
 
@@ -74,12 +75,22 @@ pub enum StepError {
         missing: Vec<String>,
         found: Vec<String>,
     },
+    #[error("no finding of the doctor says {missing:?} (it said {said:?})")]
+    NotSaid {
+        missing: Vec<String>,
+        said: Vec<String>,
+    },
     #[error("remedy steps failed: {}", .0.join("; "))]
     RemediesFailed(Vec<String>),
     #[error("container {name}: {source}")]
     Container {
         name: String,
         source: crate::containers::ContainerError,
+    },
+    #[error("registry {name}: {source}")]
+    Registry {
+        name: String,
+        source: Box<crate::containers::registry::RegistryError>,
     },
     #[error("writing {}: {source}", path.display())]
     Write {
@@ -101,5 +112,6 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>, step: &Step) -> Result<Eviden
         Step::Doctor(d) => doctor::run(run, d).await,
         Step::Controller(c) => controller::run(run, c),
         Step::Container(c) => container::run(run, c).await,
+        Step::Registry(r) => registry::run(run, r).await,
     }
 }

@@ -243,6 +243,12 @@ impl Node for KindNode {
         PathBuf::from(CONTAINERD_SOCKET)
     }
 
+    /// The node image's containerd config names it
+    /// (ci/kind/node-files/etc/containerd/config.toml).
+    fn registry_hosts_dir(&self) -> PathBuf {
+        PathBuf::from("/etc/containerd/certs.d")
+    }
+
     fn ctr(&self) -> Cmd {
         Cmd::new("ctr")
             .args(["--address", CONTAINERD_SOCKET, "-n", "k8s.io"])

@@ -217,6 +217,10 @@ impl Node for LocalNode {
         self.layout.containerd_socket()
     }
 
+    fn registry_hosts_dir(&self) -> PathBuf {
+        self.layout.registry_hosts_dir()
+    }
+
     fn ctr(&self) -> Cmd {
         Cmd::new(&self.bins.ctr)
             .arg("--address")
