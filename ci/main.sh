@@ -30,5 +30,8 @@ fi
 # a service manager) when kind is not wanted.
 [ "$provider" = kind ] || bash ci/kind/setup.sh --docker-only
 bash ci/images/backend.sh
+# The registry: scenarios' registry (CNCF distribution, built from its Go
+# module; see ci/images/registry.sh).
+bash ci/images/registry.sh
 cargo build --release --quiet -p unstuck
 exec target/release/unstuck run "$@"

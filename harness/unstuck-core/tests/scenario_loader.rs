@@ -99,7 +99,7 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "doctor-unknown-field.yaml",
         "8:7",
         Parse,
-        "unknown field `dryRun`, expected one of expectFindings, apply",
+        "unknown field `dryRun`, expected one of expectFindings, expectSaying, apply",
     ),
     (
         "duplicate-key.yaml",
@@ -230,6 +230,30 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "6:5",
         Invalid,
         "phase: recovered must come after a doctor step",
+    ),
+    (
+        "registry-bad-push-name.yaml",
+        "7:14",
+        Invalid,
+        r#"push "App:v1": repository "App" must be lowercase path components"#,
+    ),
+    (
+        "registry-push-on-a-later-step.yaml",
+        "6:35",
+        Invalid,
+        r#"registry "shop" was started by an earlier step, which pushes its images"#,
+    ),
+    (
+        "registry-unknown-fault.yaml",
+        "8:14",
+        Parse,
+        "unknown variant `offline`, expected one of none, down, tagDeleted, slow",
+    ),
+    (
+        "registry-unknown-field.yaml",
+        "7:7",
+        Parse,
+        "unknown field `pushes`, expected one of name, push, auth, fault",
     ),
     (
         "running-not-a-pod.yaml",
