@@ -1,15 +1,15 @@
 //! Backend containers (`containers/`, the `container:` step) on the real
 //! Docker engine: the image serves what its registration's caBundle
 //! trusts (and, for a TLS fault, what it does not), a dropped handle takes
-//! its container and network with it, and `unstuck run` interrupted with
-//! SIGINT, or killed with SIGKILL and followed by `unstuck cluster gc`,
-//! leaves no container or network of its own behind.
+//! its container and network with it, and `unstuck run` of a backend or a
+//! registry scenario interrupted with SIGINT, or killed with SIGKILL and
+//! followed by `unstuck cluster gc`, leaves no container or network of its
+//! own behind.
 //!
 //! Needs Docker and the image (`ci/images/backend.sh`; `ci/test.sh` builds
 //! it) and, for the runs, the local provider's components.
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{Arc, mpsc},
@@ -153,41 +153,41 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-/// A scenarios folder holding scenario 37 (a webhook whose backend hangs).
-fn hang_scenario(tag: &str) -> PathBuf {
+/// A scenarios folder holding one scenario of `scenarios/` (37: a
+/// webhook whose backend hangs; 44: a registry that is down).
+fn scenario_dir(tag: &str, file: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("unstuck-be-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let f = "37-webhook-backend-hangs.yaml";
-    std::os::unix::fs::symlink(common::repo_root().join("scenarios").join(f), dir.join(f)).unwrap();
+    std::os::unix::fs::symlink(
+        common::repo_root().join("scenarios").join(file),
+        dir.join(file),
+    )
+    .unwrap();
     dir
 }
 
+const HANG: &str = "37-webhook-backend-hangs.yaml";
+const REGISTRY_DOWN: &str = "44-registry-down.yaml";
+
 fn start_run(scenarios: &Path) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .arg("run")
-        .arg("--scenarios")
-        .arg(scenarios)
-        .arg("--fixtures")
-        .arg(common::repo_root().join("fixtures"))
-        .arg("--out")
-        .arg(scenarios.with_extension("out"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("unstuck run starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("  | {line}");
-            let _ = tx.send(line);
-        }
-    });
-    (child, rx)
+    let fixtures = common::repo_root().join("fixtures");
+    let out = scenarios.with_extension("out");
+    common::spawn_unstuck(
+        &[
+            "run",
+            "--scenarios",
+            scenarios.to_str().unwrap(),
+            "--fixtures",
+            fixtures.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    )
 }
 
-/// Waits until the run's backend container is up (labelled with the run
+/// Waits until the run's container (a backend, a registry) is up (labelled with the run
 /// process as its owner).
 fn wait_for_container(child: &mut Child, rx: &mpsc::Receiver<String>) -> Vec<String> {
     let pid = child.id().to_string();
@@ -199,9 +199,9 @@ fn wait_for_container(child: &mut Child, rx: &mpsc::Receiver<String>) -> Vec<Str
             return there;
         }
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("unstuck run ended ({status}) before its backend started");
+            panic!("unstuck run ended ({status}) before its container started");
         }
-        assert!(Instant::now() < deadline, "no backend container appeared");
+        assert!(Instant::now() < deadline, "no container appeared");
         std::thread::sleep(Duration::from_millis(300));
     }
 }
@@ -229,13 +229,22 @@ fn signal(child: &Child, sig: i32) {
 
 #[test]
 fn sigint_mid_scenario_leaves_no_container_or_network() {
-    let scenarios = hang_scenario("int");
+    sigint_leaves_nothing("int", HANG);
+}
+
+#[test]
+fn sigint_mid_registry_scenario_leaves_no_container_or_network() {
+    sigint_leaves_nothing("reg-int", REGISTRY_DOWN);
+}
+
+fn sigint_leaves_nothing(tag: &str, file: &str) {
+    let scenarios = scenario_dir(tag, file);
     let (mut child, rx) = start_run(&scenarios);
     let pid = child.id().to_string();
     let there = wait_for_container(&mut child, &rx);
     assert!(
         there.iter().any(|t| t.starts_with("network ")),
-        "the backend's own network: {there:?}"
+        "the container's own network: {there:?}"
     );
     signal(&child, libc::SIGINT);
     let status = wait_exit(&mut child, Duration::from_secs(600));
@@ -252,7 +261,7 @@ fn sigint_mid_scenario_leaves_no_container_or_network() {
 /// the fixtures directory). A run of scenario 37 to its end passes.
 #[test]
 fn a_run_with_a_relative_out_dir_passes() {
-    let scenarios = hang_scenario("rel");
+    let scenarios = scenario_dir("rel", HANG);
     let cwd = scenarios.parent().unwrap();
     let out_name = format!("unstuck-be-rel-{}.out", std::process::id());
     let out = Command::new(env!("CARGO_BIN_EXE_unstuck"))
@@ -280,7 +289,16 @@ fn a_run_with_a_relative_out_dir_passes() {
 
 #[test]
 fn sigkill_then_cluster_gc_leaves_no_container_or_network() {
-    let scenarios = hang_scenario("kill");
+    sigkill_then_gc_leaves_nothing("kill", HANG);
+}
+
+#[test]
+fn sigkill_mid_registry_scenario_then_cluster_gc_leaves_nothing() {
+    sigkill_then_gc_leaves_nothing("reg-kill", REGISTRY_DOWN);
+}
+
+fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
+    let scenarios = scenario_dir(tag, file);
     let (mut child, rx) = start_run(&scenarios);
     let pid = child.id().to_string();
     wait_for_container(&mut child, &rx);
