@@ -114,7 +114,7 @@ fn each_recorded_registry_fault_is_named_with_the_kubelets_words() {
             f.evidence
         );
         // Explained, never remedied: every step the plan has is a refusal.
-        let plan = plan(&[f.clone()], &s);
+        let plan = plan(std::slice::from_ref(&f), &s);
         assert!(!plan.steps.is_empty(), "{name}");
         for step in &plan.steps {
             assert!(

@@ -45,9 +45,9 @@ impl LayoutImage {
                     serde_json::json!({"type": "layers", "diff_ids": [layer_digest]})
             }
         }
-        config_json["history"].as_array_mut().map(|h| {
-            h.push(serde_json::json!({"created_by": format!("unstuck registry step: {name}")}))
-        });
+        if let Some(h) = config_json["history"].as_array_mut() {
+            h.push(serde_json::json!({"created_by": format!("unstuck registry step: {name}")}));
+        }
         let config = serde_json::to_vec(&config_json).expect("json");
         let config_digest_new = sha256(&config);
         let mut manifest: serde_json::Value =
