@@ -27,42 +27,6 @@ use unstuck::containers::{
 
 mod common;
 
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker runs");
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Containers and networks labelled with `label=value`.
-fn labelled(label: &str, value: &str) -> Vec<String> {
-    let filter = format!("label={label}={value}");
-    let mut left: Vec<String> =
-        docker(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"])
-            .lines()
-            .map(|n| format!("container {n}"))
-            .collect();
-    left.extend(
-        docker(&[
-            "network",
-            "ls",
-            "--filter",
-            &filter,
-            "--format",
-            "{{.Name}}",
-        ])
-        .lines()
-        .map(|n| format!("network {n}")),
-    );
-    left
-}
-
 /// A TLS handshake and `GET /healthz` with `ca` as the only root, as the
 /// apiserver calls a webhook by its Service name.
 async fn healthz(ip: std::net::IpAddr, name: &str, ca: &str) -> Result<String, String> {
@@ -141,7 +105,7 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
         "an expired certificate must not verify: {refused:?}"
     );
     assert_eq!(
-        labelled(labels::RUN, &run).len(),
+        common::labelled(labels::RUN, &run).len(),
         6,
         "three containers, three networks"
     );
@@ -149,7 +113,7 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
     drop(expired);
     let errors = bad.remove().await;
     assert!(errors.is_empty(), "{errors:?}");
-    let left = labelled(labels::RUN, &run);
+    let left = common::labelled(labels::RUN, &run);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
@@ -194,7 +158,7 @@ fn wait_for_container(child: &mut Child, rx: &mpsc::Receiver<String>) -> Vec<Str
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         while rx.try_recv().is_ok() {}
-        let there = labelled(labels::OWNER_PID, &pid);
+        let there = common::labelled(labels::OWNER_PID, &pid);
         if there.iter().any(|t| t.starts_with("container ")) {
             return there;
         }
@@ -248,7 +212,7 @@ fn sigint_leaves_nothing(tag: &str, file: &str) {
     );
     signal(&child, libc::SIGINT);
     let status = wait_exit(&mut child, Duration::from_secs(600));
-    let left = labelled(labels::OWNER_PID, &pid);
+    let left = common::labelled(labels::OWNER_PID, &pid);
     let _ = std::fs::remove_dir_all(&scenarios);
     assert!(!status.success(), "an interrupted run must not pass");
     assert!(left.is_empty(), "left behind after SIGINT: {left:?}");
@@ -306,7 +270,7 @@ fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
     let _ = wait_exit(&mut child, Duration::from_secs(60));
     // A killed harness runs no drop: its backend is still there, and the
     // sweep is what removes it.
-    let before = labelled(labels::OWNER_PID, &pid);
+    let before = common::labelled(labels::OWNER_PID, &pid);
     assert!(
         before.iter().any(|t| t.starts_with("container ")),
         "nothing to sweep: {before:?}"
@@ -314,7 +278,7 @@ fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
     let gc = common::unstuck(&["cluster", "gc"]);
     let text = common::output_text(&gc);
     assert!(gc.status.success(), "{text}");
-    let left = labelled(labels::OWNER_PID, &pid);
+    let left = common::labelled(labels::OWNER_PID, &pid);
     let _ = std::fs::remove_dir_all(&scenarios);
     let _ = std::fs::remove_dir_all(scenarios.with_extension("out"));
     assert!(left.is_empty(), "left behind after gc: {left:?}\n{text}");
@@ -341,7 +305,7 @@ async fn the_sweep_leaves_a_live_owners_backend_alone() {
         swept.iter().all(|(what, _)| !what.contains(&run)),
         "a live owner's backend was swept: {swept:?}"
     );
-    assert_eq!(labelled(labels::RUN, &run).len(), 2);
+    assert_eq!(common::labelled(labels::RUN, &run).len(), 2);
     drop(b);
-    assert!(labelled(labels::RUN, &run).is_empty());
+    assert!(common::labelled(labels::RUN, &run).is_empty());
 }

@@ -48,37 +48,6 @@ async fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> Result<String,
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Containers and networks labelled `label=value`.
-fn labelled(label: &str, value: &str) -> Vec<String> {
-    let filter = format!("label={label}={value}");
-    let mut left: Vec<String> =
-        docker(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"])
-            .lines()
-            .map(|n| format!("container {n}"))
-            .collect();
-    left.extend(
-        docker(&[
-            "network",
-            "ls",
-            "--filter",
-            &filter,
-            "--format",
-            "{{.Name}}",
-        ])
-        .lines()
-        .map(|n| format!("network {n}")),
-    );
-    left
-}
-
 /// `unstuck:unstuck-registry-secret` in base64, written out so the test
 /// does not trust the code it tests to encode it.
 const CREDENTIALS: &str = "dW5zdHVjazp1bnN0dWNrLXJlZ2lzdHJ5LXNlY3JldA==";
@@ -149,18 +118,18 @@ async fn each_fault_does_what_it_says_and_none_undoes_it() {
     );
 
     assert_eq!(
-        labelled(labels::RUN, &run).len(),
+        common::labelled(labels::RUN, &run).len(),
         2,
         "container and network"
     );
     let errors = reg.remove().await;
     assert!(errors.is_empty(), "{errors:?}");
-    assert!(labelled(labels::RUN, &run).is_empty());
+    assert!(common::labelled(labels::RUN, &run).is_empty());
 }
 
 /// The container's root qdisc, as its own network namespace shows it.
 fn qdisc_of(container: &str) -> String {
-    let pid = docker(&[
+    let pid = common::docker(&[
         "container",
         "inspect",
         "--format",
@@ -215,7 +184,7 @@ async fn a_scenario_on_a_cluster_that_stays_takes_away_what_it_put_there() {
     let hosts = std::fs::read_dir(node.registry_hosts_dir())
         .map(|d| d.count())
         .unwrap_or(0);
-    let mine = labelled(labels::OWNER_PID, &std::process::id().to_string());
+    let mine = common::labelled(labels::OWNER_PID, &std::process::id().to_string());
     let cleanup = report.cleanup.clone();
     let down = cluster.down().await;
     let _ = std::fs::remove_dir_all(&out_dir);

@@ -364,3 +364,43 @@ pub async fn service_account_kubeconfig(
     }
     std::fs::write(path, serde_json::to_string(&kc).unwrap()).expect("write kubeconfig");
 }
+
+/// `docker ARGS`'s stdout, or a panic with its stderr.
+#[allow(dead_code)]
+pub fn docker(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The containers and networks labelled `label=value`, asked of the
+/// engine directly (not through the code under test).
+#[allow(dead_code)]
+pub fn labelled(label: &str, value: &str) -> Vec<String> {
+    let filter = format!("label={label}={value}");
+    let mut left: Vec<String> =
+        docker(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"])
+            .lines()
+            .map(|n| format!("container {n}"))
+            .collect();
+    left.extend(
+        docker(&[
+            "network",
+            "ls",
+            "--filter",
+            &filter,
+            "--format",
+            "{{.Name}}",
+        ])
+        .lines()
+        .map(|n| format!("network {n}")),
+    );
+    left
+}
