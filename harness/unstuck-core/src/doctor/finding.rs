@@ -267,6 +267,11 @@ pub enum FindingDetail {
         timeout: Option<String>,
         /// Terminating namespaces whose content deletes it fails.
         blocks_namespaces: Vec<String>,
+        /// Writes that would release stuck objects and that it matches:
+        /// each fails (slowly, for a backend that hangs) while the backend
+        /// is as it is ([`crate::doctor::rejected`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rejects: Vec<crate::doctor::rejected::RejectedWrite>,
     },
 }
 

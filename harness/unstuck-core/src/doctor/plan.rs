@@ -46,24 +46,32 @@ pub struct Plan {
     /// Steps that change nothing first, then a dead webhook's fail-open
     /// (it unblocks the rest), then by `force_level`, then by finding index.
     pub steps: Vec<PlannedStep>,
-    /// Steps a webhook that fails closed with its backend gone rejects:
-    /// they are written only once that webhook fails open.
+    /// Steps a webhook that fails closed rejects: with its backend gone,
+    /// they are written only once that webhook fails open; with its
+    /// backend there but failing, only once the backend is repaired.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedStep>,
 }
 
-/// A step that a dead webhook rejects until it fails open.
+/// A step that a webhook failing closed rejects: a dead one until it
+/// fails open, a failing one (backend there but slow or misconfigured)
+/// until its backend is repaired.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BlockedStep {
     /// The finding whose step is rejected.
     pub finding_index: usize,
-    /// The DeadWebhook finding that rejects it.
+    /// The DeadWebhook or WebhookBackendFailing finding that rejects it.
     pub webhook_finding: usize,
     /// The webhook's name.
     pub webhook: String,
-    /// The Service it calls, `namespace/name`.
+    /// The Service it calls, `namespace/name` (its URL for a `url` webhook).
     pub service: String,
+    /// For a webhook whose backend is there: how it fails (`slow`,
+    /// `misconfigured: TLS`, ...). Such a webhook is never failed open, so
+    /// the step waits for the backend's repair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing: Option<String>,
 }
 
 impl Plan {
@@ -239,12 +247,20 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
             .iter_mut()
             .find(|s| s.finding_index == b.finding_index && s.action.is_mutating())
         {
-            step.rationale.push_str(&format!(
-                ". Webhook {:?} (finding #{}) rejects this write while it fails closed with its backend (Service {}) gone: its fail-open comes first and needs --allow-webhook-changes; or restore the Service",
-                b.webhook,
-                b.webhook_finding + 1,
-                b.service
-            ));
+            step.rationale.push_str(&match &b.failing {
+                None => format!(
+                    ". Webhook {:?} (finding #{}) rejects this write while it fails closed with its backend (Service {}) gone: its fail-open comes first and needs --allow-webhook-changes; or restore the Service",
+                    b.webhook,
+                    b.webhook_finding + 1,
+                    b.service
+                ),
+                Some(verdict) => format!(
+                    ". Webhook {:?} (finding #{}) fails this write while its backend ({}) is {verdict}, and the doctor never fails open a webhook whose backend is there: it is written once the backend is repaired",
+                    b.webhook,
+                    b.webhook_finding + 1,
+                    b.service
+                ),
+            });
         }
     }
     // Least force first, except that making a dead webhook fail open
@@ -266,19 +282,33 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
     Plan { steps, blocked }
 }
 
-/// Which planned writes each dead webhook rejects (from the findings'
-/// [`super::rejected`] links).
+/// Which planned writes each dead or failing webhook rejects (from the
+/// findings' [`super::rejected`] links).
 fn blocked_steps(findings: &[Finding], steps: &[PlannedStep]) -> Vec<BlockedStep> {
     let mut out = Vec::new();
     for (wi, w) in findings.iter().enumerate() {
-        let FindingDetail::Webhook {
-            webhook,
-            service,
-            rejects,
-            ..
-        } = &w.detail
-        else {
-            continue;
+        let (webhook, service, rejects, failing) = match &w.detail {
+            FindingDetail::Webhook {
+                webhook,
+                service,
+                rejects,
+                ..
+            } => (webhook, service.to_string(), rejects, None),
+            FindingDetail::FailingWebhook {
+                webhook,
+                service,
+                rejects,
+                verdict,
+                ..
+            } => (
+                webhook,
+                service
+                    .as_ref()
+                    .map_or_else(|| "its URL".to_string(), |s| format!("Service {s}")),
+                rejects,
+                Some(verdict.clone()),
+            ),
+            _ => continue,
         };
         for s in steps.iter().filter(|s| s.action.is_mutating()) {
             let subject = &findings[s.finding_index].subject;
@@ -287,7 +317,8 @@ fn blocked_steps(findings: &[Finding], steps: &[PlannedStep]) -> Vec<BlockedStep
                     finding_index: s.finding_index,
                     webhook_finding: wi,
                     webhook: webhook.clone(),
-                    service: service.to_string(),
+                    service: service.clone(),
+                    failing: failing.clone(),
                 });
             }
         }

@@ -1,12 +1,14 @@
 //! Blockers behind blockers: a stuck object is released by a write (a
 //! finalizer removed, a namespace finalized), and a webhook that fails
-//! closed with its backend gone rejects that write before anyone (the
-//! doctor, or a live controller) can make it. Namespace conditions never
-//! name such a webhook: it rejects an UPDATE, not the namespace
-//! controller's DELETE. So every dead webhook is matched ([`admission`])
-//! against the write each stuck finding's release needs, and both sides
-//! say so: the webhook which writes it rejects, the stuck object which
-//! webhook stands in the way.
+//! closed rejects that write before anyone (the doctor, or a live
+//! controller) can make it: one whose backend is gone, and one whose
+//! backend is there but failing (slow, misconfigured), which the doctor
+//! never fails open. Namespace conditions never name such a webhook for
+//! the write: it rejects an UPDATE, not the namespace controller's DELETE.
+//! So every dead or failing webhook is matched ([`admission`]) against the
+//! write each stuck finding's release needs, and both sides say so: the
+//! webhook which writes it rejects, the stuck object which webhook stands
+//! in the way.
 
 use serde::{Deserialize, Serialize};
 
@@ -83,8 +85,9 @@ fn release_of(i: usize, f: &Finding) -> Option<Release<'_>> {
     })
 }
 
-/// Links dead webhooks to the releases they reject, in place: the
-/// webhook's detail lists them and both findings say it in their evidence.
+/// Links dead and failing webhooks to the releases they reject, in place:
+/// the webhook's detail lists them and both findings say it in their
+/// evidence.
 pub fn link(findings: &mut [Finding], snapshot: &Snapshot) {
     let links = find_links(findings, snapshot);
     record_links(findings, links);
@@ -101,20 +104,30 @@ fn find_links(findings: &[Finding], snapshot: &Snapshot) -> Vec<(usize, usize, R
     let all = webhooks(snapshot);
     let mut links: Vec<(usize, usize, RejectedWrite)> = Vec::new();
     for (wi, wf) in findings.iter().enumerate() {
-        let FindingDetail::Webhook {
-            configuration,
-            configuration_name,
-            index,
-            ..
-        } = &wf.detail
-        else {
-            continue;
+        let view = match &wf.detail {
+            FindingDetail::Webhook {
+                configuration,
+                configuration_name,
+                index,
+                ..
+            } => all.iter().find(|w| {
+                w.config_kind == *configuration
+                    && w.config_name == configuration_name
+                    && w.index == *index
+            }),
+            FindingDetail::FailingWebhook {
+                configuration,
+                configuration_name,
+                webhook,
+                ..
+            } => all.iter().find(|w| {
+                w.config_kind == *configuration
+                    && w.config_name == configuration_name
+                    && w.name == webhook
+            }),
+            _ => None,
         };
-        let Some(view) = all.iter().find(|w| {
-            w.config_kind == *configuration
-                && w.config_name == configuration_name
-                && w.index == *index
-        }) else {
+        let Some(view) = view else {
             continue;
         };
         for r in &releases {
@@ -161,9 +174,18 @@ fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrit
     for (wi, si, write) in links {
         let (webhook_line, stuck_line) = {
             let (w, s) = (&findings[wi], &findings[si]);
-            let name = match &w.detail {
-                FindingDetail::Webhook { webhook, .. } => webhook.as_str(),
-                _ => "",
+            let (name, why) = match &w.detail {
+                FindingDetail::Webhook { webhook, .. } => (
+                    webhook.as_str(),
+                    "rejects while it fails closed with its backend gone".to_string(),
+                ),
+                FindingDetail::FailingWebhook {
+                    webhook, verdict, ..
+                } => (
+                    webhook.as_str(),
+                    format!("fails while it fails closed and its backend is {verdict}"),
+                ),
+                _ => ("", String::new()),
             };
             let maybe = write
                 .assumed
@@ -176,7 +198,7 @@ fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrit
                     write.operation, write.resource, s.subject, write.purpose
                 ),
                 format!(
-                    "{} needs {} {}, which webhook {name:?} ({} {}) rejects while it fails closed with its backend gone{maybe}",
+                    "{} needs {} {}, which webhook {name:?} ({} {}) {why}{maybe}",
                     write.purpose, write.operation, write.resource, w.subject.kind, w.subject.name
                 ),
             )
@@ -184,12 +206,19 @@ fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrit
         findings[si].evidence.push(stuck_line);
         let w = &mut findings[wi];
         w.evidence.push(webhook_line);
-        if let FindingDetail::Webhook { rejects, .. } = &mut w.detail {
+        if let FindingDetail::Webhook { rejects, .. } | FindingDetail::FailingWebhook { rejects, .. } =
+            &mut w.detail
+        {
             rejects.push(write);
         }
     }
     for f in findings.iter_mut() {
         if let FindingDetail::Webhook {
+            rejects,
+            blocks_namespaces,
+            ..
+        }
+        | FindingDetail::FailingWebhook {
             rejects,
             blocks_namespaces,
             ..

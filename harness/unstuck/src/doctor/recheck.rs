@@ -229,10 +229,11 @@ pub(super) async fn apply_round(
     Ok(out)
 }
 
-/// Why `step` is not written this round: a webhook that fails closed with
-/// its backend gone rejects it, and was not made to fail open first
-/// (not allowed, or its own step did not go through). Writing it anyway
-/// would only collect the admission error.
+/// Why `step` is not written this round: a webhook that fails closed
+/// rejects it: one with its backend gone that was not made to fail open
+/// first (not allowed, or its own step did not go through), or one whose
+/// backend is there but failing (never failed open). Writing it anyway
+/// would only collect the admission error, or wait out the timeout.
 fn blocked(
     step: &PlannedStep,
     plan: &Plan,
@@ -245,6 +246,13 @@ fn blocked(
     let webhook = &b.webhook;
     let number = b.webhook_finding + 1;
     let service = &b.service;
+    if let Some(verdict) = &b.failing {
+        // Never failed open: its backend is there, so the write waits for
+        // its repair (writing now would only wait out its timeout).
+        return Some(format!(
+            "not written: webhook {webhook:?} (finding #{number}) fails it while its backend ({service}) is {verdict}; repair the backend, then run again"
+        ));
+    }
     Some(if opts.allow_webhook_changes {
         format!(
             "not written: webhook {webhook:?} (finding #{number}) rejects it and was not made to fail open this round (see its step); restore Service {service} or run again"

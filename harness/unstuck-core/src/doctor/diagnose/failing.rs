@@ -174,6 +174,7 @@ impl Diagnosis<'_> {
                 quote: call.quote.clone(),
                 timeout: call.timeout.clone(),
                 blocks_namespaces: blocks,
+                rejects: Vec::new(),
             },
         }
     }

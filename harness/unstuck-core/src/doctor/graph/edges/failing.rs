@@ -1,6 +1,7 @@
 //! A webhook whose backend is there but failing (slow, misconfigured):
-//! the namespaces whose deletes it fails wait on it, it waits on its
-//! Service. Its root has no remedy: the plan advises a repair.
+//! the namespaces whose deletes it fails, and the stuck objects whose
+//! release it would fail, wait on it; it waits on its Service. Its root
+//! has no remedy: the plan advises a repair.
 
 use super::super::NodeState;
 use super::super::build::Builder;
@@ -16,6 +17,7 @@ pub(super) fn failing_webhook(b: &mut Builder, i: usize, f: &Finding) {
         verdict,
         quote,
         blocks_namespaces,
+        rejects,
         ..
     } = &f.detail
     else {
@@ -34,6 +36,20 @@ pub(super) fn failing_webhook(b: &mut Builder, i: usize, f: &Finding) {
             &hook,
             &svc,
             format!("failurePolicy Fail and its backend behind Service {s} is {verdict}: {quote}"),
+            Some(i),
+        );
+    }
+    // Behind the fix: a stuck object's release the webhook matches waits
+    // on the backend's repair.
+    for r in rejects {
+        let from = b.stuck(&r.subject);
+        b.edge(
+            &from,
+            &hook,
+            format!(
+                "{} needs {} {}, which webhook \"{webhook}\" fails while its backend is {verdict}",
+                r.purpose, r.operation, r.resource
+            ),
             Some(i),
         );
     }
