@@ -234,3 +234,84 @@ fn an_aggregated_api_that_hangs_is_reported_not_dropped_for_its_ready_endpoint()
     );
     no_writes_on_webhooks_or_apiservices(&p);
 }
+
+/// Scenario 49 (`webhook-backend-hangs-behind-finalizer.json`, the first
+/// doctor call's snapshot): a ConfigMap with a dead finalizer in a
+/// Terminating namespace, guarded by a webhook whose backend hangs. The
+/// finalizer's removal is an UPDATE the webhook matches: both findings
+/// say so, the graph draws the wait, and the plan holds the write back
+/// until the backend is repaired. Nothing touches the webhook.
+#[test]
+fn a_hanging_webhook_in_front_of_a_dead_finalizers_release_holds_the_patch_back() {
+    let s = recorded("webhook-backend-hangs-behind-finalizer");
+    let (findings, p) = run("webhook-backend-hangs-behind-finalizer");
+    let (wi, webhook) = findings
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.kind == FindingKind::WebhookBackendFailing)
+        .expect("WebhookBackendFailing");
+    let (oi, orphan) = findings
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.kind == FindingKind::OrphanFinalizer)
+        .expect("OrphanFinalizer");
+    assert_eq!(orphan.subject.name, "guarded-leftover");
+    let FindingDetail::FailingWebhook {
+        verdict, rejects, ..
+    } = &webhook.detail
+    else {
+        panic!("{:?}", webhook.detail);
+    };
+    assert_eq!(verdict, "slow");
+    assert_eq!(rejects.len(), 1, "{rejects:?}");
+    assert_eq!(rejects[0].subject, orphan.subject);
+    assert_eq!(
+        (rejects[0].operation.as_str(), rejects[0].resource.as_str()),
+        ("UPDATE", "configmaps")
+    );
+    assert!(
+        orphan.evidence.iter().any(|e| e.contains(
+            "removing its finalizers needs UPDATE configmaps, which webhook \"validate.policy.example.com\""
+        ) && e.contains("its backend is slow")),
+        "{:#?}",
+        orphan.evidence
+    );
+    assert!(
+        webhook
+            .summary
+            .contains("it rejects the write that would release 1 stuck object(s)")
+    );
+
+    // The plan: the finalizer patch is there but held back, never a
+    // fail-open of the webhook.
+    no_writes_on_webhooks_or_apiservices(&p);
+    let blocked: Vec<_> = p.blockers_of(oi).collect();
+    assert_eq!(blocked.len(), 1, "{:#?}", p.blocked);
+    assert_eq!(blocked[0].webhook_finding, wi);
+    assert_eq!(blocked[0].failing.as_deref(), Some("slow"));
+    let patch = p
+        .steps
+        .iter()
+        .find(|st| st.finding_index == oi && st.action.is_mutating())
+        .expect("the finalizer patch is planned");
+    assert!(
+        patch
+            .rationale
+            .contains("never fails open a webhook whose backend is there"),
+        "{}",
+        patch.rationale
+    );
+
+    // The graph: the ConfigMap waits on the webhook, for its release.
+    let graph = unstuck_core::doctor::BlockerGraph::build(&findings, &p, &s);
+    assert!(
+        graph
+            .edges
+            .iter()
+            .any(|e| e.from.contains("guarded-leftover")
+                && e.to.contains("validate.policy.example.com")
+                && e.why.contains("fails while its backend is slow")),
+        "{:#?}",
+        graph.edges
+    );
+}

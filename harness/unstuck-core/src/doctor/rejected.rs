@@ -206,8 +206,8 @@ fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrit
         findings[si].evidence.push(stuck_line);
         let w = &mut findings[wi];
         w.evidence.push(webhook_line);
-        if let FindingDetail::Webhook { rejects, .. } | FindingDetail::FailingWebhook { rejects, .. } =
-            &mut w.detail
+        if let FindingDetail::Webhook { rejects, .. }
+        | FindingDetail::FailingWebhook { rejects, .. } = &mut w.detail
         {
             rejects.push(write);
         }

@@ -152,9 +152,16 @@ impl ScenarioRun<'_> {
         // What the doctor saw before any remedy: evidence, and a recording
         // the diagnosis unit tests replay. Redacted: on a `--kubeconfig`
         // cluster it holds that cluster's pods and workloads.
+        // A scenario's later doctor calls keep their own (`snapshot-2.json`,
+        // ...): the first one's is what the stuck state looked like.
         if let Some(first) = report.rounds.first() {
             let redacted = unstuck_core::doctor::redact::redact(&first.snapshot);
-            self.report.write_evidence("snapshot.json", &redacted);
+            let call = self.report.graphs.len() + 1;
+            let name = match call {
+                1 => "snapshot.json".to_string(),
+                n => format!("snapshot-{n}.json"),
+            };
+            self.report.write_evidence(&name, &redacted);
         }
         // A scenario may call the doctor more than once (a refusal, then
         // the operator's --assume-dead): the report keeps every call's.
