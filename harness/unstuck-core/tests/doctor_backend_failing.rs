@@ -315,3 +315,70 @@ fn a_hanging_webhook_in_front_of_a_dead_finalizers_release_holds_the_patch_back(
         graph.edges
     );
 }
+
+/// The same snapshot once the backend is repaired but before the namespace
+/// controller's next pass: its condition still says "context deadline
+/// exceeded", and the doctor's own dry-run DELETE through the webhook is
+/// admitted. The backend answers now: nothing waits on it, and the
+/// finalizer patch is no longer held back.
+#[test]
+fn a_webhook_whose_dry_run_is_admitted_now_holds_nothing_back() {
+    let mut s = recorded("webhook-backend-hangs-behind-finalizer");
+    let ns = s
+        .namespaces
+        .iter()
+        .find_map(|n| {
+            n.metadata
+                .name
+                .clone()
+                .filter(|name| name.starts_with("shop-"))
+        })
+        .unwrap();
+    s.webhook_probes = vec![unstuck_core::doctor::backend::WebhookProbe {
+        webhook: "validate.policy.example.com".into(),
+        object: format!("ConfigMap {ns}/guarded-leftover"),
+        elapsed_ms: 12,
+        error: None,
+    }];
+    let findings = diagnose(
+        &s,
+        &DiagnoseOptions {
+            stuck_after: Duration::from_secs(3),
+            ..Default::default()
+        },
+    );
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f.kind == FindingKind::WebhookBackendFailing),
+        "{:#?}",
+        findings.iter().map(|f| &f.summary).collect::<Vec<_>>()
+    );
+    let p = plan(&findings, &s);
+    assert!(p.blocked.is_empty(), "{:#?}", p.blocked);
+    let oi = findings
+        .iter()
+        .position(|f| f.kind == FindingKind::OrphanFinalizer)
+        .expect("OrphanFinalizer");
+    assert!(
+        p.steps
+            .iter()
+            .any(|st| st.finding_index == oi && st.action.is_mutating()),
+        "{}",
+        p.render_dry_run()
+    );
+}
+
+/// A Terminating object the webhook takes is a probe candidate too, after
+/// the ones not being deleted: here the guarded ConfigMap is all there is.
+#[test]
+fn a_terminating_object_is_timed_when_it_is_all_the_webhook_takes() {
+    let s = recorded("webhook-backend-hangs-behind-finalizer");
+    let targets = unstuck_core::doctor::backend::probe_targets(&s);
+    assert_eq!(targets.len(), 1, "{targets:?}");
+    assert_eq!(targets[0].0, "validate.policy.example.com");
+    assert_eq!(
+        targets[0].1.metadata.name.as_deref(),
+        Some("guarded-leftover")
+    );
+}

@@ -99,6 +99,7 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         // The apiserver's answers to the doctor's dry-runs: evidence, as
         // event messages are.
         webhook_probes: _,
+        api_service_probes: _,
         controller_manager_metrics: _,
         deployments,
         stateful_sets,

@@ -102,6 +102,10 @@ pub struct Snapshot {
     /// slow or misconfigured ([`super::backend::probe_targets`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhook_probes: Vec<super::backend::WebhookProbe>,
+    /// (Added) Timed discovery calls for aggregated APIs whose backend is
+    /// there but fails ([`super::backend::api_service_probe_targets`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_service_probes: Vec<super::backend::ApiServiceProbe>,
     /// (Added) kube-controller-manager's namespace workqueue, read from its
     /// `/metrics` on a local cluster. `None`: not tried.
     #[serde(default, skip_serializing_if = "Option::is_none")]

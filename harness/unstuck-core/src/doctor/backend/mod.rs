@@ -36,7 +36,9 @@ use serde::{Deserialize, Serialize};
 pub use call::{CallFailure, CallVerdict, Misconfiguration, classify};
 pub use judge::judge;
 pub use pod::BackendPod;
-pub use probe::{MAX_TRIES, WebhookProbe, probe_targets};
+pub use probe::{
+    ApiServiceProbe, MAX_TRIES, WebhookProbe, api_service_probe_targets, probe_targets,
+};
 
 /// How far apart two reads with no ready endpoint must be for the absence
 /// to count as sustained. The collector waits this long between them.

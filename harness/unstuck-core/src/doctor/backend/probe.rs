@@ -53,9 +53,10 @@ impl WebhookProbe {
 
 /// What to dry-run delete: per Terminating namespace whose content
 /// failure names a fail-closed webhook with a slow or misconfigured call,
-/// up to [`MAX_TRIES`] objects of that namespace its objectSelector takes
-/// (not being deleted already: the namespace controller's failed deletes
-/// leave them so).
+/// up to [`MAX_TRIES`] objects of that namespace its objectSelector takes:
+/// first those not being deleted (the namespace controller's failed
+/// deletes leave them so), then those being deleted (a DELETE of one goes
+/// through admission all the same).
 pub fn probe_targets(snapshot: &Snapshot) -> Vec<(String, &ObjectRecord)> {
     let mut out = Vec::new();
     for ns in snapshot
@@ -82,19 +83,94 @@ pub fn probe_targets(snapshot: &Snapshot) -> Vec<(String, &ObjectRecord)> {
             else {
                 continue;
             };
-            let candidates = snapshot
+            let mut candidates: Vec<&ObjectRecord> = snapshot
                 .namespace_content
                 .iter()
-                .filter(|r| r.namespace() == Some(name) && r.metadata.deletion_timestamp.is_none())
+                .filter(|r| r.namespace() == Some(name))
                 .filter(|r| {
                     w.object_selector.is_none_or(|sel| {
                         selector_matches(sel, &r.metadata.labels.clone().unwrap_or_default())
                     })
                 })
-                .take(MAX_TRIES);
-            for r in candidates {
+                .collect();
+            candidates.sort_by_key(|r| r.metadata.deletion_timestamp.is_some());
+            for r in candidates.into_iter().take(MAX_TRIES) {
                 out.push((hook.clone(), r));
             }
+        }
+    }
+    out
+}
+
+/// One discovery call the collector made for an aggregated API whose
+/// backend is there (ready endpoints) but whose APIService is unavailable:
+/// `GET /apis/<group>/<version>` through the aggregator, as discovery and
+/// the namespace controller make it, timed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServiceProbe {
+    /// The APIService's name.
+    pub api_service: String,
+    /// `group/version` it serves.
+    pub group_version: String,
+    /// From the request to the answer (or to the collector's limit).
+    pub elapsed_ms: u64,
+    /// The apiserver's error, or that none came within the limit; `None`
+    /// when the call was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ApiServiceProbe {
+    /// One evidence line.
+    pub fn line(&self) -> String {
+        let secs = self.elapsed_ms as f64 / 1000.0;
+        let call = format!(
+            "the doctor's GET /apis/{} through the aggregator (what discovery calls)",
+            self.group_version
+        );
+        match &self.error {
+            Some(e) => format!("{call} failed after {secs:.2} s (measured): {e}"),
+            None => format!(
+                "{call} was answered after {secs:.2} s (measured): the backend answered this time"
+            ),
+        }
+    }
+}
+
+/// What to time for aggregated APIs: each APIService served by a Service
+/// whose condition says Available=False while its Service has ready
+/// endpoints (a backend that is there but fails), as `(name,
+/// group/version)`.
+pub fn api_service_probe_targets(snapshot: &Snapshot) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for api in &snapshot.api_services {
+        let Some(spec) = api.spec.as_ref() else {
+            continue;
+        };
+        let (Some(group), Some(version)) = (spec.group.as_deref(), spec.version.as_deref()) else {
+            continue;
+        };
+        if spec.service.is_none() || group.is_empty() {
+            continue;
+        }
+        let Some(available) = api
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Available"))
+            .filter(|c| c.status == "False")
+        else {
+            continue;
+        };
+        if matches!(
+            crate::doctor::apiservice::backend(api, available, &snapshot.api_service_backends),
+            crate::doctor::apiservice::Backend::Serving(_)
+        ) {
+            out.push((
+                api.metadata.name.clone().unwrap_or_default(),
+                format!("{group}/{version}"),
+            ));
         }
     }
     out

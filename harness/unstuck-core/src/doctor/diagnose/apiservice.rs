@@ -143,6 +143,14 @@ impl<'a> Diagnosis<'a> {
                     })?;
                     evidence.extend(why);
                     evidence.push(call.line());
+                    let name = api.metadata.name.as_deref().unwrap_or_default();
+                    evidence.extend(
+                        self.snapshot
+                            .api_service_probes
+                            .iter()
+                            .filter(|p| p.api_service == name)
+                            .map(|p| p.line()),
+                    );
                     evidence.push(format!(
                         "not deleted: that is for a backend proven gone; {}",
                         call.advice()
