@@ -4,9 +4,8 @@
 //! leaves a cluster, process or directory of either behind.
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Child,
     sync::mpsc,
     time::{Duration, Instant},
 };
@@ -34,27 +33,19 @@ fn two_scenarios(tag: &str) -> PathBuf {
 /// Starts `unstuck run` on `scenarios`; its stderr lines arrive on the
 /// returned channel (and are echoed, for the test log).
 fn start_run(scenarios: &Path, out: &Path) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_unstuck"))
-        .arg("run")
-        .arg("--scenarios")
-        .arg(scenarios)
-        .arg("--fixtures")
-        .arg(common::repo_root().join("fixtures"))
-        .arg("--out")
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("unstuck run starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("  | {line}");
-            let _ = tx.send(line);
-        }
-    });
-    (child, rx)
+    let fixtures = common::repo_root().join("fixtures");
+    common::spawn_unstuck(
+        &[
+            "run",
+            "--scenarios",
+            scenarios.to_str().unwrap(),
+            "--fixtures",
+            fixtures.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    )
 }
 
 /// Reads stderr lines until one contains `needle` (or the run ends),

@@ -87,7 +87,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let stamp = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
-    let out_dir = args.out.join(&stamp);
+    // Absolute once, here: steps write files that others read relative to
+    // another directory (the container step's registration, the apply
+    // step's fixtures), and `--out` may be relative (ci/main.sh's is).
+    let out_dir = std::path::absolute(&args.out)
+        .with_context(|| format!("resolving --out {}", args.out.display()))?
+        .join(&stamp);
     if scenarios.is_empty() {
         // More CI jobs than scenarios: this job's part is empty, which is
         // not a failure; its (empty) report still merges.
