@@ -65,7 +65,8 @@ pub enum RegistryFault {
     /// It serves what was pushed.
     #[default]
     None,
-    /// Its container is stopped: its address answers nothing.
+    /// Its port refuses every connection (its host up, its service
+    /// stopped).
     Down,
     /// The manifests of the pushed tags are deleted (the blobs stay): a
     /// pull of any of them is "not found".

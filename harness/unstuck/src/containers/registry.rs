@@ -34,6 +34,12 @@ pub const PASSWORD: &str = "unstuck-registry-secret";
 /// The registry's egress under the `slow` fault: the pushed image's own
 /// layer ([`PAD_LAYER_BYTES`]) takes over two minutes.
 const SLOW_RATE: &str = "64kbit";
+/// The `down` fault: the registry's port answers every connection with a
+/// reset (`{op}`: `-I` to add it, `-D` to take it away). Not `docker
+/// stop`: a stopped container gives its address back, and on a network
+/// registries share (kind's) the next one started takes it, so pulls meant
+/// for the stopped registry reach another (found on kind).
+const REFUSE_RULE: &str = "{op} INPUT -p tcp --dport 5000 -j REJECT --reject-with tcp-reset";
 /// The size of the layer each push adds.
 const PAD_LAYER_BYTES: usize = 1 << 20;
 
@@ -185,17 +191,9 @@ impl Registry {
         match self.fault {
             RegistryFault::None => {}
             RegistryFault::Down => {
-                let lines = self.managed.logs().await.lines().count();
-                self.managed
-                    .docker()
-                    .cmd()
-                    .args(["start", &self.managed.container])
-                    .output()
-                    .await
-                    .map_err(ContainerError::from)?;
-                self.managed.wait_ready(READY_LINE, lines).await?;
-                self.ip = self.managed.ip().await?;
-                done.push(format!("started it again, now at {}", self.address()));
+                self.in_netns("iptables", &REFUSE_RULE.replace("{op}", "-D"))
+                    .await?;
+                done.push(format!("{} answers again", self.address()));
             }
             RegistryFault::TagDeleted => {
                 for (repo, tag, image) in self.pushed.clone() {
@@ -204,7 +202,7 @@ impl Registry {
                 }
             }
             RegistryFault::Slow => {
-                self.tc(&["qdisc", "del", "dev", "eth0", "root"]).await?;
+                self.in_netns("tc", "qdisc del dev eth0 root").await?;
                 done.push("removed the throttle on its eth0".into());
             }
         }
@@ -212,15 +210,10 @@ impl Registry {
         match to {
             RegistryFault::None => {}
             RegistryFault::Down => {
-                self.managed
-                    .docker()
-                    .cmd()
-                    .args(["stop", "--time", "1", &self.managed.container])
-                    .output()
-                    .await
-                    .map_err(ContainerError::from)?;
+                self.in_netns("iptables", &REFUSE_RULE.replace("{op}", "-I"))
+                    .await?;
                 done.push(format!(
-                    "stopped its container: nothing answers at {} any more",
+                    "{} refuses every connection now (iptables REJECT with tcp-reset in its network namespace), as a registry host whose service stopped does",
                     self.address()
                 ));
             }
@@ -237,10 +230,12 @@ impl Registry {
                 }
             }
             RegistryFault::Slow => {
-                self.tc(&[
-                    "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", SLOW_RATE, "burst",
-                    "16kb", "latency", "2s",
-                ])
+                self.in_netns(
+                    "tc",
+                    &format!(
+                        "qdisc replace dev eth0 root tbf rate {SLOW_RATE} burst 16kb latency 2s"
+                    ),
+                )
                 .await?;
                 done.push(format!(
                     "throttled its eth0 to {SLOW_RATE} (tc tbf in its network namespace)"
@@ -251,16 +246,17 @@ impl Registry {
         Ok(done)
     }
 
-    /// `tc` in the container's network namespace: the image has no `tc`
-    /// (FROM scratch), so it is this host's, entered by the container's pid.
-    async fn tc(&self, args: &[&str]) -> Result<(), RegistryError> {
+    /// `program args` (space-separated) in the container's network
+    /// namespace: the image has neither `tc` nor `iptables` (FROM scratch),
+    /// so they are this host's, entered by the container's pid.
+    async fn in_netns(&self, program: &str, args: &str) -> Result<(), RegistryError> {
         let pid = self.managed.pid().await?;
         Cmd::new("nsenter")
             .arg("--target")
             .arg(pid.to_string())
             .arg("--net")
-            .arg("tc")
-            .args(args)
+            .arg(program)
+            .args(args.split_whitespace())
             .output()
             .await
             .map_err(ContainerError::from)?;
