@@ -44,10 +44,6 @@ pub struct Managed {
 }
 
 impl Managed {
-    pub fn docker(&self) -> &Docker {
-        &self.docker
-    }
-
     /// What the container logged, on stdout and stderr (the registry
     /// logs to stderr).
     pub async fn logs(&self) -> String {
@@ -99,13 +95,12 @@ impl Managed {
         Ok(said.trim().parse().unwrap_or(0))
     }
 
-    /// Waits until it has logged `ready_line` (since `since`, a count of
-    /// lines already there), or says why not.
-    pub async fn wait_ready(&self, ready_line: &str, since: usize) -> Result<(), ContainerError> {
+    /// Waits until it has logged `ready_line`, or says why not.
+    async fn wait_ready(&self, ready_line: &str) -> Result<(), ContainerError> {
         let started = Instant::now();
         loop {
             let log = self.logs().await;
-            if log.lines().skip(since).any(|l| l.contains(ready_line)) {
+            if log.contains(ready_line) {
                 return Ok(());
             }
             let running = self
@@ -232,6 +227,6 @@ pub async fn launch(l: Launch<'_>) -> Result<Managed, ContainerError> {
         run = run.arg("--env").arg(format!("{k}={v}"));
     }
     run.arg(l.image).output().await?;
-    managed.wait_ready(l.ready_line, 0).await?;
+    managed.wait_ready(l.ready_line).await?;
     Ok(managed)
 }

@@ -63,7 +63,7 @@ pub struct Registry {
     pub ip: IpAddr,
     basic_auth: bool,
     /// What was pushed: `(repo, tag, image)`, for a deleted tag's restore.
-    pushed: Vec<(String, String, std::sync::Arc<LayoutImage>)>,
+    pushed: Vec<(String, String, LayoutImage)>,
     fault: RegistryFault,
 }
 
@@ -139,7 +139,7 @@ impl Registry {
         tag: &str,
     ) -> Result<String, RegistryError> {
         let pad = format!("unstuck-{}", self.managed.container);
-        let image = std::sync::Arc::new(layout::read(archive)?.with_layer(&pad, PAD_LAYER_BYTES));
+        let image = layout::read(archive)?.with_layer(&pad, PAD_LAYER_BYTES);
         for (digest, bytes) in &image.blobs {
             self.push_blob(repo, digest, bytes).await?;
         }
@@ -196,8 +196,8 @@ impl Registry {
                 done.push(format!("{} answers again", self.address()));
             }
             RegistryFault::TagDeleted => {
-                for (repo, tag, image) in self.pushed.clone() {
-                    self.put_manifest(&repo, &tag, &image).await?;
+                for (repo, tag, image) in &self.pushed {
+                    self.put_manifest(repo, tag, image).await?;
                     done.push(format!("pushed the manifest of {repo}:{tag} again"));
                 }
             }
