@@ -10,7 +10,7 @@
 //! it) and, for the runs, the local provider's components.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{Arc, mpsc},
     time::{Duration, Instant},
@@ -134,23 +134,6 @@ fn scenario_dir(tag: &str, file: &str) -> PathBuf {
 const HANG: &str = "37-webhook-backend-hangs.yaml";
 const REGISTRY_DOWN: &str = "44-registry-down.yaml";
 
-fn start_run(scenarios: &Path) -> (Child, mpsc::Receiver<String>) {
-    let fixtures = common::repo_root().join("fixtures");
-    let out = scenarios.with_extension("out");
-    common::spawn_unstuck(
-        &[
-            "run",
-            "--scenarios",
-            scenarios.to_str().unwrap(),
-            "--fixtures",
-            fixtures.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    )
-}
-
 /// Waits until the run's container (a backend, a registry) is up (labelled with the run
 /// process as its owner).
 fn wait_for_container(child: &mut Child, rx: &mpsc::Receiver<String>) -> Vec<String> {
@@ -203,7 +186,7 @@ fn sigint_mid_registry_scenario_leaves_no_container_or_network() {
 
 fn sigint_leaves_nothing(tag: &str, file: &str) {
     let scenarios = scenario_dir(tag, file);
-    let (mut child, rx) = start_run(&scenarios);
+    let (mut child, rx) = common::spawn_run(&scenarios, &scenarios.with_extension("out"));
     let pid = child.id().to_string();
     let there = wait_for_container(&mut child, &rx);
     assert!(
@@ -263,7 +246,7 @@ fn sigkill_mid_registry_scenario_then_cluster_gc_leaves_nothing() {
 
 fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
     let scenarios = scenario_dir(tag, file);
-    let (mut child, rx) = start_run(&scenarios);
+    let (mut child, rx) = common::spawn_run(&scenarios, &scenarios.with_extension("out"));
     let pid = child.id().to_string();
     wait_for_container(&mut child, &rx);
     signal(&child, libc::SIGKILL);

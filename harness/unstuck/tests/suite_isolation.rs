@@ -30,24 +30,6 @@ fn two_scenarios(tag: &str) -> PathBuf {
     dir
 }
 
-/// Starts `unstuck run` on `scenarios`; its stderr lines arrive on the
-/// returned channel (and are echoed, for the test log).
-fn start_run(scenarios: &Path, out: &Path) -> (Child, mpsc::Receiver<String>) {
-    let fixtures = common::repo_root().join("fixtures");
-    common::spawn_unstuck(
-        &[
-            "run",
-            "--scenarios",
-            scenarios.to_str().unwrap(),
-            "--fixtures",
-            fixtures.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    )
-}
-
 /// Reads stderr lines until one contains `needle` (or the run ends),
 /// returning every line read.
 fn read_until(rx: &mpsc::Receiver<String>, needle: &str, limit: Duration) -> Vec<String> {
@@ -137,7 +119,7 @@ fn scenario<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Va
 fn a_node_fault_runs_on_a_cluster_of_its_own_and_nothing_is_left() {
     let scenarios = two_scenarios("pass");
     let out = scenarios.with_extension("out");
-    let (mut child, rx) = start_run(&scenarios, &out);
+    let (mut child, rx) = common::spawn_run(&scenarios, &out);
     let lines = read_until(&rx, "bringing up local cluster", Duration::from_secs(60));
     let run = run_cluster(&lines);
     let status = wait_exit(&mut child, Duration::from_secs(900));
@@ -170,7 +152,7 @@ fn a_node_fault_runs_on_a_cluster_of_its_own_and_nothing_is_left() {
 fn ctrl_c_tears_down_the_shared_and_the_own_clusters() {
     let scenarios = two_scenarios("int");
     let out = scenarios.with_extension("out");
-    let (mut child, rx) = start_run(&scenarios, &out);
+    let (mut child, rx) = common::spawn_run(&scenarios, &out);
     let mut lines = read_until(&rx, "bringing up local cluster", Duration::from_secs(60));
     let run = run_cluster(&lines);
     // Interrupt once the scenario on its own cluster is under way: its

@@ -404,3 +404,25 @@ pub fn labelled(label: &str, value: &str) -> Vec<String> {
     );
     left
 }
+
+/// `unstuck run` of the scenarios in `scenarios` with the repository's
+/// fixtures, reports under `out`, as [`spawn_unstuck`] starts it.
+#[allow(dead_code)]
+pub fn spawn_run(
+    scenarios: &std::path::Path,
+    out: &std::path::Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let fixtures = repo_root().join("fixtures");
+    spawn_unstuck(
+        &[
+            "run",
+            "--scenarios",
+            scenarios.to_str().expect("a UTF-8 path"),
+            "--fixtures",
+            fixtures.to_str().expect("a UTF-8 path"),
+            "--out",
+            out.to_str().expect("a UTF-8 path"),
+        ],
+        &[],
+    )
+}
