@@ -191,10 +191,87 @@ fn cluster_wide_wildcard_rights_could_act_but_are_no_sign_of_ownership() {
 }
 
 #[test]
-fn rights_left_behind_with_nothing_running_as_them_prove_nothing_alive() {
+fn rights_left_to_an_account_whose_namespace_is_gone_prove_nothing_alive() {
+    // The uninstall deleted namespace ops: its ServiceAccount, and any
+    // token of it, went with it; only the ClusterRoleBinding is left.
     let s = kiali_with(None, kiali_rights());
+    assert!(s.namespace("ops").is_none());
     let v = verdict(&s, "kiali", KIALI, &[]);
     assert!(v.is_dead(), "{v:?}");
+}
+
+/// Namespace `ops`, as the recording's own namespaces are.
+fn with_namespace_ops(mut s: Snapshot) -> Snapshot {
+    let mut ns = s.namespaces[0].clone();
+    ns.metadata.name = Some("ops".into());
+    ns.metadata.uid = Some("ops-uid".into());
+    ns.metadata.deletion_timestamp = None;
+    ns.status = None;
+    s.namespaces.push(ns);
+    s
+}
+
+#[test]
+fn an_account_with_rights_on_the_custom_type_and_no_pod_may_act_from_outside() {
+    // Namespace ops is there: its ServiceAccount's token may be in use by
+    // a controller outside the cluster (a management cluster's).
+    let s = with_namespace_ops(kiali_with(None, kiali_rights()));
+    let v = verdict(&s, "kiali", KIALI, &[]);
+    assert!(matches!(v, OwnerVerdict::Unknown { .. }), "{v:?}");
+    let text = evidence(&v);
+    assert!(
+        text.contains("ServiceAccount ops/runner may update kialis.kiali.io by ClusterRoleBinding agent -> ClusterRole agent")
+            && text.contains("its token may be used from outside the cluster; confirm it is not, then --assume-dead kiali.io/finalizer"),
+        "{text}"
+    );
+    assert!(verdict(&s, "kiali", KIALI, &[KIALI.into()]).is_dead());
+}
+
+#[test]
+fn a_user_or_group_with_rights_on_the_custom_type_keeps_the_key_unknown() {
+    for (kind, name) in [
+        ("User", "capi-manager@mgmt"),
+        ("Group", "platform-controllers"),
+    ] {
+        let mut s = kiali_with(None, kiali_rights());
+        let binding = s
+            .rbac
+            .as_mut()
+            .unwrap()
+            .cluster_role_bindings
+            .last_mut()
+            .unwrap();
+        binding.subjects = Some(vec![
+            serde_json::from_value(serde_json::json!({"kind": kind, "name": name, "apiGroup": "rbac.authorization.k8s.io"}))
+                .unwrap(),
+        ]);
+        let v = verdict(&s, "kiali", KIALI, &[]);
+        assert!(matches!(v, OwnerVerdict::Unknown { .. }), "{kind}: {v:?}");
+        let text = evidence(&v);
+        assert!(
+            text.contains(&format!(
+                "{kind} {name} may update kialis.kiali.io by ClusterRoleBinding agent"
+            )) && text.contains("an identity outside the cluster"),
+            "{text}"
+        );
+    }
+    // Kubernetes' own identities and every-group rights are not a sign.
+    let mut s = kiali_with(
+        None,
+        serde_json::json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
+    );
+    let binding = s
+        .rbac
+        .as_mut()
+        .unwrap()
+        .cluster_role_bindings
+        .last_mut()
+        .unwrap();
+    binding.subjects = Some(vec![
+        serde_json::from_value(serde_json::json!({"kind": "User", "name": "admin", "apiGroup": "rbac.authorization.k8s.io"}))
+            .unwrap(),
+    ]);
+    assert!(verdict(&s, "kiali", KIALI, &[]).is_dead());
 }
 
 #[test]
@@ -242,9 +319,63 @@ fn a_write_after_the_deletion_by_a_manager_named_for_nothing_shows_someone_at_wo
         evidence(&v).contains("manager \"percona-xtradb-cluster-operator\" wrote to the object 28s ago (Update status), 2s into its deletion"),
         "{v:?}"
     );
-    // Three minutes on, the write is history: the key is dead again.
+    // Three minutes on, the write is not history: a controller acting from
+    // outside the cluster leaves only its writes. Unknown, never Dead,
+    // until a person confirms.
     s.taken_at = deleted + SignedDuration::from_secs(180);
-    assert!(verdict(&s, "kiali", KIALI, &[]).is_dead());
+    let v = verdict(&s, "kiali", KIALI, &[]);
+    assert!(matches!(v, OwnerVerdict::Unknown { .. }), "{v:?}");
+    assert!(
+        evidence(&v).contains("confirm that writer is gone, then --assume-dead the key"),
+        "{v:?}"
+    );
+    assert!(
+        !evidence(&v).contains("something is at work on it"),
+        "{v:?}"
+    );
+    assert!(verdict(&s, "kiali", KIALI, &[KIALI.into()]).is_dead());
+}
+
+#[test]
+fn a_controller_named_like_a_persons_tool_is_still_a_controller() {
+    // Flux's helm-controller is not a person's `helm`.
+    let mut s = load_snapshot("real-v1.34.4/uninstalled-crd-controller");
+    let kiali = s
+        .terminating
+        .iter_mut()
+        .find(|r| r.name() == "kiali")
+        .unwrap();
+    let deleted = kiali.metadata.deletion_timestamp.clone().unwrap().0;
+    let mut write = kiali.metadata.managed_fields.clone().unwrap_or_default()[0].clone();
+    write.manager = Some("helm-controller".into());
+    write.time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        deleted + SignedDuration::from_secs(1),
+    ));
+    kiali
+        .metadata
+        .managed_fields
+        .get_or_insert_default()
+        .push(write.clone());
+    s.taken_at = deleted + SignedDuration::from_secs(20);
+    assert!(verdict(&s, "kiali", KIALI, &[]).is_alive());
+    // A person's own helm and kubectl variants say nothing.
+    for person in ["helm", "kubectl-client-side-apply"] {
+        let mut s = s.clone();
+        let kiali = s
+            .terminating
+            .iter_mut()
+            .find(|r| r.name() == "kiali")
+            .unwrap();
+        kiali
+            .metadata
+            .managed_fields
+            .as_mut()
+            .unwrap()
+            .last_mut()
+            .unwrap()
+            .manager = Some(person.into());
+        assert!(verdict(&s, "kiali", KIALI, &[]).is_dead(), "{person}");
+    }
 }
 
 #[test]

@@ -233,6 +233,20 @@ pub fn inotify_instances() -> (usize, Option<usize>) {
     (in_use, limit)
 }
 
+/// Opens (creating) `path` and takes an exclusive `flock` on it, waiting
+/// for another holder; held until the returned file is dropped. The kernel
+/// releases it when its holder dies, so a SIGKILLed holder never wedges
+/// the next one.
+pub fn lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    file.lock()?;
+    Ok(file)
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail and touches no memory.
     unsafe { libc::geteuid() == 0 }
@@ -244,6 +258,21 @@ pub fn cgroup_v1_hierarchies() -> Vec<PathBuf> {
     mounts()
         .into_iter()
         .filter(|m| m.fs_type == "cgroup" && m.mount_point.starts_with("/sys/fs/cgroup"))
+        .map(|m| m.mount_point)
+        .collect()
+}
+
+/// Every cgroup hierarchy mounted under /sys/fs/cgroup: the v1 ones and
+/// the unified (v2) one, which a hybrid host mounts at
+/// `/sys/fs/cgroup/unified` beside them. runc makes a container's cgroup
+/// in each, so a cluster's cgroups are removed from each.
+pub fn cgroup_hierarchies() -> Vec<PathBuf> {
+    mounts()
+        .into_iter()
+        .filter(|m| {
+            matches!(m.fs_type.as_str(), "cgroup" | "cgroup2")
+                && m.mount_point.starts_with("/sys/fs/cgroup")
+        })
         .map(|m| m.mount_point)
         .collect()
 }
@@ -274,16 +303,25 @@ fn walk_procs(dir: &Path, pids: &mut Vec<i32>) {
 
 /// Removes a cgroup directory tree bottom-up (cgroupfs only allows rmdir of
 /// empty groups, which is all a cgroup directory can be once its processes are gone).
+///
+/// A group that is already gone is no error: the kernel, runc or a second
+/// teardown may remove it between the listing and the rmdir, and a report
+/// that named it would read as a leak where there is none.
 pub fn remove_cgroup_tree(dir: &Path) -> std::io::Result<()> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    for e in fs::read_dir(dir)?.flatten() {
+    let gone_is_fine = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    };
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return gone_is_fine(Err(e)),
+    };
+    for e in entries.flatten() {
         if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
             remove_cgroup_tree(&e.path())?;
         }
     }
-    fs::remove_dir(dir)
+    gone_is_fine(fs::remove_dir(dir))
 }
 
 /// Whether a process belongs to the pod with UID `pod_uid`: its cgroup
@@ -367,6 +405,22 @@ fn read_c_string(pid: i32, addr: u64) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_lock_is_held_by_one_opener_until_it_is_dropped() {
+        let path = std::env::temp_dir().join(format!("unstuck-lock-test-{}", std::process::id()));
+        let held = lock_file(&path).unwrap();
+        // A second open file description is a second flock holder.
+        let other = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        assert!(
+            matches!(other.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+            "a second opener must wait while the lock is held"
+        );
+        drop(held);
+        other.try_lock().expect("free once the holder dropped it");
+        drop(other);
+        std::fs::remove_file(&path).unwrap();
+    }
+
     use super::*;
 
     #[test]

@@ -249,3 +249,78 @@ async fn the_cluster_commands_work_on_the_kind_provider() {
         })
         .expect("removing the test's record directory");
 }
+
+/// Two `cluster up` started together (issue 30): each run's start-up
+/// sweep must see the other's cluster, which has no apiserver yet while
+/// it boots, as claimed by the live process creating it, not as stale.
+/// Before the claim, the second `up` tore the first down mid-boot
+/// (`etcd exited during start-up (signal: 15 (SIGTERM))`) five times out
+/// of five. Both come up, both are listed up, both go down, and nothing
+/// of either is left, its cgroups in every hierarchy included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_local_clusters_brought_up_at_once_both_come_up() {
+    let p = Provider {
+        name: "local",
+        env: vec![("UNSTUCK_KIND_STATE_DIR", own_dir("no-kind-pair").into())],
+    };
+    let names = [
+        common::cluster_name("it-pair-a"),
+        common::cluster_name("it-pair-b"),
+    ];
+    let _cleanup = DownOnDrop {
+        provider: &p,
+        names: names.to_vec(),
+    };
+    let ups: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let env: Vec<(String, OsString)> = p
+                .env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            let name = name.clone();
+            std::thread::spawn(move || {
+                // 0.3 s apart: the second sweep runs while the first boots.
+                std::thread::sleep(Duration::from_millis(300 * i as u64));
+                let env: Vec<(&str, &OsStr)> = env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_os_str()))
+                    .collect();
+                common::unstuck_env(&["cluster", "up", "--provider", "local", &name], &env)
+            })
+        })
+        .collect();
+    for (name, up) in names.iter().zip(ups) {
+        let o = up.join().expect("the up thread");
+        assert!(
+            o.status.success(),
+            "cluster up {name} beside another: {}",
+            common::output_text(&o)
+        );
+        for other in names.iter().filter(|n| *n != name) {
+            assert!(
+                !common::output_text(&o).contains(&format!("removed stale cluster '{other}'")),
+                "{name}'s up swept {other} while it started: {}",
+                common::output_text(&o)
+            );
+        }
+    }
+    let mut slots = Vec::new();
+    for name in &names {
+        let row = p.row(name).expect("both clusters are listed");
+        assert_eq!(row.last().map(String::as_str), Some("up"), "{row:?}");
+        slots.push(slot_of(&row));
+    }
+    assert_ne!(slots[0], slots[1], "each cluster has its own slot");
+    for (name, slot) in names.iter().zip(slots) {
+        let down = p.ok(&["cluster", "down", "--provider", "local", name]);
+        assert!(
+            down.contains(&format!("local cluster '{name}' is down")) && !down.contains("LEFT"),
+            "{down}"
+        );
+        let left = p.leftovers(name, slot).await;
+        assert!(left.is_empty(), "down left of {name}: {left:?}");
+    }
+}

@@ -267,6 +267,19 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     );
     let bad = run(with(&["--stuck-after", "soon"]));
     assert_eq!(bad.status.code(), Some(2), "{}", common::output_text(&bad));
+    // A `-n` typo is an error naming it, not "nothing stuck found".
+    let typo = run(with(&["-n", "no-such-namespace-here"]));
+    assert_eq!(
+        typo.status.code(),
+        Some(1),
+        "{}",
+        common::output_text(&typo)
+    );
+    assert!(
+        String::from_utf8_lossy(&typo.stderr).contains("no namespace 'no-such-namespace-here'"),
+        "{}",
+        common::output_text(&typo)
+    );
 
     // `-n` fixes the named namespace and leaves the unrelated dead
     // APIService byte-identical.

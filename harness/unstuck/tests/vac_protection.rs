@@ -112,6 +112,15 @@ async fn a_class_in_use_is_never_stripped(version: &str) {
         still.metadata.finalizers.iter().flatten().any(|f| f == KEY),
         "{KEY} was stripped: {text}"
     );
+    // Nothing to apply, and the class is still stuck: a CI gate must not
+    // read that as fixed.
+    assert_eq!(out.status.code(), Some(7), "{text}");
+    assert!(
+        report["outcome"]
+            .as_str()
+            .is_some_and(|o| o.contains("stuck target(s) still there")),
+        "{text}"
+    );
 
     // Its real owner finishes once nothing names the class.
     claims

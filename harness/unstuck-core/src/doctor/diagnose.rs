@@ -67,6 +67,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     let content_failures = d.content_failure_namespaces();
     let dead_webhooks = d.dead_webhooks(&content_failures, &mut findings);
     d.failing_webhooks(&content_failures, &dead_webhooks, &mut findings);
+    d.not_serving_webhooks(&content_failures, &dead_webhooks, &mut findings);
     findings.extend(super::conversion::dead_conversion_webhooks(snapshot));
     for ns in d.stuck_namespaces() {
         d.namespace(ns, &dead_api_services, &mut findings);
@@ -94,6 +95,7 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
     // Last but the sort: the writes that would release what is stuck are
     // only known once every finding is.
     super::rejected::link(&mut findings, snapshot);
+    failing::drop_idle_not_serving(&mut findings);
     findings.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
     findings
 }

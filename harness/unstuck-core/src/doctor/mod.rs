@@ -18,6 +18,7 @@
 //! - [`owner`]: arguing whether a finalizer's owner is alive.
 //! - [`starting`]: explaining pods that never start.
 //! - [`namespace_stall`]: why the namespace controller is not progressing.
+//! - [`normal`]: what is being deleted and is not stuck yet.
 //! - [`redact`]: a snapshot without the values workloads were given.
 //! - [`diagnose()`]: snapshot -> [`Finding`]s.
 //! - [`plan()`]: findings -> [`Plan`] with exact API calls.
@@ -35,6 +36,7 @@ pub mod finding;
 pub mod graph;
 pub mod namespace_stall;
 pub mod node;
+pub mod normal;
 pub mod owner;
 pub mod plan;
 pub mod redact;

@@ -201,6 +201,12 @@ fn not_progressing(
     if has_conditions && found.iter().any(|f| explains(f, name)) {
         return None;
     }
+    // What is left in it, before anything is blamed on the controller:
+    // pods inside their grace period are waited on, as they should be.
+    let (content, in_grace) = super::normal::namespace_content(snapshot, name);
+    if in_grace.is_some() {
+        return None;
+    }
 
     let mut evidence = vec![
         format!(
@@ -213,6 +219,11 @@ fn not_progressing(
             "the namespace controller has written no status condition on it (it writes them on its first pass)".to_owned()
         },
     ];
+    if content.is_empty() {
+        evidence.push("nothing of it is left in the listed types".to_owned());
+    } else {
+        evidence.extend(content.into_iter().map(|c| format!("still in it: {c}")));
+    }
     let mut causes = Vec::new();
     let lease = controller_manager_lease(snapshot);
     if !lease_is_held(snapshot, lease, &mut evidence) {

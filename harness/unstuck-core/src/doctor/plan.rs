@@ -394,7 +394,7 @@ fn step_for(
         FindingKind::NamespaceBlockedByContent => namespace::blocked_by_content(i, f, all),
         FindingKind::NamespaceBlockedByDiscovery => namespace::blocked_by_discovery(i, f, all),
         FindingKind::DeadApiService => apiservice::delete_api_service(i, f, snapshot),
-        FindingKind::ApiServiceUnavailable => apiservice::unavailable(i, f),
+        FindingKind::ApiServiceUnavailable => apiservice::unavailable(i, f, snapshot),
         FindingKind::DeadWebhook => webhook::webhook_fail_open(i, f, all, snapshot),
         FindingKind::WebhookBackendFailing => webhook::backend_failing(i, f),
         FindingKind::DeadConversionWebhook => conversion::strategy_none(i, f, snapshot),

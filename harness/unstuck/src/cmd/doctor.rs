@@ -48,7 +48,8 @@ pub mod exit {
 
 pub const EXIT_CODES_HELP: &str = "Exit codes:
   0  nothing found, or every remedy applied
-  1  error: the doctor could not run (no cluster, discovery failed)
+  1  error: the doctor could not run (no cluster, discovery failed, a -n
+     namespace that does not exist)
   2  usage: the command line is wrong
   3  findings (only with --fail-on-findings)
   4  a remedy failed (with --apply)
@@ -58,8 +59,9 @@ pub const EXIT_CODES_HELP: &str = "Exit codes:
      were not in the confirmed plan (run the doctor again to review them),
      or a dead webhook rejects a step and --allow-webhook-changes was not
      given
-  7  still stuck: with --apply, a stuck target is still there at the end
-     (refused, or waiting on something; the report says what, per target)";
+  7  still stuck: with --apply, a stuck target is still there at the end,
+     whatever holds it (refused, waiting on a live owner, or nothing to
+     apply; the report says what, per target)";
 
 #[derive(clap::Args)]
 #[command(after_help = EXIT_CODES_HELP)]
@@ -162,6 +164,13 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         None => args.kubeconfig.clone(),
     };
     let (client, target) = target::connect(kubeconfig.as_deref()).await?;
+    if let Some(missing) = missing_namespaces(&client, &args.namespaces).await? {
+        eprintln!(
+            "error: no namespace {missing} on {}: it is already gone, or the name is wrong (`kubectl get namespaces` lists them). Nothing was looked at.",
+            target.line()
+        );
+        return Ok(ExitCode::from(exit::ERROR));
+    }
 
     let mut opts = options(&args, stuck_after.as_std());
     // Always look first, without changing anything: the plan is what a
@@ -178,7 +187,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         .is_some_and(|r| r.plan.mutating_steps().next().is_some())
         || looked_nodes.iter().any(|n| !n.plan.is_empty());
     if !args.apply || !would_change {
-        return Ok(show_look(&args, format, target, &looked, &looked_nodes));
+        return Ok(show_look(&args, format, target, looked, &looked_nodes));
     }
 
     let shown: Plan = looked
@@ -233,6 +242,19 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     )))
 }
 
+/// The `-n` namespaces that do not exist, quoted and joined, if any: a
+/// doctor scoped to a typo would find nothing and exit 0.
+async fn missing_namespaces(client: &kube::Client, names: &[String]) -> Result<Option<String>> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    let mut missing = Vec::new();
+    for name in names {
+        if api.get_opt(name).await?.is_none() {
+            missing.push(format!("'{name}'"));
+        }
+    }
+    Ok((!missing.is_empty()).then(|| missing.join(", ")))
+}
+
 /// The doctor's options from the command line, for the first look: a dry
 /// run (consent and --apply come after the plan was shown).
 fn options(args: &DoctorArgs, stuck_after: std::time::Duration) -> DoctorOptions {
@@ -250,20 +272,41 @@ fn options(args: &DoctorArgs, stuck_after: std::time::Duration) -> DoctorOptions
 
 /// Prints what the look found when nothing is to be applied (no --apply,
 /// or a plan that changes nothing) and the exit code for it.
+///
+/// With --apply, a stuck target that is still there is exit 7 whatever
+/// holds it (its owner is alive, every step was refused, nothing applies):
+/// a CI gate reading 0 would take the cluster for fixed.
 fn show_look(
     args: &DoctorArgs,
     format: Format,
     target: Target,
-    looked: &DoctorReport,
+    mut looked: DoctorReport,
     looked_nodes: &[NodeDoctorReport],
 ) -> ExitCode {
-    let mut view = View::new(target, looked, looked_nodes);
+    if args.apply {
+        looked.outcomes = doctor::outcome::outcomes(&looked.rounds);
+    }
+    let still_stuck = looked
+        .outcomes
+        .iter()
+        .filter(|t| t.state != doctor::settle::TargetState::Gone)
+        .count()
+        + looked_nodes.len();
+    let mut view = View::new(target, &looked, looked_nodes);
     if args.apply && !view.findings.is_empty() {
         view.outcome = "nothing to apply: no step of the plan changes the cluster".into();
     }
+    if args.apply && still_stuck > 0 {
+        view.outcome = format!(
+            "nothing to apply: no step of the plan changes the cluster; {still_stuck} stuck target(s) still there (exit {})",
+            exit::STILL_STUCK
+        );
+    }
     print!("{}", view.render(format));
     let found = !looked.initial_findings().is_empty() || !looked_nodes.is_empty();
-    ExitCode::from(if args.fail_on_findings && found {
+    ExitCode::from(if args.apply && still_stuck > 0 {
+        exit::STILL_STUCK
+    } else if args.fail_on_findings && found {
         exit::FINDINGS
     } else {
         exit::CLEAN

@@ -58,6 +58,12 @@ pub enum ContainerError {
         #[source]
         source: rcgen::Error,
     },
+    #[error("taking the container sweep's lock {}: {source}", path.display())]
+    Lock {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Docker(#[from] RunError),
 }

@@ -48,7 +48,29 @@ async fn list(docker: &Docker, filter: &str) -> Result<Vec<Listed>, ContainerErr
 /// Removes every unstuck container, then network, whose owning process
 /// is gone; what was removed (with the run that made it) or why it could
 /// not be.
+///
+/// One sweep at a time on a machine: two runs that start together would
+/// otherwise both list a container and a network, and one would try to
+/// remove the network while the other still removes its container ("has
+/// active endpoints"). The lock is a `flock`, released when the holder
+/// exits, however it exits.
 pub async fn sweep_stale() -> Vec<(String, Result<(), ContainerError>)> {
+    let lock_path = std::env::temp_dir().join("unstuck-container-sweep.lock");
+    let _lock = match tokio::task::spawn_blocking(move || crate::host::lock_file(&lock_path))
+        .await
+        .expect("the lock task does not panic")
+    {
+        Ok(lock) => lock,
+        Err(source) => {
+            return vec![(
+                "containers".into(),
+                Err(ContainerError::Lock {
+                    path: std::env::temp_dir().join("unstuck-container-sweep.lock"),
+                    source,
+                }),
+            )];
+        }
+    };
     let mut swept = sweep_containers().await;
     swept.extend(sweep_networks().await);
     swept

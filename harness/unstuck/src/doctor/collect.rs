@@ -87,6 +87,7 @@ async fn collect_boxed(
     scope: &CollectScope,
 ) -> Result<(Snapshot, CollectStats), CollectError> {
     let start = Instant::now();
+    let skew = super::clock::server_skew(client).await;
     let taken_at = Timestamp::now();
     let discovered = Box::pin(discover(client))
         .await
@@ -165,6 +166,9 @@ async fn collect_boxed(
             why: u.message.clone(),
         });
     }
+    if let Some(skew) = skew {
+        on_server_clock(&mut snapshot, skew);
+    }
     let stats = CollectStats {
         types_listed: discovered.types.len(),
         objects_seen: kept.seen,
@@ -172,4 +176,25 @@ async fn collect_boxed(
         blind_spots,
     };
     Ok((snapshot, stats))
+}
+
+/// Moves the times this machine's clock gave the snapshot (when it was
+/// taken, when each Service's endpoints were read) onto the API server's
+/// clock, which wrote every other timestamp in it ([`super::clock`]).
+fn on_server_clock(snapshot: &mut Snapshot, skew: k8s_openapi::jiff::SignedDuration) {
+    let shift = |t: &mut Timestamp| {
+        if let Ok(moved) = t.checked_add(skew) {
+            *t = moved;
+        }
+    };
+    shift(&mut snapshot.taken_at);
+    for lookup in snapshot
+        .webhook_services
+        .iter_mut()
+        .chain(snapshot.api_service_backends.iter_mut())
+    {
+        for read in &mut lookup.reads {
+            shift(&mut read.at);
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! against any cluster (`unstuck doctor`), dry-run unless told otherwise.
 
 pub mod apply;
+mod clock;
 pub mod collect;
 mod collect_conversion;
 pub mod collect_owners;
@@ -111,6 +112,9 @@ pub struct DoctorReport {
     /// The namespaces of that scope; `None` for the whole cluster.
     #[serde(skip)]
     pub scope_namespaces: Option<Vec<String>>,
+    /// What the first look saw being deleted that is not stuck yet (under
+    /// `--stuck-after`, or a pod inside its grace period), in scope.
+    pub normal_so_far: Vec<unstuck_core::doctor::normal::NormalSoFar>,
 }
 
 impl DoctorReport {
@@ -316,8 +320,28 @@ pub async fn run_asking(
     } else {
         Vec::new()
     };
+    let normal_so_far = rounds
+        .first()
+        .map(|r| {
+            unstuck_core::doctor::normal::normal_so_far(
+                &r.snapshot,
+                opts.diagnose.stuck_after,
+                &r.findings,
+            )
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| {
+            let ns = match n.subject.kind.as_str() {
+                "Namespace" => Some(n.subject.name.as_str()),
+                _ => n.subject.namespace.as_deref(),
+            };
+            opts.scope.covers_namespace(ns)
+        })
+        .collect();
     Ok(DoctorReport {
         applied_changes: opts.apply,
+        normal_so_far,
         rounds,
         duration: start.elapsed(),
         outcomes,
@@ -365,6 +389,7 @@ mod tests {
             outcomes: Vec::new(),
             scope: "cluster-wide".into(),
             scope_namespaces: None,
+            normal_so_far: Vec::new(),
         };
         let lines = report.summary_lines();
         assert_eq!(

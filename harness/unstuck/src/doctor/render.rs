@@ -27,6 +27,9 @@ pub struct View {
     pub blind_spots: Vec<BlindSpot>,
     pub scan: Scan,
     pub findings: Vec<FindingView>,
+    /// Being deleted, not stuck yet: under `--stuck-after`, or a pod
+    /// inside its grace period, with when that ends.
+    pub normal_so_far: Vec<String>,
     /// What waits on what, from each stuck target down to its root causes
     /// (the first round's findings and plan, and the node doctor's).
     pub graph: BlockerGraph,
@@ -119,6 +122,7 @@ impl View {
             blind_spots,
             scan,
             findings,
+            normal_so_far: report.normal_so_far.iter().map(|n| n.line()).collect(),
             graph,
             plan,
             node,
@@ -202,7 +206,12 @@ fn applied_lines(report: &DoctorReport) -> Vec<String> {
 fn closing_line(report: &DoctorReport, nodes: &[NodeDoctorReport]) -> String {
     let first = report.rounds.first();
     if report.initial_findings().is_empty() && nodes.is_empty() {
-        return "nothing stuck found".to_string();
+        return match report.normal_so_far.len() {
+            0 => "nothing stuck found".to_string(),
+            n => format!(
+                "nothing stuck found; {n} object(s) terminating, normal so far (listed above with when each would count as stuck)"
+            ),
+        };
     }
     if report.applied_changes {
         let left = report.left().len();

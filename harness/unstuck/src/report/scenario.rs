@@ -201,6 +201,11 @@ impl NamespaceMap {
             .unwrap_or_else(|| logical.to_string())
     }
 
+    /// Whether `name` is one of the scenario's logical namespaces.
+    pub fn is_logical(&self, name: &str) -> bool {
+        self.map.contains_key(name)
+    }
+
     pub fn real_names(&self) -> Vec<String> {
         self.map.values().cloned().collect()
     }

@@ -137,6 +137,50 @@ impl Names {
         }
     }
 
+    /// Points the Service references of a registration (an APIService's
+    /// `spec.service`, a webhook's or a CRD conversion webhook's
+    /// `clientConfig.service`) at the run's namespace when they name one
+    /// of the scenario's logical namespaces: a backend the scenario runs
+    /// in its own namespace is then the one the registration calls. Any
+    /// other namespace (`kube-system`, a product's uninstalled one) stays.
+    pub fn service_references(&self, doc: &mut serde_json::Value) {
+        // `get_mut`, never `IndexMut`: indexing a missing key would add it
+        // (as null) to what is sent to the API.
+        fn at<'v>(
+            v: &'v mut serde_json::Value,
+            path: &[&str],
+        ) -> Option<&'v mut serde_json::Value> {
+            path.iter().try_fold(v, |v, key| v.get_mut(*key))
+        }
+        let kind = doc.get("kind").and_then(|k| k.as_str()).map(str::to_owned);
+        let mut services: Vec<&mut serde_json::Value> = Vec::new();
+        match kind.as_deref() {
+            Some("APIService") => services.extend(at(doc, &["spec", "service"])),
+            Some("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") => {
+                if let Some(hooks) = at(doc, &["webhooks"]).and_then(|h| h.as_array_mut()) {
+                    services.extend(
+                        hooks
+                            .iter_mut()
+                            .filter_map(|h| at(h, &["clientConfig", "service"])),
+                    );
+                }
+            }
+            Some("CustomResourceDefinition") => services.extend(at(
+                doc,
+                &["spec", "conversion", "webhook", "clientConfig", "service"],
+            )),
+            _ => {}
+        }
+        for service in services {
+            let Some(ns) = service.get("namespace").and_then(|n| n.as_str()) else {
+                continue;
+            };
+            if self.namespaces.is_logical(ns) {
+                service["namespace"] = serde_json::Value::String(self.namespace(ns));
+            }
+        }
+    }
+
     /// Rewrites a fixture document: every string and map key that names
     /// a renamed group. `metadata.name` and `metadata.namespace` are the
     /// apply step's (it knows the kind's scope).
@@ -304,6 +348,39 @@ mod tests {
         assert_eq!(cr["metadata"]["annotations"]["kiali-k3x9q2.io/owner"], "x");
         assert_eq!(cr["metadata"]["name"], "kiali");
         assert_eq!(cr["spec"]["deployment"]["namespace"], "istio-system");
+    }
+
+    #[test]
+    fn a_registrations_service_in_a_logical_namespace_follows_the_run() {
+        let n = Names::new(["monitoring"], Vec::new(), "r1");
+        let mut api = serde_json::json!({
+            "kind": "APIService",
+            "spec": {"service": {"namespace": "monitoring", "name": "adapter"}}
+        });
+        n.service_references(&mut api);
+        assert_eq!(api["spec"]["service"]["namespace"], "monitoring-r1");
+        let mut hooks = serde_json::json!({
+            "kind": "ValidatingWebhookConfiguration",
+            "webhooks": [
+                {"clientConfig": {"service": {"namespace": "monitoring", "name": "a"}}},
+                {"clientConfig": {"service": {"namespace": "kube-system", "name": "b"}}},
+                {"clientConfig": {"url": "https://127.0.0.1:9443/"}}
+            ]
+        });
+        n.service_references(&mut hooks);
+        assert_eq!(
+            hooks["webhooks"][0]["clientConfig"]["service"]["namespace"],
+            "monitoring-r1"
+        );
+        assert_eq!(
+            hooks["webhooks"][1]["clientConfig"]["service"]["namespace"], "kube-system",
+            "a namespace the scenario does not declare is left as written"
+        );
+        assert!(
+            hooks["webhooks"][2]["clientConfig"]
+                .get("service")
+                .is_none()
+        );
     }
 
     #[test]

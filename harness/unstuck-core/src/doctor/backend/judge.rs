@@ -85,6 +85,28 @@ pub fn judge(lookup: Option<&ServiceLookup>) -> Judgement {
     judge_selected(l, last)
 }
 
+/// Why a Service that exists serves nothing, at its root, when the lookup
+/// shows it: the first not-Ready pod's causes in the words of the
+/// component that knows (scheduler, kubelet), or a selector no pod
+/// matches. `None` when it serves, is gone, or nothing was read.
+pub fn not_serving_cause(lookup: Option<&ServiceLookup>) -> Option<String> {
+    let l = lookup?;
+    if !l.exists || l.error.is_some() || l.reads.last().is_some_and(|r| r.ready > 0) {
+        return None;
+    }
+    let pods = l.pods.as_ref()?;
+    if pods.is_empty() {
+        return l.selector.as_ref().map(|sel| {
+            format!(
+                "no pod matches its selector {sel} (its workload is missing, scaled to 0, or cannot create pods)"
+            )
+        });
+    }
+    pods.iter()
+        .find(|p| !p.ready && !p.causes.is_empty())
+        .map(|p| format!("pod {}: {}", p.name, p.causes.join("; ")))
+}
+
 /// A Service that selects pods and has no ready endpoint now: gone only
 /// if none was ready over [`SUSTAINED`] and none of its pods is starting
 /// or restarting; every read and the pods are quoted.
@@ -155,11 +177,12 @@ fn judge_selected(l: &ServiceLookup, last: Option<&EndpointRead>) -> Judgement {
             "the pods its selector matches are neither starting nor restarting: {}",
             pods.iter()
                 .map(|p| format!(
-                    "{} ({}{}, {} restart(s))",
+                    "{} ({}{}, {} restart(s){})",
                     p.name,
                     p.phase.as_deref().unwrap_or("Unknown"),
                     if p.deleting { ", deleting" } else { "" },
-                    p.restarts
+                    p.restarts,
+                    p.causes_text()
                 ))
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -363,6 +386,15 @@ mod tests {
             j.evidence
                 .iter()
                 .any(|e| e.contains("CrashLoopBackOff") && e.contains("7 restart")),
+            "{j:?}"
+        );
+        // The kubelet's own words for why: the wait and the last exit.
+        assert!(
+            j.evidence.iter().any(|e| e.contains(
+                "container webhook waiting (CrashLoopBackOff): back-off 5m0s restarting failed container"
+            ) && e.contains(
+                "container webhook last terminated (Error, exit code 1, at 2026-11-25T09:58:00Z), 7 restart(s)"
+            )),
             "{j:?}"
         );
 

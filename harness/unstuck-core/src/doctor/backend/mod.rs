@@ -34,7 +34,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 pub use call::{CallFailure, CallVerdict, Misconfiguration, classify};
-pub use judge::judge;
+pub use judge::{judge, not_serving_cause};
 pub use pod::BackendPod;
 pub use probe::{
     ApiServiceProbe, MAX_TRIES, WebhookProbe, api_service_probe_targets, probe_targets,

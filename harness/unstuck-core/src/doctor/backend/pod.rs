@@ -34,6 +34,104 @@ pub struct BackendPod {
     /// `state.waiting.reason` of containers that wait (init ones too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
+    /// Why it is not Ready, in the words of the component that knows: the
+    /// scheduler's `PodScheduled=False` message, the kubelet's waiting
+    /// reason and message (a pull failure quotes the registry's answer),
+    /// a container's last termination (reason, exit code, message). Empty
+    /// for a Ready pod, and in snapshots recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<String>,
+}
+
+/// Messages are quoted up to this many characters: a crash's termination
+/// message can be a whole stack trace.
+const QUOTE_MAX: usize = 300;
+
+fn quote(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(QUOTE_MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// Why `pod` is not Ready, one line per cause (see [`BackendPod::causes`]).
+fn not_ready_causes(pod: &Pod) -> Vec<String> {
+    let Some(status) = pod.status.as_ref() else {
+        return vec!["no status yet: no component has reported on it".into()];
+    };
+    let conditions = status.conditions.iter().flatten();
+    if conditions
+        .clone()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+    {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for c in conditions.filter(|c| c.type_ == "PodScheduled" && c.status == "False") {
+        out.push(format!(
+            "not scheduled ({}): {}",
+            c.reason.as_deref().unwrap_or("no reason given"),
+            quote(c.message.as_deref().unwrap_or("no message"))
+        ));
+    }
+    let containers = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .map(|c| (c, "init container"))
+        .chain(
+            status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| (c, "container")),
+        );
+    for (c, what) in containers {
+        let state = c.state.as_ref();
+        if let Some(w) = state.and_then(|s| s.waiting.as_ref()) {
+            out.push(format!(
+                "{what} {} waiting ({}){}",
+                c.name,
+                w.reason.as_deref().unwrap_or("no reason given"),
+                w.message
+                    .as_deref()
+                    .map(|m| format!(": {}", quote(m)))
+                    .unwrap_or_default()
+            ));
+        } else if state.is_some_and(|s| s.running.is_some()) && !c.ready {
+            out.push(format!(
+                "{what} {} is running but not ready (its readiness probe has not passed)",
+                c.name
+            ));
+        }
+        if let Some(t) = c.last_state.as_ref().and_then(|s| s.terminated.as_ref()) {
+            out.push(format!(
+                "{what} {} last terminated ({}, exit code {}{}){}, {} restart(s)",
+                c.name,
+                t.reason.as_deref().unwrap_or("no reason given"),
+                t.exit_code,
+                t.finished_at
+                    .as_ref()
+                    .map(|f| format!(", at {}", f.0))
+                    .unwrap_or_default(),
+                t.message
+                    .as_deref()
+                    .map(|m| format!(": {}", quote(m)))
+                    .unwrap_or_default(),
+                c.restart_count
+            ));
+        }
+    }
+    if out.is_empty() && status.phase.as_deref() == Some("Pending") {
+        out.push(
+            match status.reason.as_deref().or(status.message.as_deref()) {
+                Some(r) => format!("Pending: {}", quote(r)),
+                None => "Pending, with no container status yet".to_string(),
+            },
+        );
+    }
+    out
 }
 
 impl BackendPod {
@@ -83,6 +181,16 @@ impl BackendPod {
                 .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
                 .map(|w| w.reason.clone().unwrap_or_else(|| "Waiting".into()))
                 .collect(),
+            causes: not_ready_causes(pod),
+        }
+    }
+
+    /// `; why: ...` naming its causes, or nothing when none is recorded.
+    pub fn causes_text(&self) -> String {
+        if self.causes.is_empty() {
+            String::new()
+        } else {
+            format!("; why: {}", self.causes.join("; "))
         }
     }
 
@@ -108,26 +216,33 @@ impl BackendPod {
             ));
         }
         if phase == "Pending" {
-            return Some(format!("pod {} is Pending (starting)", self.name));
+            return Some(format!(
+                "pod {} is Pending (starting){}",
+                self.name,
+                self.causes_text()
+            ));
         }
         if !self.waiting.is_empty() {
             return Some(format!(
-                "pod {} has a container waiting ({}), {} restart(s): restarting",
+                "pod {} has a container waiting ({}), {} restart(s): restarting{}",
                 self.name,
                 self.waiting.join(", "),
-                self.restarts
+                self.restarts,
+                self.causes_text()
             ));
         }
         if let Some(t) = self.last_restart.and_then(recent) {
             return Some(format!(
-                "pod {} restarted recently: a container last exited at {t}",
-                self.name
+                "pod {} restarted recently: a container last exited at {t}{}",
+                self.name,
+                self.causes_text()
             ));
         }
         if let Some(t) = self.last_started.and_then(recent) {
             return Some(format!(
-                "pod {} started recently (at {t}) and is not ready yet",
-                self.name
+                "pod {} started recently (at {t}) and is not ready yet{}",
+                self.name,
+                self.causes_text()
             ));
         }
         None

@@ -24,6 +24,19 @@ use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition}
 use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
 use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
 
+/// The verdict of a webhook whose backend has no ready endpoint.
+pub(crate) const NOT_SERVING: &str = "not serving";
+
+/// Drops the not-serving webhook findings that stand in nothing's way
+/// (no namespace names them, no release is rejected by them): a product
+/// being rolled out is not news unless it holds something.
+pub(super) fn drop_idle_not_serving(findings: &mut Vec<Finding>) {
+    findings.retain(|f| {
+        !matches!(&f.detail, FindingDetail::FailingWebhook { verdict, blocks_namespaces, rejects, .. }
+            if verdict == NOT_SERVING && blocks_namespaces.is_empty() && rejects.is_empty())
+    });
+}
+
 fn verdict_name(v: &CallVerdict) -> &'static str {
     match v {
         CallVerdict::Unreachable => "unreachable",
@@ -92,6 +105,99 @@ impl Diagnosis<'_> {
             if !calls.is_empty() && !self.answers_now(&w, &calls) {
                 findings.push(self.failing_webhook_finding(&w, &calls));
             }
+        }
+    }
+
+    /// Fail-closed webhooks whose backend is installed but does not serve:
+    /// the Service is there and selects pods, none of its endpoints is
+    /// ready at any read, and the lookup shows why (its pods Pending,
+    /// crash-looping, unschedulable, or none to select). Every call fails
+    /// at once ("no endpoints available for service"), so every write it
+    /// matches is rejected; it is not proven gone (it is coming back, or
+    /// may be), so it is never failed open. It is a finding only when it
+    /// stands in the way: a Terminating namespace's content failure names
+    /// it, or [`crate::doctor::rejected`] finds a release it rejects
+    /// (findings that do neither are dropped after linking, see
+    /// [`drop_idle_not_serving`]).
+    pub(super) fn not_serving_webhooks(
+        &self,
+        failures: &[ContentFailure<'_>],
+        dead: &BTreeSet<String>,
+        findings: &mut Vec<Finding>,
+    ) {
+        for w in webhooks(self.snapshot) {
+            if w.failure_policy != "Fail" || dead.contains(w.name) {
+                continue;
+            }
+            let already = findings.iter().any(|f| {
+                matches!(&f.detail, FindingDetail::FailingWebhook { configuration_name, webhook, .. }
+                    if configuration_name == w.config_name && webhook == w.name)
+            });
+            let Some(service) = w.service() else { continue };
+            let lookup = self.snapshot.service_lookup(&service);
+            let Some(cause) = crate::doctor::backend::not_serving_cause(lookup) else {
+                continue;
+            };
+            if already
+                || lookup.is_none_or(|l| l.reads.iter().any(|r| r.ready > 0))
+                || judge(lookup).state != BackendState::Unknown
+            {
+                continue;
+            }
+            let mut blocks: Vec<String> = failures
+                .iter()
+                .filter(|f| f.webhooks.iter().any(|n| n == w.name))
+                .map(|f| f.namespace.to_owned())
+                .collect();
+            blocks.sort();
+            blocks.dedup();
+            let kind = w.config_kind.kind();
+            let quote = format!("no endpoints available for service \"{}\"", service.name);
+            let mut evidence = vec![format!(
+                "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
+                w.config_name, w.name, w.failure_policy
+            )];
+            evidence.extend(judge(lookup).evidence);
+            evidence.push(format!("its backend does not serve: {cause}"));
+            evidence.push(format!(
+                "with no ready endpoint the apiserver fails every call at once ({quote}), so every write it matches is rejected: {}",
+                w.rules_line()
+            ));
+            evidence.push(format!(
+                "not failed open: its backend is installed, not proven gone, and would check these writes once it serves; exists to check; repair what keeps its backend from serving ({cause})"
+            ));
+            findings.push(Finding {
+                kind: FindingKind::WebhookBackendFailing,
+                subject: ObjectRef {
+                    api_version: "admissionregistration.k8s.io/v1".into(),
+                    kind: kind.into(),
+                    namespace: None,
+                    name: w.config_name.to_owned(),
+                    uid: w.config_uid.map(str::to_owned),
+                },
+                summary: format!(
+                    "webhook {:?} in {kind} {} fails closed and its backend does not serve ({cause}){}",
+                    w.name,
+                    w.config_name,
+                    if blocks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it blocks deletion of namespace(s) {}", blocks.join(", "))
+                    }
+                ),
+                evidence,
+                detail: FindingDetail::FailingWebhook {
+                    configuration: w.config_kind,
+                    configuration_name: w.config_name.to_owned(),
+                    webhook: w.name.to_owned(),
+                    service: Some(service),
+                    verdict: NOT_SERVING.to_owned(),
+                    quote,
+                    timeout: None,
+                    blocks_namespaces: blocks,
+                    rejects: Vec::new(),
+                },
+            });
         }
     }
 

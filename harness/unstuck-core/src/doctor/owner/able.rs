@@ -91,15 +91,21 @@ fn held_lease(snapshot: &Snapshot, pod: &Pod) -> Option<String> {
     })
 }
 
-fn grant_text(g: &Grant, req: &Request) -> String {
-    let what = if req.group.is_empty() {
+fn request_text(req: &Request) -> String {
+    if req.group.is_empty() {
         req.resource.to_owned()
     } else {
         format!("{}.{}", req.resource, req.group)
-    };
+    }
+}
+
+fn grant_text(g: &Grant, req: &Request) -> String {
     format!(
-        "may update {what} by {} -> {} ({})",
-        g.binding, g.role, g.rule
+        "may update {} by {} -> {} ({})",
+        request_text(req),
+        g.binding,
+        g.role,
+        g.rule
     )
 }
 
@@ -176,6 +182,58 @@ pub(super) fn check(ctx: &Ctx, req: Option<&Request>) -> SourceReport {
             r.alive.push(line);
         } else {
             r.installed.push(line);
+        }
+    }
+    // An owner outside the cluster is seen only as a subject of a grant:
+    // no pod, no Lease. A grant that names the object's group keeps the
+    // key Unknown until a person confirms that identity is not its owner.
+    for g in &grants.to_outside {
+        r.installed.push(format!(
+            "{} may update {} by {} -> {} ({}): an identity outside the cluster (a controller in another cluster or machine) may be the owner, acting from there; confirm it is not, then --assume-dead {}",
+            g.subject,
+            request_text(req),
+            g.binding,
+            g.role,
+            g.rule,
+            ctx.finalizer
+        ));
+    }
+    // A ServiceAccount nothing here runs as may still have its token used
+    // from outside; one granted rights on a group that is not Kubernetes'
+    // own (an operator's CRDs) is that operator's identity.
+    if specific_group {
+        for g in grants
+            .to_service_accounts
+            .iter()
+            .filter(|g| g.breadth != Breadth::Wildcard)
+        {
+            let super::rbac::Grantee::ServiceAccount { namespace, name } = &g.grantee else {
+                continue;
+            };
+            // A namespace that is no longer there holds no ServiceAccount,
+            // and so no token (the binding is a leftover of an uninstall).
+            let namespace_gone = !s.namespaces.is_empty()
+                && !s.unreadable.iter().any(|u| u.resource == "namespaces")
+                && s.namespace(namespace).is_none();
+            if namespace_gone {
+                continue;
+            }
+            let runs = s.pods.iter().filter(|p| !finished(p)).any(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && service_account(p.spec.as_ref()) == name
+            });
+            if !runs
+                && !r
+                    .installed
+                    .iter()
+                    .any(|l| l.contains(&format!("ServiceAccount {namespace}/{name},")))
+            {
+                r.installed.push(format!(
+                    "ServiceAccount {namespace}/{name} {}, and no pod here runs as it: its token may be used from outside the cluster; confirm it is not, then --assume-dead {}",
+                    grant_text(g, req),
+                    ctx.finalizer
+                ));
+            }
         }
     }
     let others = if grants.to_others.is_empty() {

@@ -138,6 +138,21 @@ pub struct Grants {
     /// (`system:masters` holders are not listed: RBAC does not decide for
     /// them).
     pub to_others: Vec<String>,
+    /// Of those, the grants that name the object's group (not `*`) to a
+    /// User or Group that is not one of Kubernetes' own (`system:`): an
+    /// identity acting from outside the cluster, whose only trace here
+    /// would be its writes.
+    pub to_outside: Vec<OutsideGrant>,
+}
+
+/// A grant of `update`/`patch` on the object to a User or Group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutsideGrant {
+    /// `User alice` or `Group platform-ops`.
+    pub subject: String,
+    pub role: String,
+    pub binding: String,
+    pub rule: String,
 }
 
 const VERBS: [&str; 2] = ["update", "patch"];
@@ -310,9 +325,18 @@ impl Rbac {
                         breadth,
                     }),
                     None if s.kind == "Group" && s.name == "system:masters" => {}
-                    None => out
-                        .to_others
-                        .push(format!("{} {} ({binding})", s.kind, s.name)),
+                    None => {
+                        out.to_others
+                            .push(format!("{} {} ({binding})", s.kind, s.name));
+                        if breadth != Breadth::Wildcard && !s.name.starts_with("system:") {
+                            out.to_outside.push(OutsideGrant {
+                                subject: format!("{} {}", s.kind, s.name),
+                                role: role.clone(),
+                                binding: binding.clone(),
+                                rule: describe_rule(rule),
+                            });
+                        }
+                    }
                 }
             }
         }

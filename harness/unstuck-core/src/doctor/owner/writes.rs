@@ -7,8 +7,11 @@
 //!   shows it running.
 //! - Any other manager that wrote after the deletion began, in the last
 //!   two minutes, shows something at work on the object (`Alive`). An
-//!   older write is history: a writer that is restarting shows as its pod
-//!   (not Ready) and the rights it runs with ([`super::able`]). Left out:
+//!   older write since the deletion is not history: a controller that
+//!   acts from outside the cluster (a management cluster's Cluster API or
+//!   Crossplane, a cloud provider's controller) leaves no pod and no Lease
+//!   here, only its writes, so the key stays `Unknown` until a person
+//!   confirms the writer is gone (`--assume-dead KEY`). Left out:
 //!   a person's clients (kubectl, helm, unstuck itself), whose writes
 //!   serve no finalizer, and Kubernetes' own components, whose keys are
 //!   judged by the built-in table (kube-controller-manager writes every
@@ -17,16 +20,14 @@
 
 use super::{Ctx, RECENT_SECS, fmt_secs, verdict::SourceReport};
 
-/// Field managers of a person's tools, by name or prefix (kubectl's are
-/// `kubectl`, `kubectl-client-side-apply`, `kubectl-edit`, ...).
-const PERSON_CLIENTS: &[&str] = &[
-    "kubectl",
-    "helm",
-    "k9s",
-    "unstuck",
-    "Mozilla",
-    "before-first-apply",
-];
+/// Field managers of a person's tools, matched exactly: Flux's
+/// `helm-controller` is a controller, not a person's `helm`.
+const PERSON_CLIENTS: &[&str] = &["kubectl", "helm", "k9s", "unstuck", "before-first-apply"];
+
+/// Prefixes that name a person's tool whatever follows: kubectl's own
+/// variants (`kubectl-client-side-apply`, `kubectl-edit`, ...) and a
+/// browser's user agent (`Mozilla/5.0 ...`, the dashboard's default).
+const PERSON_CLIENT_PREFIXES: &[&str] = &["kubectl-", "Mozilla/"];
 
 /// Field managers of Kubernetes' own components.
 const CONTROL_PLANE: &[&str] = &[
@@ -39,7 +40,11 @@ const CONTROL_PLANE: &[&str] = &[
 
 /// Whether `manager` is a person's tool or Kubernetes' own component.
 pub(super) fn says_nothing(manager: &str) -> bool {
-    PERSON_CLIENTS.iter().any(|p| manager.starts_with(p)) || CONTROL_PLANE.contains(&manager)
+    PERSON_CLIENTS.contains(&manager)
+        || PERSON_CLIENT_PREFIXES
+            .iter()
+            .any(|p| manager.starts_with(p))
+        || CONTROL_PLANE.contains(&manager)
 }
 
 pub(super) fn check(ctx: &Ctx) -> SourceReport {
@@ -91,15 +96,18 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         let Some(deleted_age) = deleted_age.filter(|d| age <= *d) else {
             continue;
         };
-        let line = format!(
-            "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion: something is at work on it",
-            fmt_secs(age),
-            fmt_secs(deleted_age - age)
-        );
         if age <= RECENT_SECS {
-            r.alive.push(line);
+            r.alive.push(format!(
+                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion: something is at work on it",
+                fmt_secs(age),
+                fmt_secs(deleted_age - age)
+            ));
         } else {
-            older.push(line);
+            r.installed.push(format!(
+                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion, and nothing shows it gone since: a controller acting from outside the cluster leaves only its writes here; confirm that writer is gone, then --assume-dead the key",
+                fmt_secs(age),
+                fmt_secs(deleted_age - age)
+            ));
         }
     }
     r.checked = format!(

@@ -56,12 +56,28 @@ impl DeleteApiService {
 }
 
 /// ApiServiceUnavailable: left in place, its backend not proven gone.
-pub(super) fn unavailable(i: usize, f: &Finding) -> PlannedStep {
+/// What to restore is named when the lookup shows why its backend does
+/// not serve (a pod's pull failure, crash, or no node to run on).
+pub(super) fn unavailable(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
+    let cause = match &f.detail {
+        FindingDetail::ApiService { service, .. } => {
+            service.split_once('/').and_then(|(ns, name)| {
+                let lookup = snapshot
+                    .api_service_backends
+                    .iter()
+                    .find(|l| l.service.namespace == ns && l.service.name == name);
+                crate::doctor::backend::not_serving_cause(lookup)
+                    .map(|c| format!("; Service {service} does not serve: {c}"))
+            })
+        }
+        _ => None,
+    };
     refuse(
         i,
         format!(
-            "{} is unavailable but its backend is not proven gone; it is left in place (restore its backend, or check its Service and endpoints)",
-            f.subject
+            "{} is unavailable but its backend is not proven gone; it is left in place (restore its backend, or check its Service and endpoints){}",
+            f.subject,
+            cause.unwrap_or_default()
         ),
     )
 }

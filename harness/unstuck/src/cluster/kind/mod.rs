@@ -209,16 +209,23 @@ impl KindCluster {
         let root = kind_root();
         fs::create_dir_all(&root).map_err(io(format!("creating {}", root.display())))?;
         let dir = root.join(&opts.name);
-        if dir.exists()
-            || !tools
-                .docker
-                .cluster_containers(&opts.name)
-                .await?
-                .is_empty()
+        if !tools
+            .docker
+            .cluster_containers(&opts.name)
+            .await?
+            .is_empty()
         {
             return Err(ClusterError::KindExists(opts.name));
         }
-        fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        // The name is claimed by creating its directory, which only one
+        // of two runs that pick the same name at once can do.
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(ClusterError::KindExists(opts.name));
+            }
+            Err(e) => return Err(io(format!("creating {}", dir.display()))(e)),
+        }
         let mut state = KindState {
             name: opts.name.clone(),
             k8s_version: opts.k8s_version.clone(),

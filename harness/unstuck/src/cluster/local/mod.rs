@@ -143,6 +143,7 @@ impl LocalCluster {
                 k8s_version: opts.k8s_version.clone(),
                 created_at: k8s_openapi::jiff::Timestamp::now().to_string(),
                 owner,
+                creator: ProcRef::of_pid(std::process::id() as i32),
                 components: Vec::new(),
             }
             .save()?;

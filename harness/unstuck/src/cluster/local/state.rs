@@ -30,6 +30,13 @@ pub struct ClusterState {
     /// The harness process that owns an ephemeral cluster; `None` for a
     /// cluster made by `unstuck cluster up`, which lives until `down`.
     pub owner: Option<ProcRef>,
+    /// The process that ran `up`, written in the record before anything
+    /// else exists. While it runs, the cluster is its claim: a detached
+    /// cluster has no live apiserver while it boots, and another run's
+    /// sweep must not take that for a dead cluster. `None` in records
+    /// written before it was kept.
+    #[serde(default)]
+    pub creator: Option<ProcRef>,
     pub components: Vec<ComponentProcess>,
 }
 
@@ -73,8 +80,16 @@ impl ClusterState {
         })
     }
 
-    /// Stale: its owner died, or, for a detached cluster, its apiserver is gone.
+    /// Stale (the sweep's rule): its owner died, or, for a detached
+    /// cluster, the process that created it has ended and its apiserver
+    /// is gone. A cluster is never stale while its creator runs: that
+    /// process is still bringing it up, and tears it down itself if that
+    /// fails. A PID alone proves nothing (PIDs are reused): every check
+    /// is of the PID *and* the start time the record holds.
     pub fn is_stale(&self) -> bool {
+        if self.creator.as_ref().is_some_and(ProcRef::is_alive) {
+            return false;
+        }
         match &self.owner {
             Some(owner) => !owner.is_alive(),
             None => !self
@@ -212,6 +227,7 @@ mod tests {
             k8s_version: "v1".into(),
             created_at: String::new(),
             owner: Some(me.clone()),
+            creator: None,
             components: vec![],
         };
         assert!(!s.is_stale());
@@ -225,5 +241,60 @@ mod tests {
             s.is_stale(),
             "a detached cluster without a live apiserver is stale"
         );
+    }
+
+    #[test]
+    fn a_cluster_being_brought_up_is_its_creators_until_that_process_ends() {
+        let me = ProcRef::of_pid(std::process::id() as i32).unwrap();
+        let gone = ProcRef {
+            start_time: me.start_time + 7,
+            ..me.clone()
+        };
+        let mut s = ClusterState {
+            layout: Layout::new("x", 0, Path::new("/tmp")),
+            k8s_version: "v1".into(),
+            created_at: String::new(),
+            owner: None,
+            creator: Some(me.clone()),
+            components: vec![],
+        };
+        assert!(
+            !s.is_stale(),
+            "a detached cluster with no apiserver yet, whose `cluster up` still runs, is not stale"
+        );
+        s.owner = Some(gone.clone());
+        assert!(
+            !s.is_stale(),
+            "the creator's claim holds while it runs, whoever will own the cluster"
+        );
+        s.creator = Some(gone.clone());
+        assert!(s.is_stale(), "a creator that ended leaves the owner's rule");
+        s.owner = None;
+        assert!(
+            s.is_stale(),
+            "a detached cluster whose creator ended with no apiserver up is stale"
+        );
+    }
+
+    #[test]
+    fn a_record_from_before_the_creator_was_kept_still_loads() {
+        let dir = std::env::temp_dir().join(format!("unstuck-old-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let layout = Layout::new("old", 3, &dir);
+        let mut v = serde_json::to_value(ClusterState {
+            layout,
+            k8s_version: "v1.34.4".into(),
+            created_at: "2026-11-01T00:00:00Z".into(),
+            owner: None,
+            creator: None,
+            components: vec![],
+        })
+        .unwrap();
+        v.as_object_mut().unwrap().remove("creator");
+        std::fs::write(dir.join("state.json"), serde_json::to_string(&v).unwrap()).unwrap();
+        let st = ClusterState::load(&dir).unwrap().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(st.creator, None);
+        assert_eq!(st.layout.slot, 3);
     }
 }

@@ -67,7 +67,7 @@ pub fn leftovers(l: &Layout) -> Vec<String> {
             }
         }
     }
-    for h in host::cgroup_v1_hierarchies() {
+    for h in host::cgroup_hierarchies() {
         let dir = h.join(l.cgroup_root().trim_start_matches('/'));
         if dir.exists() {
             out.push(format!("cgroup {}", dir.display()));
@@ -94,7 +94,7 @@ fn slot_held_by_another(l: &Layout) -> bool {
 /// its directory (components, shims) or that lives in its cgroup tree (pods).
 fn cluster_processes(l: &Layout) -> Vec<host::Process> {
     let dir = l.dir.display().to_string();
-    let in_cgroups = host::pids_in_cgroup_tree(&host::cgroup_v1_hierarchies(), &l.cgroup_root());
+    let in_cgroups = host::pids_in_cgroup_tree(&host::cgroup_hierarchies(), &l.cgroup_root());
     let me = std::process::id() as i32;
     host::processes()
         .into_iter()
@@ -226,9 +226,10 @@ async fn delete_links(layout: &Layout, report: &mut TeardownReport) {
     }
 }
 
-/// Step 5: the cluster's cgroup tree in every hierarchy.
+/// Step 5: the cluster's cgroup tree in every hierarchy, the unified one
+/// of a hybrid host included.
 fn remove_cgroups(layout: &Layout, report: &mut TeardownReport) {
-    for h in host::cgroup_v1_hierarchies() {
+    for h in host::cgroup_hierarchies() {
         let d = h.join(layout.cgroup_root().trim_start_matches('/'));
         if let Err(e) = host::remove_cgroup_tree(&d) {
             report

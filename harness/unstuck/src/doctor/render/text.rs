@@ -20,6 +20,7 @@ pub(super) fn render(v: &View, md: bool) -> String {
     };
     w.head(v);
     w.findings(v);
+    w.normal_so_far(v);
     w.graph(v);
     w.plan(v);
     w.nodes(v);
@@ -77,6 +78,19 @@ impl Writer {
             v.scan.seconds
         );
         let _ = writeln!(self.o, "{}{scan}", if self.md { "\n" } else { "" });
+    }
+
+    fn normal_so_far(&mut self, v: &View) {
+        if v.normal_so_far.is_empty() {
+            return;
+        }
+        self.heading(&format!(
+            "terminating, normal so far ({})",
+            v.normal_so_far.len()
+        ));
+        for line in &v.normal_so_far {
+            self.item(0, line);
+        }
     }
 
     fn findings(&mut self, v: &View) {

@@ -22,6 +22,7 @@ pub(super) async fn run(
     for mut doc in read_manifests(&path)? {
         let logical = doc["metadata"]["name"].as_str().map(str::to_string);
         run.names.document(&mut doc);
+        run.names.service_references(&mut doc);
         let field = |field| StepError::NoField {
             path: path.clone(),
             field,

@@ -91,11 +91,19 @@ impl<'a> Builder<'a> {
 
     /// Service `key`, in the state the collector's lookup proves.
     pub fn service(&mut self, key: &ServiceKey) -> String {
-        let j = judge(self.lookup(key));
+        let lookup = self.lookup(key);
+        let j = judge(lookup);
         let (state, detail) = match j.state {
             BackendState::Gone(reason) => (NodeState::Gone, Some(reason.to_owned())),
             BackendState::Serving => (NodeState::Present, Some("serving".to_owned())),
-            BackendState::Unknown => (NodeState::Unknown, Some("not proven gone".to_owned())),
+            // Installed but not serving: the root is why, when shown.
+            BackendState::Unknown => (
+                NodeState::Unknown,
+                Some(match crate::doctor::backend::not_serving_cause(lookup) {
+                    Some(cause) => format!("not serving, not proven gone: {cause}"),
+                    None => "not proven gone".to_owned(),
+                }),
+            ),
         };
         self.node(
             format!("service:{key}"),
