@@ -254,6 +254,12 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
                     b.webhook_finding + 1,
                     b.service
                 ),
+                Some(verdict) if verdict == crate::doctor::backend::NOT_SERVING => format!(
+                    ". Webhook {:?} (finding #{}) fails this write while its backend ({}) is not serving (no ready endpoint): with --allow-webhook-changes the doctor opens that one webhook (failurePolicy Ignore) for this write only and sets it back to Fail right after; or it is written once the backend serves again",
+                    b.webhook,
+                    b.webhook_finding + 1,
+                    b.service
+                ),
                 Some(verdict) => format!(
                     ". Webhook {:?} (finding #{}) fails this write while its backend ({}) is {verdict}, and the doctor never fails open a webhook whose backend is there: it is written once the backend is repaired",
                     b.webhook,

@@ -17,6 +17,7 @@ use unstuck_core::doctor::{Action, ObjectTarget, PlannedStep};
 mod apiservice;
 mod conversion;
 mod finalizers;
+pub mod gate;
 mod namespace;
 mod webhook;
 

@@ -10,7 +10,9 @@
 use std::collections::BTreeSet;
 
 use kube::Client;
-use unstuck_core::doctor::{Action, Finding, Plan, PlannedStep, plan};
+use unstuck_core::doctor::{
+    Action, Finding, FindingDetail, Plan, PlannedStep, backend::NOT_SERVING, plan,
+};
 
 use super::{
     DoctorError, DoctorOptions, Scope,
@@ -178,6 +180,12 @@ pub(super) async fn apply_round(
     let mut opened: BTreeSet<String> = BTreeSet::new();
     for d in gated.decisions {
         if let Decision::Apply(step) = &d
+            && let Some(gate) = gate_for(step, round_plan, round_findings, opts, &opened)
+        {
+            out.extend(write_through_gate(client, opts, step, &gate, &mut fresh).await?);
+            continue;
+        }
+        if let Decision::Apply(step) = &d
             && let Some(why) = blocked(step, round_plan, opts, &opened)
         {
             let target = claim(step).map(|c| c.path).unwrap_or_else(|| "-".into());
@@ -229,6 +237,108 @@ pub(super) async fn apply_round(
     Ok(out)
 }
 
+/// The one webhook entry to open for `step` alone: with
+/// `--allow-webhook-changes`, when the only webhook that rejects it has a
+/// backend that is installed but not serving (never one that is slow or
+/// answers wrongly: it would check the write if it could).
+struct Gate {
+    kind: unstuck_core::doctor::WebhookConfigKind,
+    configuration: String,
+    webhook: String,
+    reason: String,
+}
+
+fn gate_for(
+    step: &PlannedStep,
+    plan: &Plan,
+    findings: &[Finding],
+    opts: &DoctorOptions,
+    opened: &BTreeSet<String>,
+) -> Option<Gate> {
+    if !opts.allow_webhook_changes {
+        return None;
+    }
+    let mut blockers = plan
+        .blockers_of(step.finding_index)
+        .filter(|b| !opened.contains(&b.webhook));
+    let b = blockers.next()?;
+    if blockers.next().is_some() || b.failing.as_deref() != Some(NOT_SERVING) {
+        return None;
+    }
+    let FindingDetail::FailingWebhook {
+        configuration,
+        configuration_name,
+        webhook,
+        ..
+    } = &findings.get(b.webhook_finding)?.detail
+    else {
+        return None;
+    };
+    (webhook == &b.webhook).then(|| Gate {
+        kind: *configuration,
+        configuration: configuration_name.clone(),
+        webhook: webhook.clone(),
+        reason: format!(
+            "{} of finding #{}, rejected while its backend ({}) does not serve",
+            step.action.name(),
+            step.finding_index + 1,
+            b.service
+        ),
+    })
+}
+
+/// Opens the gate, writes `step` (argued again on a read taken after the
+/// opening), and closes the gate whatever the write did. An interrupt
+/// (Ctrl-C) while the gate is open abandons the write and still closes it.
+async fn write_through_gate(
+    client: &Client,
+    opts: &DoctorOptions,
+    step: &PlannedStep,
+    gate: &Gate,
+    fresh: &mut Option<Fresh>,
+) -> Result<Vec<AppliedStep>, DoctorError> {
+    let (opening, open) = apply::gate::open(
+        client,
+        gate.kind,
+        &gate.configuration,
+        &gate.webhook,
+        &gate.reason,
+        &opts.backup_dir,
+    )
+    .await;
+    let mut out = vec![opening];
+    let Some(open) = open else {
+        return Ok(out);
+    };
+    // The apiserver's admission reads webhook configurations from its
+    // informer: give it a moment before the write.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    *fresh = None;
+    let written = tokio::select! {
+        w = write_rechecked(client, opts, step, fresh) => Some(w),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    // Closed before anything else happens, whatever the write did; the
+    // report lists it after the write it was opened for.
+    let closed = open.close(client).await;
+    match written {
+        Some(Ok(w)) => out.extend(w),
+        Some(Err(e)) => {
+            tracing::warn!(
+                "the write through the webhook gate failed to run ({e}); the gate: {:?}",
+                closed.outcome
+            );
+            return Err(e);
+        }
+        None => out.push(skipped(
+            step,
+            "not written: interrupted while the webhook was open for it (the webhook was set back to Fail first)".into(),
+        )),
+    }
+    out.push(closed);
+    Ok(out)
+}
+
 /// Why `step` is not written this round: a webhook that fails closed
 /// rejects it: one with its backend gone that was not made to fail open
 /// first (not allowed, or its own step did not go through), or one whose
@@ -246,6 +356,17 @@ fn blocked(
     let webhook = &b.webhook;
     let number = b.webhook_finding + 1;
     let service = &b.service;
+    if b.failing.as_deref() == Some(NOT_SERVING) {
+        return Some(if opts.allow_webhook_changes {
+            format!(
+                "not written: webhook {webhook:?} (finding #{number}) fails it while its backend ({service}) does not serve, and another webhook rejects it too; repair the backend, then run again"
+            )
+        } else {
+            format!(
+                "not written: webhook {webhook:?} (finding #{number}) fails it while its backend ({service}) does not serve; run again with --allow-webhook-changes to open that webhook for this write only (it is set back to Fail right after), or repair the backend"
+            )
+        });
+    }
     if let Some(verdict) = &b.failing {
         // Never failed open: its backend is there, so the write waits for
         // its repair (writing now would only wait out its timeout).

@@ -122,6 +122,11 @@ impl Scope {
                     blocks_namespaces,
                     rejects,
                     ..
+                }
+                | FindingDetail::FailingWebhook {
+                    blocks_namespaces,
+                    rejects,
+                    ..
                 },
             ) => {
                 blocks_namespaces.iter().any(|b| names.contains(b))
@@ -180,5 +185,44 @@ mod tests {
         crd.kind = FindingKind::OrphanFinalizer;
         crd.detail = FindingDetail::OrphanFinalizer(Default::default());
         assert!(!scope.admits(&crd), "other cluster-scoped objects are out");
+    }
+
+    #[test]
+    fn a_failing_webhook_that_rejects_a_release_in_scope_is_in_scope() {
+        let scope = Scope::Namespaces(vec!["app".into()]);
+        let rejects = |ns: &str| {
+            vec![unstuck_core::doctor::rejected::RejectedWrite {
+                subject: ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "Namespace".into(),
+                    namespace: None,
+                    name: ns.into(),
+                    uid: None,
+                },
+                operation: "UPDATE".into(),
+                resource: "namespaces".into(),
+                purpose: "removing its metadata finalizers".into(),
+                assumed: None,
+            }]
+        };
+        let mut f = api_service(&[]);
+        f.kind = FindingKind::WebhookBackendFailing;
+        f.subject.kind = "ValidatingWebhookConfiguration".into();
+        f.detail = FindingDetail::FailingWebhook {
+            configuration: unstuck_core::doctor::WebhookConfigKind::Validating,
+            configuration_name: "namespace-policy".into(),
+            webhook: "validate.namespaces.policy.example.com".into(),
+            service: None,
+            verdict: "not serving".into(),
+            quote: String::new(),
+            timeout: None,
+            blocks_namespaces: Vec::new(),
+            rejects: rejects("app"),
+        };
+        assert!(scope.admits(&f));
+        if let FindingDetail::FailingWebhook { rejects: r, .. } = &mut f.detail {
+            *r = rejects("other");
+        }
+        assert!(!scope.admits(&f), "it rejects nothing asked about");
     }
 }

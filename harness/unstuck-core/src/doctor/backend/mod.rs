@@ -40,6 +40,13 @@ pub use probe::{
     ApiServiceProbe, MAX_TRIES, WebhookProbe, api_service_probe_targets, probe_targets,
 };
 
+/// The verdict of a fail-closed webhook whose backend is installed but
+/// has no ready endpoint (its pods Pending, crash-looping, or none): every
+/// call fails at once. The only failing verdict whose gate the doctor may
+/// open for its own write (`--allow-webhook-changes`): the backend could
+/// not have checked that write anyway.
+pub const NOT_SERVING: &str = "not serving";
+
 /// How far apart two reads with no ready endpoint must be for the absence
 /// to count as sustained. The collector waits this long between them.
 pub const SUSTAINED: Duration = Duration::from_secs(5);

@@ -18,14 +18,11 @@ use crate::doctor::admission::selector_matches;
 use k8s_openapi::api::core::v1::Namespace;
 
 use crate::doctor::backend::{
-    BackendState, CallFailure, CallVerdict, Misconfiguration, classify, judge,
+    BackendState, CallFailure, CallVerdict, Misconfiguration, NOT_SERVING, classify, judge,
 };
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
 use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
 use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
-
-/// The verdict of a webhook whose backend has no ready endpoint.
-pub(crate) const NOT_SERVING: &str = "not serving";
 
 /// Drops the not-serving webhook findings that stand in nothing's way
 /// (no namespace names them, no release is rejected by them): a product
