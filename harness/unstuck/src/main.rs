@@ -147,7 +147,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Doctor(args) => cmd::doctor::run(args).await,
         Command::Scenarios { dir, fixtures } => {
-            let scenarios = cmd::load_scenarios(&dir, &fixtures)?;
+            let scenarios = cmd::load_scenarios(&dir, "--dir", &fixtures)?;
             for s in &scenarios {
                 let origin = match (s.catalog_case, s.incident.as_deref()) {
                     (_, Some(incident)) => incident.to_string(),
@@ -210,6 +210,8 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ClusterCommand::List => {
+            // Tab-separated for scripts (`cut -f1`), with kubectl's header.
+            println!("NAME\tPROVIDER\tVERSION\tDETAIL\tSTATE");
             for c in all_clusters() {
                 println!(
                     "{}\t{}\t{}\t{}\t{}",

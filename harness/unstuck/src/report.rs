@@ -73,17 +73,27 @@ impl RunReport {
     /// The JUnit report itself: one suite, one case per scenario.
     pub fn junit_report(&self) -> Report {
         let mut report = Report::new("unstuck");
-        // The shard is in the suite's name so that the JUnit files of
-        // several CI jobs can be read side by side without a clash.
+        // The suite's name is the same from run to run (CI keeps a test's
+        // history by suite, class and name): the Kubernetes version and
+        // the provider, and the shard so that the JUnit files of several
+        // CI jobs can be read side by side without a clash. The throwaway
+        // cluster's random name is a property.
         let mut suite = TestSuite::new(format!(
-            "unstuck scenarios on {} ({}, provider {}){}",
-            self.cluster,
+            "unstuck scenarios ({}, provider {}){}",
             self.k8s_version,
             self.provider,
             self.shard
                 .as_ref()
                 .map_or(String::new(), |s| format!(", shard {s}"))
         ));
+        suite.add_property(("cluster", self.cluster.as_str()));
+        // One class per version and provider: in a merged matrix, a
+        // scenario's cases on two versions are told apart.
+        let classname = format!(
+            "unstuck.{}.{}",
+            self.provider.name,
+            self.k8s_version.replace('.', "_")
+        );
         for s in &self.scenarios {
             let status = match &s.outcome {
                 Outcome::Passed => TestCaseStatus::success(),
@@ -94,12 +104,7 @@ impl RunReport {
                 }
             };
             let mut case = TestCase::new(s.name(), status);
-            case.set_classname(format!(
-                "unstuck.case{}",
-                s.scenario
-                    .catalog_case
-                    .map_or("-".into(), |c| c.to_string())
-            ));
+            case.set_classname(classname.clone());
             case.set_time(Duration::from_millis(s.duration_ms as u64));
             case.set_system_out(evidence_text(s));
             suite.add_test_case(case);
@@ -412,6 +417,30 @@ mod tests {
         assert_eq!(
             back.scenarios[0].graphs[0].graph,
             report.scenarios[0].graphs[0].graph
+        );
+    }
+
+    #[test]
+    fn the_junit_suite_and_classes_are_stable_from_run_to_run() {
+        let a = run_with(Vec::new());
+        let mut b = run_with(Vec::new());
+        b.cluster = "local cluster 'run-y'".into();
+        let (xa, xb) = (a.junit().unwrap(), b.junit().unwrap());
+        let suite = |x: &str| {
+            x.split("<testsuite name=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(str::to_owned)
+        };
+        assert_eq!(suite(&xa), suite(&xb), "{xa}\n{xb}");
+        assert_eq!(
+            suite(&xa).as_deref(),
+            Some("unstuck scenarios (v1.34.4, provider local)")
+        );
+        assert!(xa.contains("classname=\"unstuck.local.v1_34_4\""), "{xa}");
+        assert!(
+            xb.contains("<property name=\"cluster\" value=\"local cluster &apos;run-y&apos;\"/>"),
+            "{xb}"
         );
     }
 

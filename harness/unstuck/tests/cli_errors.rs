@@ -326,3 +326,23 @@ fn a_provider_and_a_kubeconfig_together_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn scenarios_outside_a_checkout_name_the_path_and_the_flag() {
+    let elsewhere = std::env::temp_dir().join(format!("it-no-checkout-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_unstuck"))
+        .arg("scenarios")
+        .current_dir(&elsewhere)
+        .output()
+        .expect("unstuck runs");
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("no scenario directory at scenarios (from ")
+            && err.contains(&elsewhere.display().to_string())
+            && err.contains("name one with --dir"),
+        "{err}"
+    );
+}

@@ -50,8 +50,12 @@ impl Provider {
     /// `cluster list`'s row of cluster `name`: name, provider, version,
     /// detail, up/stale.
     fn row(&self, name: &str) -> Option<Vec<String>> {
-        self.ok(&["cluster", "list"])
-            .lines()
+        let list = self.ok(&["cluster", "list"]);
+        assert!(
+            list.starts_with("NAME\tPROVIDER\tVERSION\tDETAIL\tSTATE\n"),
+            "a header first: {list}"
+        );
+        list.lines()
             .map(|l| l.split('\t').map(str::to_owned).collect::<Vec<_>>())
             .find(|f| f.first().map(String::as_str) == Some(name))
     }

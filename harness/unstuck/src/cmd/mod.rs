@@ -9,10 +9,23 @@ pub mod save_snapshot;
 use anyhow::Result;
 
 /// Loads every scenario in `dir` and checks that their fixtures exist.
+/// `dir_flag` is the command's flag for `dir` (`--dir`, `--scenarios`),
+/// named in the error when the directory is not there.
 pub fn load_scenarios(
     dir: &std::path::Path,
+    dir_flag: &str,
     fixtures: &std::path::Path,
 ) -> Result<Vec<unstuck::core::scenario::Scenario>> {
+    if !dir.is_dir() {
+        // Outside a checkout, "scenarios" is a relative path to nowhere.
+        anyhow::bail!(
+            "no scenario directory at {} (from {}): run from a checkout of unstuck, or name one with {dir_flag} (and its fixtures with --fixtures)",
+            dir.display(),
+            std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|_| "an unknown directory".into())
+        );
+    }
     let scenarios = unstuck::core::scenario::load_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     if scenarios.is_empty() {
         anyhow::bail!("no scenario files (*.yaml) in {}", dir.display());

@@ -197,7 +197,7 @@ fn select_scenarios(
     args: &RunArgs,
     existing: bool,
 ) -> Result<Vec<unstuck::core::scenario::Scenario>> {
-    let mut scenarios = super::load_scenarios(&args.scenarios, &args.fixtures)?;
+    let mut scenarios = super::load_scenarios(&args.scenarios, "--scenarios", &args.fixtures)?;
     if let Some(f) = &args.filter {
         scenarios.retain(|s| s.name.contains(f.as_str()));
         if scenarios.is_empty() {
