@@ -310,7 +310,8 @@ fn a_write_after_the_deletion_by_a_manager_named_for_nothing_shows_someone_at_wo
         .metadata
         .managed_fields
         .get_or_insert_default()
-        .push(write);
+        .push(write.clone());
+    let late_write = write;
     // Taken 30 s after the deletion: the write is 28 s old.
     s.taken_at = deleted + SignedDuration::from_secs(30);
     let v = verdict(&s, "kiali", KIALI, &[]);
@@ -319,14 +320,37 @@ fn a_write_after_the_deletion_by_a_manager_named_for_nothing_shows_someone_at_wo
         evidence(&v).contains("manager \"percona-xtradb-cluster-operator\" wrote to the object 28s ago (Update status), 2s into its deletion"),
         "{v:?}"
     );
-    // Three minutes on, the write is not history: a controller acting from
-    // outside the cluster leaves only its writes. Unknown, never Dead,
-    // until a person confirms.
+    // Three minutes on, with no identity but Kubernetes' own left that
+    // may update it (the uninstall took its RBAC), the write is history.
+    s.taken_at = deleted + SignedDuration::from_secs(180);
+    let v = verdict(&s, "kiali", KIALI, &[]);
+    assert!(v.is_dead(), "{v:?}");
+    assert!(
+        evidence(&v).contains("no identity but Kubernetes' own may update it any more"),
+        "{v:?}"
+    );
+
+    // While one still may (here a ServiceAccount of a namespace that is
+    // there), the writer may be acting from outside the cluster: Unknown,
+    // never Dead, until a person confirms.
+    let mut s = with_namespace_ops(kiali_with(None, kiali_rights()));
+    let kiali = s
+        .terminating
+        .iter_mut()
+        .find(|r| r.name() == "kiali")
+        .unwrap();
+    kiali
+        .metadata
+        .managed_fields
+        .get_or_insert_default()
+        .push(late_write);
     s.taken_at = deleted + SignedDuration::from_secs(180);
     let v = verdict(&s, "kiali", KIALI, &[]);
     assert!(matches!(v, OwnerVerdict::Unknown { .. }), "{v:?}");
     assert!(
-        evidence(&v).contains("confirm that writer is gone, then --assume-dead the key"),
+        evidence(&v).contains(
+            "and ServiceAccount ops/runner by ClusterRoleBinding agent may still update it"
+        ) && evidence(&v).contains("confirm that writer is gone, then --assume-dead the key"),
         "{v:?}"
     );
     assert!(

@@ -229,7 +229,7 @@ impl<'a> OwnerCache<'a> {
             .unwrap_or_default();
         let mut reports = vec![
             self.able(&ctx, request.as_ref()),
-            writes::check(&ctx),
+            writes::check(&ctx, request.as_ref()),
             events::about_object(&ctx),
         ];
         reports.extend(key.reports.iter().cloned());

@@ -7,18 +7,55 @@
 //!   shows it running.
 //! - Any other manager that wrote after the deletion began, in the last
 //!   two minutes, shows something at work on the object (`Alive`). An
-//!   older write since the deletion is not history: a controller that
-//!   acts from outside the cluster (a management cluster's Cluster API or
-//!   Crossplane, a cloud provider's controller) leaves no pod and no Lease
-//!   here, only its writes, so the key stays `Unknown` until a person
-//!   confirms the writer is gone (`--assume-dead KEY`). Left out:
+//!   older write since the deletion is not history while some identity
+//!   other than Kubernetes' own still holds a grant to update the object:
+//!   a controller that acts from outside the cluster (a management
+//!   cluster's Cluster API or Crossplane, a cloud provider's controller)
+//!   leaves no pod and no Lease here, only its writes and its grant, so
+//!   the key stays `Unknown` until a person confirms the writer is gone
+//!   (`--assume-dead KEY`). managedFields name a manager, not who it was;
+//!   the grants say who could still act. Once no such grant is left (the
+//!   uninstall removed its RBAC), the write is history. Left out:
 //!   a person's clients (kubectl, helm, unstuck itself), whose writes
 //!   serve no finalizer, and Kubernetes' own components, whose keys are
 //!   judged by the built-in table (kube-controller-manager writes every
 //!   Terminating namespace's conditions; the kubelet every pod's status).
 //!   Writes before the deletion are what made the object.
 
-use super::{Ctx, RECENT_SECS, fmt_secs, verdict::SourceReport};
+use super::{
+    Ctx, RECENT_SECS, fmt_secs,
+    rbac::{Grantee, Request},
+    verdict::SourceReport,
+};
+
+/// Who, other than Kubernetes' own components, may still update the
+/// object: the first such grant, as a person reads it. `Some` too when it
+/// cannot be told (no request, RBAC not read): then it is not ruled out.
+fn someone_may_still_update(ctx: &Ctx, req: Option<&Request>) -> Option<String> {
+    let Some(req) = req else {
+        return Some("who may update it was not asked (its resource was not at hand)".into());
+    };
+    let Some(rbac) = &ctx.snapshot.rbac else {
+        return Some("the cluster's RBAC was not read".into());
+    };
+    let grants = rbac.grants(req);
+    if let Some(g) = grants.to_outside.first() {
+        return Some(format!("{} by {}", g.subject, g.binding));
+    }
+    let namespace_there =
+        |ns: &str| ctx.snapshot.namespaces.is_empty() || ctx.snapshot.namespace(ns).is_some();
+    grants.to_service_accounts.iter().find_map(|g| {
+        let own = match &g.grantee {
+            // Kubernetes' own controllers run as kube-system accounts.
+            Grantee::ServiceAccount { namespace, .. }
+            | Grantee::NamespaceServiceAccounts { namespace, .. } => {
+                namespace == "kube-system" || !namespace_there(namespace)
+            }
+            Grantee::AllServiceAccounts(_) => false,
+        };
+        (!own).then(|| format!("{} by {}", g.grantee, g.binding))
+    })
+}
 
 /// Field managers of a person's tools, matched exactly: Flux's
 /// `helm-controller` is a controller, not a person's `helm`.
@@ -47,7 +84,7 @@ pub(super) fn says_nothing(manager: &str) -> bool {
         || CONTROL_PLANE.contains(&manager)
 }
 
-pub(super) fn check(ctx: &Ctx) -> SourceReport {
+pub(super) fn check(ctx: &Ctx, req: Option<&Request>) -> SourceReport {
     let mut r = SourceReport::default();
     let Some(record) = ctx.record else {
         r.unreadable = Some("writes: the object's managedFields were not at hand".to_owned());
@@ -102,9 +139,15 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
                 fmt_secs(age),
                 fmt_secs(deleted_age - age)
             ));
-        } else {
+        } else if let Some(who) = someone_may_still_update(ctx, req) {
             r.installed.push(format!(
-                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion, and nothing shows it gone since: a controller acting from outside the cluster leaves only its writes here; confirm that writer is gone, then --assume-dead the key",
+                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion, and {who} may still update it: a controller acting from outside the cluster leaves only its writes and its grant here; confirm that writer is gone, then --assume-dead the key",
+                fmt_secs(age),
+                fmt_secs(deleted_age - age)
+            ));
+        } else {
+            older.push(format!(
+                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion; no identity but Kubernetes' own may update it any more",
                 fmt_secs(age),
                 fmt_secs(deleted_age - age)
             ));
