@@ -156,3 +156,62 @@ fn a_not_serving_webhook_that_holds_nothing_is_not_reported() {
         "{findings:#?}"
     );
 }
+
+#[test]
+fn an_apiservice_whose_service_is_proven_gone_is_a_leftover_not_an_installed_owner() {
+    use unstuck_core::doctor::{
+        OwnerVerdict,
+        owner::{OwnerQuery, owner_verdict},
+        snapshot::ObjectRecord,
+    };
+    // Scenario 50's cluster after its product was uninstalled by deleting
+    // its namespace: the APIService stays, its Service is gone (the
+    // collector's GET returned 404), and an object still carries the
+    // product's finalizer.
+    let mut s = load_snapshot("real-v1.34.4/apiservice-backend-crash-loops");
+    let group = s.api_services.iter().find_map(|a| {
+        let spec = a.spec.as_ref()?;
+        spec.service.as_ref()?;
+        spec.group.clone()
+    });
+    let group = group.expect("the recorded aggregated APIService");
+    for l in &mut s.api_service_backends {
+        l.exists = false;
+        l.ready_endpoints = None;
+        l.reads.clear();
+        l.pods = None;
+    }
+    let key = format!("{group}/cleanup");
+    let mut meta = s.namespaces[0].metadata.clone();
+    meta.name = Some("leftover-settings".into());
+    meta.namespace = Some("default".into());
+    meta.finalizers = Some(vec![key.clone()]);
+    meta.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        s.taken_at - k8s_openapi::jiff::SignedDuration::from_secs(600),
+    ));
+    meta.managed_fields = None;
+    let record = ObjectRecord {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        resource: "configmaps".into(),
+        namespaced: true,
+        metadata: meta,
+    };
+    let v = owner_verdict(
+        &OwnerQuery {
+            finalizer: &key,
+            kind: "ConfigMap",
+            record: Some(&record),
+            assume_dead: &[],
+        },
+        &s,
+    )
+    .verdict;
+    let text = v.evidence().join("\n");
+    assert!(v.is_dead(), "{text}");
+    assert!(
+        text.contains("left behind: APIService") && text.contains("proven gone (ServiceNotFound)"),
+        "{text}"
+    );
+    assert!(!matches!(v, OwnerVerdict::Unknown { .. }));
+}

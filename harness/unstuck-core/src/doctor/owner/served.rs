@@ -52,8 +52,8 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         .find_map(|(res, gv)| unreadable(s, res, gv)),
         ..SourceReport::default()
     };
-    let (webhooks, left_over) = webhooks_of_owner(ctx, &mut r);
-    let aggregated = api_services_of_owner(ctx, &mut r);
+    let (webhooks, mut left_over) = webhooks_of_owner(ctx, &mut r);
+    let aggregated = api_services_of_owner(ctx, &mut r, &mut left_over);
     r.checked = format!(
         "webhooks and APIServices: none names {} with a backend that is not proven gone ({webhooks} webhooks, {aggregated} aggregated APIServices checked){}",
         t.describe(),
@@ -129,9 +129,10 @@ fn webhooks_of_owner(ctx: &Ctx, r: &mut SourceReport) -> (usize, Vec<String>) {
 }
 
 /// Aggregated APIServices named for the owner (its group or its
-/// Service): Available is alive, anything else installed. Returns how
-/// many were checked.
-fn api_services_of_owner(ctx: &Ctx, r: &mut SourceReport) -> usize {
+/// Service): Available is alive; one whose Service the collector proved
+/// gone is what an uninstall left behind (into `left_over`), as for a
+/// webhook; anything else installed. Returns how many were checked.
+fn api_services_of_owner(ctx: &Ctx, r: &mut SourceReport, left_over: &mut Vec<String>) -> usize {
     let s = ctx.snapshot;
     let t = ctx.target;
     let mut aggregated = 0;
@@ -167,8 +168,18 @@ fn api_services_of_owner(ctx: &Ctx, r: &mut SourceReport) -> usize {
             "APIService {name} ({how}) is served by {svc_name}, Available={}",
             available.map_or("<unset>", |c| c.status.as_str())
         );
+        let backend = s
+            .api_service_backends
+            .iter()
+            .find(|l| {
+                Some(l.service.namespace.as_str()) == svc.namespace.as_deref()
+                    && Some(l.service.name.as_str()) == svc.name.as_deref()
+            })
+            .map(|l| judge(Some(l)).state);
         if available.is_some_and(|c| c.status == "True") {
             r.alive.push(line);
+        } else if let Some(BackendState::Gone(why)) = backend {
+            left_over.push(format!("{line}, its {svc_name} proven gone ({why})"));
         } else {
             r.installed
                 .push(format!("{line}: installed but not shown running"));
