@@ -228,8 +228,16 @@ impl RunReport {
             "\nKubernetes {} on {} (provider {})\n",
             self.k8s_version, self.cluster, self.provider
         ));
+        // As wide as the longest name: scenario names run to 40 characters.
+        let width = self
+            .scenarios
+            .iter()
+            .map(|s| s.name().chars().count())
+            .max()
+            .unwrap_or(0)
+            .max("scenario".len());
         out.push_str(&format!(
-            "{:<32} {:<6} {:>10} {:>12} {:>9}\n",
+            "{:<width$} {:<6} {:>10} {:>12} {:>9}\n",
             "scenario", "result", "detect", "recover", "total"
         ));
         for s in &self.scenarios {
@@ -237,7 +245,7 @@ impl RunReport {
                 v.map_or("-".to_string(), |ms| format!("{:.2} s", ms as f64 / 1000.0))
             };
             out.push_str(&format!(
-                "{:<32} {:<6} {:>10} {:>12} {:>9}\n",
+                "{:<width$} {:<6} {:>10} {:>12} {:>9}\n",
                 s.name(),
                 if s.passed() { "pass" } else { "FAIL" },
                 ms(s.time_to_detect_ms),
@@ -442,6 +450,25 @@ mod tests {
             xb.contains("<property name=\"cluster\" value=\"local cluster &apos;run-y&apos;\"/>"),
             "{xb}"
         );
+    }
+
+    #[test]
+    fn the_summary_table_stays_aligned_for_long_scenario_names() {
+        let mut r = run_with(Vec::new());
+        let mut long = r.scenarios[0].clone();
+        long.scenario.name = String::from("webhook-backend-hangs-behind-finalizer-x");
+        r.scenarios.push(long);
+        let t = r.terminal();
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("scenario ") || l.contains(" pass "))
+            .collect();
+        assert_eq!(rows.len(), 3, "{t}");
+        let result_at: Vec<usize> = rows
+            .iter()
+            .map(|l| l.find(" result").or_else(|| l.find(" pass ")).unwrap())
+            .collect();
+        assert!(result_at.windows(2).all(|w| w[0] == w[1]), "{t}");
     }
 
     /// What cleanup could not do and evidence that was not written are

@@ -346,3 +346,17 @@ fn scenarios_outside_a_checkout_name_the_path_and_the_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn run_help_documents_its_exit_codes() {
+    let o = unstuck(&["run", "--help"], &[]);
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout);
+    for code in [
+        "  0    every scenario passed",
+        "  1    a scenario failed",
+        "  130  interrupted twice",
+    ] {
+        assert!(help.contains(code), "{code:?} not in\n{help}");
+    }
+}

@@ -10,7 +10,17 @@ use unstuck::cluster::{
     provider::{CreateOptions, ProviderKind, provider},
 };
 
+/// `unstuck run`'s exit codes, in its `--help`.
+pub const RUN_EXIT_CODES_HELP: &str = "Exit codes:
+  0    every scenario passed (or this shard had none)
+  1    a scenario failed, or the run could not start (no components built,
+       a scenario file that does not load, no cluster); the reports say which
+  2    usage: the command line is wrong
+  130  interrupted twice (Ctrl-C): cleanup was cut short; `unstuck cluster gc`
+       removes what is left. Interrupted once, the run cleans up and exits 1";
+
 #[derive(clap::Args)]
+#[command(after_help = RUN_EXIT_CODES_HELP)]
 pub struct RunArgs {
     /// Directory of scenario files.
     #[arg(long, default_value = "scenarios")]
