@@ -120,15 +120,7 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
 /// A scenarios folder holding one scenario of `scenarios/` (37: a
 /// webhook whose backend hangs; 44: a registry that is down).
 fn scenario_dir(tag: &str, file: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("unstuck-be-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::os::unix::fs::symlink(
-        common::repo_root().join("scenarios").join(file),
-        dir.join(file),
-    )
-    .unwrap();
-    dir
+    common::scenarios_folder(&format!("be-{tag}"), &[file])
 }
 
 const HANG: &str = "37-webhook-backend-hangs.yaml";

@@ -10,7 +10,6 @@
 //! Needs root and the components built by ci/setup.sh (CI runs both).
 
 use std::{
-    path::PathBuf,
     process::Child,
     sync::mpsc,
     time::{Duration, Instant},
@@ -19,19 +18,6 @@ use std::{
 use unstuck::cluster::local::{self, Layout, state::state_root};
 
 mod common;
-
-/// A scenarios folder holding one built-in scenario.
-fn one_scenario(tag: &str, file: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("unstuck-kill-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::os::unix::fs::symlink(
-        common::repo_root().join("scenarios").join(file),
-        dir.join(file),
-    )
-    .unwrap();
-    dir
-}
 
 /// Lines until one contains `needle`, or `None` when the run ended or
 /// `limit` passed first.
@@ -101,7 +87,7 @@ fn left_after_gc(cluster: &str, slot: u8, limit: Duration) -> Vec<String> {
 /// Runs `file`, kills the run once `point` has been reached (a line that
 /// contains `marker`, then `after`), and checks that nothing is left.
 fn killed_at(point: &str, file: &str, marker: &str, after: Duration) {
-    let scenarios = one_scenario(point, file);
+    let scenarios = common::scenarios_folder(&format!("kill-{point}"), &[file]);
     let out = scenarios.with_extension("out");
     let (mut child, rx) = common::spawn_run(&scenarios, &out);
     let boot = wait_line(&rx, "bringing up local cluster", Duration::from_secs(120))

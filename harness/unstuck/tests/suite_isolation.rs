@@ -17,17 +17,13 @@ mod common;
 /// A scenarios folder holding two of the built-in scenarios: one that
 /// shares the cluster and one that injects a node fault.
 fn two_scenarios(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("unstuck-iso-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for f in [
-        "01-orphan-finalizer-configmap.yaml",
-        "08-busy-volume-mount.yaml",
-    ] {
-        std::os::unix::fs::symlink(common::repo_root().join("scenarios").join(f), dir.join(f))
-            .unwrap();
-    }
-    dir
+    common::scenarios_folder(
+        &format!("iso-{tag}"),
+        &[
+            "01-orphan-finalizer-configmap.yaml",
+            "08-busy-volume-mount.yaml",
+        ],
+    )
 }
 
 /// Reads stderr lines until one contains `needle` (or the run ends),

@@ -139,6 +139,17 @@ pub struct WebhookView<'a> {
 }
 
 impl WebhookView<'_> {
+    /// Its configuration, as the subject of a finding about it.
+    pub fn config_ref(&self) -> super::finding::ObjectRef {
+        super::finding::ObjectRef {
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: self.config_kind.kind().into(),
+            namespace: None,
+            name: self.config_name.to_owned(),
+            uid: self.config_uid.map(str::to_owned),
+        }
+    }
+
     /// The Service it calls, unless it calls a URL.
     pub fn service(&self) -> Option<ServiceKey> {
         self.client_config.service.as_ref().map(|s| ServiceKey {

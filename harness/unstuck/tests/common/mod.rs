@@ -405,6 +405,21 @@ pub fn labelled(label: &str, value: &str) -> Vec<String> {
     left
 }
 
+/// A scenarios folder of this test process's own (`unstuck-<tag>-<pid>`
+/// under the temp dir, made afresh) holding links to `files` of the
+/// repository's `scenarios/`.
+#[allow(dead_code)]
+pub fn scenarios_folder(tag: &str, files: &[&str]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("unstuck-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the scenarios folder");
+    for f in files {
+        std::os::unix::fs::symlink(repo_root().join("scenarios").join(f), dir.join(f))
+            .expect("a link to a scenario");
+    }
+    dir
+}
+
 /// `unstuck run` of the scenarios in `scenarios` with the repository's
 /// fixtures, reports under `out`, as [`spawn_unstuck`] starts it.
 #[allow(dead_code)]

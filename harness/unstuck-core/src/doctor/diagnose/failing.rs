@@ -21,7 +21,7 @@ use crate::doctor::backend::{
     BackendState, CallFailure, CallVerdict, Misconfiguration, NOT_SERVING, classify, judge,
 };
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use crate::doctor::finding::{Finding, FindingDetail, FindingKind};
 use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
 
 /// Drops the not-serving webhook findings that stand in nothing's way
@@ -135,26 +135,21 @@ impl Diagnosis<'_> {
             let Some(cause) = crate::doctor::backend::not_serving_cause(lookup) else {
                 continue;
             };
+            let judged = judge(lookup);
             if already
                 || lookup.is_none_or(|l| l.reads.iter().any(|r| r.ready > 0))
-                || judge(lookup).state != BackendState::Unknown
+                || judged.state != BackendState::Unknown
             {
                 continue;
             }
-            let mut blocks: Vec<String> = failures
-                .iter()
-                .filter(|f| f.webhooks.iter().any(|n| n == w.name))
-                .map(|f| f.namespace.to_owned())
-                .collect();
-            blocks.sort();
-            blocks.dedup();
+            let blocks = super::namespace::namespaces_naming(failures, w.name);
             let kind = w.config_kind.kind();
             let quote = format!("no endpoints available for service \"{}\"", service.name);
             let mut evidence = vec![format!(
                 "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
                 w.config_name, w.name, w.failure_policy
             )];
-            evidence.extend(judge(lookup).evidence);
+            evidence.extend(judged.evidence);
             evidence.push(format!("its backend does not serve: {cause}"));
             evidence.push(format!(
                 "with no ready endpoint the apiserver fails every call at once ({quote}), so every write it matches is rejected: {}",
@@ -165,13 +160,7 @@ impl Diagnosis<'_> {
             ));
             findings.push(Finding {
                 kind: FindingKind::WebhookBackendFailing,
-                subject: ObjectRef {
-                    api_version: "admissionregistration.k8s.io/v1".into(),
-                    kind: kind.into(),
-                    namespace: None,
-                    name: w.config_name.to_owned(),
-                    uid: w.config_uid.map(str::to_owned),
-                },
+                subject: w.config_ref(),
                 summary: format!(
                     "webhook {:?} in {kind} {} fails closed and its backend does not serve ({cause}){}",
                     w.name,
@@ -273,13 +262,7 @@ impl Diagnosis<'_> {
         let verdict = verdict_name(&call.verdict);
         Finding {
             kind: FindingKind::WebhookBackendFailing,
-            subject: ObjectRef {
-                api_version: "admissionregistration.k8s.io/v1".into(),
-                kind: kind.into(),
-                namespace: None,
-                name: w.config_name.to_owned(),
-                uid: w.config_uid.map(str::to_owned),
-            },
+            subject: w.config_ref(),
             summary: format!(
                 "webhook {:?} in {kind} {} fails closed and its backend is {verdict} ({}); it blocks deletion of namespace(s) {}",
                 w.name,

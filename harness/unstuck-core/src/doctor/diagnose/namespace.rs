@@ -35,6 +35,19 @@ pub(super) struct ContentFailure<'a> {
     pub(super) webhooks: Vec<String>,
 }
 
+/// The namespaces, sorted, whose content-failure condition names webhook
+/// `name`.
+pub(super) fn namespaces_naming(failures: &[ContentFailure<'_>], name: &str) -> Vec<String> {
+    let mut blocks: Vec<String> = failures
+        .iter()
+        .filter(|f| f.webhooks.iter().any(|n| n == name))
+        .map(|f| f.namespace.to_owned())
+        .collect();
+    blocks.sort();
+    blocks.dedup();
+    blocks
+}
+
 /// What every finding about one stuck namespace starts from.
 struct StuckNamespace<'n> {
     ns: &'n Namespace,

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::Diagnosis;
 use super::namespace::ContentFailure;
 use crate::doctor::conditions::NS_CONTENT_FAILURE;
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use crate::doctor::finding::{Finding, FindingDetail, FindingKind};
 use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
 
 impl<'a> Diagnosis<'a> {
@@ -31,12 +31,7 @@ impl<'a> Diagnosis<'a> {
             )];
             evidence.extend(backend_lines);
             evidence.push(format!("it matches: {}", w.rules_line()));
-            let mut blocks: Vec<String> = failures
-                .iter()
-                .filter(|f| f.webhooks.iter().any(|n| n == w.name))
-                .map(|f| f.namespace.to_owned())
-                .collect();
-            blocks.sort();
+            let blocks = super::namespace::namespaces_naming(failures, w.name);
             for ns in &blocks {
                 evidence.push(format!(
                     "blocks deletion of namespace {ns}: its {NS_CONTENT_FAILURE} condition quotes failed calling webhook {:?}",
@@ -56,13 +51,7 @@ impl<'a> Diagnosis<'a> {
             dead.insert(w.name.to_owned());
             findings.push(Finding {
                 kind: FindingKind::DeadWebhook,
-                subject: ObjectRef {
-                    api_version: "admissionregistration.k8s.io/v1".into(),
-                    kind: kind.into(),
-                    namespace: None,
-                    name: w.config_name.to_owned(),
-                    uid: w.config_uid.map(str::to_owned),
-                },
+                subject: w.config_ref(),
                 summary: format!(
                     "webhook {:?} in {kind} {} fails closed and its backend is gone ({backend}){}",
                     w.name,
