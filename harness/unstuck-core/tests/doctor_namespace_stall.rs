@@ -334,3 +334,76 @@ fn parses_the_recorded_metrics_of_a_real_controller_manager() {
     );
     assert_eq!(parse_namespace_queue(&others), None);
 }
+
+/// Scenario 31's snapshot (OSM uninstalled, its CRDs' conversion webhook
+/// Service gone), with namespace `quiet`'s conditions removed: the moment
+/// before the namespace controller wrote any (the issue's "no cause could
+/// be shown" 15 s after a deletion). The collector's own list of
+/// multiclusterservices failed on the conversion webhook, and says so.
+#[test]
+fn a_namespace_without_conditions_names_the_conversion_webhook_its_lists_fail_on() {
+    let mut s = doctor_support::load_snapshot("real-v1.34.4/crd-conversion-webhook-service-gone");
+    namespace(&mut s, "quiet")
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions = None;
+    let findings = diagnose(&s, &opts());
+    let stall = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::NamespaceNotProgressing && f.subject.name == "quiet")
+        .unwrap_or_else(|| panic!("quiet is not progressing: {findings:#?}"));
+    let FindingDetail::NamespaceStall(detail) = &stall.detail else {
+        panic!("{:#?}", stall.detail);
+    };
+    assert_eq!(
+        detail.cause,
+        StallCause::ConversionWebhookFailing,
+        "{stall:#?}"
+    );
+    assert_eq!(
+        detail.failing_conversions,
+        ["multiclusterservices.config.openservicemesh.io"],
+        "{detail:?}"
+    );
+    let evidence = stall.evidence.join("\n");
+    assert!(
+        evidence.contains("the collector's own list of config.openservicemesh.io/v1alpha2 failed on multiclusterservices.config.openservicemesh.io's conversion webhook"),
+        "{evidence}"
+    );
+    assert!(
+        !stall.summary.contains("no cause could be shown"),
+        "{}",
+        stall.summary
+    );
+    // The graph leads from the namespace to the CRD, not to the controller.
+    let p = plan(&findings, &s);
+    let graph = unstuck_core::doctor::BlockerGraph::build(&findings, &p, &s);
+    let ns = graph
+        .nodes
+        .iter()
+        .find(|n| n.label.contains("quiet"))
+        .expect("quiet is in the graph");
+    let crd = graph
+        .nodes
+        .iter()
+        .find(|n| {
+            n.label
+                .contains("multiclusterservices.config.openservicemesh.io")
+        })
+        .expect("the CRD is in the graph");
+    assert!(
+        graph
+            .edges
+            .iter()
+            .any(|e| e.from == ns.id && e.to == crd.id),
+        "{graph:#?}"
+    );
+    assert!(
+        !graph
+            .edges
+            .iter()
+            .any(|e| e.from == ns.id && e.to == "controller:namespace"),
+        "{graph:#?}"
+    );
+}

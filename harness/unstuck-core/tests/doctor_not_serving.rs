@@ -215,3 +215,103 @@ fn an_apiservice_whose_service_is_proven_gone_is_a_leftover_not_an_installed_own
     );
     assert!(!matches!(v, OwnerVerdict::Unknown { .. }));
 }
+
+/// Scenario 50's snapshot judged against a bound: the outage it records
+/// (the adapter crash-looping since its APIService was made).
+fn outage_opts(bound: Duration, allowed: &[&str]) -> DiagnoseOptions {
+    DiagnoseOptions {
+        stuck_after: Duration::from_secs(3),
+        apiservice_outage_after: bound,
+        allow_apiservice_removal: allowed.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// The adapter's registration as recorded (the runner renamed the group
+/// after the run's `metrics` namespace).
+const ADAPTER: &str = "v1beta1.custom-metrics-00zbqx.example.com";
+
+fn apiservice_step(p: &unstuck_core::doctor::Plan) -> &unstuck_core::doctor::PlannedStep {
+    p.steps
+        .iter()
+        .find(|st| match &st.action {
+            Action::Refuse { reason, .. } => reason.contains(ADAPTER),
+            Action::DeleteApiService(d) => d.name == ADAPTER,
+            _ => false,
+        })
+        .unwrap_or_else(|| panic!("no step for {ADAPTER}: {p:#?}"))
+}
+
+#[test]
+fn an_apiservice_outage_is_measured_on_the_servers_clock_and_kept_under_its_bound() {
+    let s = load_snapshot("real-v1.34.4/apiservice-backend-crash-loops");
+    let findings = diagnose(&s, &outage_opts(Duration::from_secs(3600), &[ADAPTER]));
+    let api = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::ApiServiceUnavailable)
+        .expect("the APIService is unavailable");
+    let FindingDetail::ApiService {
+        outage: Some(o), ..
+    } = &api.detail
+    else {
+        panic!("no outage recorded: {:#?}", api.detail);
+    };
+    // Measured from the condition's lastTransitionTime to the snapshot's
+    // own time, never this machine's clock: a replay days later sees the
+    // same figure.
+    assert!(o.lasted_secs > 3 && o.lasted_secs < 600, "{o:?}");
+    assert!(o.cause.contains("exit code 3"), "{o:?}");
+    assert!(o.removal_allowed && !o.sustained(), "{o:?}");
+    let p = plan(&findings, &s);
+    let step = apiservice_step(&p);
+    assert!(
+        matches!(&step.action, Action::Refuse { reason, .. } if reason.contains("under the --apiservice-outage-after bound of 1h0m0s")),
+        "named but under the bound: {step:#?}"
+    );
+    assert_eq!(p.mutating_steps().count(), 0, "{p:#?}");
+}
+
+#[test]
+fn a_sustained_apiservice_outage_names_the_flag_and_removes_nothing_unnamed() {
+    let s = load_snapshot("real-v1.34.4/apiservice-backend-crash-loops");
+    let findings = diagnose(&s, &outage_opts(Duration::from_secs(3), &[]));
+    let p = plan(&findings, &s);
+    let step = apiservice_step(&p);
+    let Action::Refuse { reason, .. } = &step.action else {
+        panic!("not named, yet {step:#?}");
+    };
+    for words in [
+        "past the --apiservice-outage-after bound of 3s",
+        "blocks deletion of namespace(s)",
+        "--allow-apiservice-removal=v1beta1.custom-metrics-00zbqx.example.com",
+        "exit code 3",
+    ] {
+        assert!(reason.contains(words), "{words:?} not in {reason}");
+    }
+    assert_eq!(p.mutating_steps().count(), 0, "{p:#?}");
+    // Another APIService named is no consent for this one.
+    let other = diagnose(
+        &s,
+        &outage_opts(Duration::from_secs(3), &["v1beta1.metrics.k8s.io"]),
+    );
+    assert_eq!(plan(&other, &s).mutating_steps().count(), 0);
+}
+
+#[test]
+fn a_named_apiservice_past_its_outage_bound_is_deleted_with_preconditions() {
+    let s = load_snapshot("real-v1.34.4/apiservice-backend-crash-loops");
+    let findings = diagnose(&s, &outage_opts(Duration::from_secs(3), &[ADAPTER]));
+    let p = plan(&findings, &s);
+    let Action::DeleteApiService(d) = &apiservice_step(&p).action else {
+        panic!("named and past the bound, yet {p:#?}");
+    };
+    let api = s.api_service(ADAPTER).expect("in the snapshot");
+    assert_eq!(Some(&d.uid), api.metadata.uid.as_ref());
+    assert_eq!(
+        Some(&d.resource_version),
+        api.metadata.resource_version.as_ref()
+    );
+    assert!(d.reason.contains("exit code 3"), "{d:?}");
+    let mutating: Vec<&str> = p.mutating_steps().map(|s| s.action.name()).collect();
+    assert_eq!(mutating, ["DeleteApiService"], "{p:#?}");
+}

@@ -50,6 +50,7 @@ fn opts(assume_dead: &[&str]) -> DiagnoseOptions {
     DiagnoseOptions {
         stuck_after: Duration::from_secs(3),
         assume_dead: assume_dead.iter().map(|k| k.to_string()).collect(),
+        ..Default::default()
     }
 }
 

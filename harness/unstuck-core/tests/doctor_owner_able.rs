@@ -119,6 +119,7 @@ fn a_ready_pod_with_rights_on_the_custom_type_keeps_the_key_alive_whatever_its_n
     let opts = DiagnoseOptions {
         assume_dead: vec![KIALI.into()],
         stuck_after: std::time::Duration::from_secs(3),
+        ..Default::default()
     };
     let findings = diagnose(&s, &opts);
     let kiali: Vec<FindingKind> = findings

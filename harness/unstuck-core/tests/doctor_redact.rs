@@ -50,6 +50,7 @@ fn option_sets(s: &Snapshot) -> Vec<DiagnoseOptions> {
         DiagnoseOptions {
             stuck_after: Duration::ZERO,
             assume_dead: keys,
+            ..Default::default()
         },
     ]
 }

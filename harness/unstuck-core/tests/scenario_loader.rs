@@ -90,16 +90,28 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
         "unknown variant `Cascade`, expected one of Foreground, Background, Orphan",
     ),
     (
+        "doctor-apiservice-removal-without-apply.yaml",
+        "8:32",
+        Invalid,
+        "allowApiServiceRemoval needs apply: true",
+    ),
+    (
         "doctor-conversion-changes-without-apply.yaml",
         "6:5",
         Invalid,
         "allowConversionChanges needs apply: true",
     ),
     (
+        "doctor-finding-expected-and-forbidden.yaml",
+        "8:49",
+        Invalid,
+        "\"OrphanFinalizer\" is both expected and forbidden",
+    ),
+    (
         "doctor-unknown-field.yaml",
         "8:7",
         Parse,
-        "unknown field `dryRun`, expected one of expectFindings, expectSaying, apply",
+        "unknown field `dryRun`, expected one of expectFindings, expectSaying, forbidFindings, apply",
     ),
     (
         "duplicate-key.yaml",

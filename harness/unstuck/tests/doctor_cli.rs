@@ -281,6 +281,32 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         common::output_text(&typo)
     );
 
+    // A remedy the API server refuses: a ValidatingAdmissionPolicy (CEL,
+    // in the API server, no webhook the doctor could see failing) denies
+    // any ConfigMap update in the namespace that drops a finalizer, as
+    // policy engines guarding finalizers do. The doctor's PATCH is denied:
+    // exit 4, with the server's words, and the ConfigMap is still held.
+    let policy = keep_finalizers_policy(&client).await;
+    let denied_backups =
+        std::env::temp_dir().join(format!("unstuck-cli-denied-{}", std::process::id()));
+    let mut denied_args = with(&["-n", NS, "--apply", "--yes", "--backup-dir"]);
+    denied_args.push(denied_backups.to_str().unwrap().to_string());
+    let denied = run(denied_args);
+    let _ = std::fs::remove_dir_all(&denied_backups);
+    assert_eq!(
+        denied.status.code(),
+        Some(4),
+        "{}",
+        common::output_text(&denied)
+    );
+    assert!(
+        common::output_text(&denied).contains("finalizers are removed only by their owner"),
+        "{}",
+        common::output_text(&denied)
+    );
+    assert!(cms.get_opt(CM).await.unwrap().is_some(), "denied, yet gone");
+    policy.remove().await;
+
     // `-n` fixes the named namespace and leaves the unrelated dead
     // APIService byte-identical.
     let backups = std::env::temp_dir().join(format!("unstuck-cli-backups-{}", std::process::id()));
@@ -321,11 +347,161 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     std::fs::remove_dir_all(&backups).unwrap();
 
     local_cluster_never_dials_kubeconfig(&name).await;
+    context_picks_the_cluster(&kubeconfig, &kube_system_uid);
 
     let layout = cluster.layout().clone();
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");
     assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
+}
+
+/// A ValidatingAdmissionPolicy and its binding that deny dropping a
+/// finalizer from a ConfigMap in [`NS`], in force once the API server
+/// denies a server-side dry run of that very write.
+async fn keep_finalizers_policy(client: &kube::Client) -> KeepFinalizers {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    policies
+        .create(
+            &PostParams::default(),
+            &common::from_json(serde_json::json!({
+                "metadata": {"name": POLICY},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{
+                        "apiGroups": [""], "apiVersions": ["v1"],
+                        "operations": ["UPDATE"], "resources": ["configmaps"]
+                    }]},
+                    "validations": [{
+                        "expression": "!has(oldObject.metadata.finalizers) || (has(object.metadata.finalizers) && oldObject.metadata.finalizers.all(f, f in object.metadata.finalizers))",
+                        "message": "finalizers are removed only by their owner"
+                    }]
+                }
+            })),
+        )
+        .await
+        .expect("create the policy");
+    bindings
+        .create(
+            &PostParams::default(),
+            &common::from_json(serde_json::json!({
+                "metadata": {"name": POLICY},
+                "spec": {
+                    "policyName": POLICY,
+                    "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": NS}
+                    }}
+                }
+            })),
+        )
+        .await
+        .expect("create the binding");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    wait::until(
+        "the policy to deny dropping the finalizer",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let drop = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+            match cms
+                .patch(CM, &PatchParams::default().dry_run(), &drop)
+                .await
+            {
+                Err(kube::Error::Api(e)) if e.message.contains("removed only by their owner") => {
+                    Poll::Ready(())
+                }
+                other => Poll::Pending(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+    .expect("the policy is in force");
+    KeepFinalizers { policies, bindings }
+}
+
+const POLICY: &str = "it-cli-keep-finalizers";
+
+struct KeepFinalizers {
+    policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>,
+    bindings: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>,
+}
+
+impl KeepFinalizers {
+    async fn remove(self) {
+        let dp = DeleteParams::default();
+        self.bindings
+            .delete(POLICY, &dp)
+            .await
+            .expect("delete the binding");
+        self.policies
+            .delete(POLICY, &dp)
+            .await
+            .expect("delete the policy");
+        // Out of force once a dry run of the same write is admitted.
+        let cms: Api<ConfigMap> = Api::namespaced(self.policies.clone().into_client(), NS);
+        wait::until(
+            "the policy to be out of force",
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            || async {
+                let drop = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+                match cms
+                    .patch(CM, &PatchParams::default().dry_run(), &drop)
+                    .await
+                {
+                    Ok(_) => Poll::Ready(()),
+                    other => Poll::Pending(format!("{other:?}")),
+                }
+            },
+        )
+        .await
+        .expect("the policy is gone");
+    }
+}
+
+/// `--context` picks a context of the kubeconfig over its current one, as
+/// kubectl's does: the current context here points at a closed port, and
+/// the run reaches the cluster only through the named one. A context the
+/// file does not have is an error that lists the ones it has.
+fn context_picks_the_cluster(kubeconfig: &Path, kube_system_uid: &str) {
+    let mut kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let real = kc.current_context.clone().expect("a current context");
+    let mut dead_cluster = kc.clusters[0].clone();
+    dead_cluster.name = "closed-port".into();
+    // Port 9 (discard) on loopback: nothing listens there.
+    dead_cluster.cluster.as_mut().unwrap().server = Some("https://127.0.0.1:9".into());
+    let mut elsewhere = kc.contexts[0].clone();
+    elsewhere.name = "elsewhere".into();
+    elsewhere.context.as_mut().unwrap().cluster = "closed-port".into();
+    kc.clusters.push(dead_cluster);
+    kc.contexts.push(elsewhere);
+    kc.current_context = Some("elsewhere".into());
+    let path =
+        std::env::temp_dir().join(format!("unstuck-cli-contexts-{}.yaml", std::process::id()));
+    std::fs::write(&path, serde_json::to_string_pretty(&kc).unwrap()).unwrap();
+    let p = path.to_str().unwrap();
+    let named = doctor(&["--kubeconfig", p, "--context", &real, "-o", "json"], &[]);
+    assert_eq!(
+        named.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&named)
+    );
+    let report = json(&named);
+    assert_eq!(report["target"]["context"], real.as_str());
+    assert_eq!(report["target"]["clusterUid"], kube_system_uid);
+    let missing = doctor(&["--kubeconfig", p, "--context", "nope"], &[]);
+    let text = common::output_text(&missing);
+    assert_eq!(missing.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("no context \"nope\"") && text.contains("elsewhere") && text.contains(&real),
+        "{text}"
+    );
+    std::fs::remove_file(&path).unwrap();
 }
 
 /// `--local-cluster` uses that cluster's kubeconfig for the API too: a

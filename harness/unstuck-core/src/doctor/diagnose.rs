@@ -32,6 +32,17 @@ pub struct DiagnoseOptions {
     /// Finalizer keys the operator declared dead (`--assume-dead`): their
     /// owner's `Unknown` counts as `Dead`, never `Alive`.
     pub assume_dead: Vec<String>,
+    /// How long an APIService whose backend is installed but not serving
+    /// (its Service there, no ready endpoint, a pod's cause named) must
+    /// have been unavailable, by the API server's clock, before the
+    /// doctor offers to remove its registration
+    /// (`--apiservice-outage-after`). Default 5 min: longer than an image
+    /// pull or a rollout that recovers on its own.
+    pub apiservice_outage_after: Duration,
+    /// APIServices a person allowed the doctor to remove after such an
+    /// outage (`--allow-apiservice-removal=NAME`). Nothing is removed for
+    /// an outage without it.
+    pub allow_apiservice_removal: Vec<String>,
 }
 
 impl Default for DiagnoseOptions {
@@ -39,6 +50,8 @@ impl Default for DiagnoseOptions {
         DiagnoseOptions {
             stuck_after: Duration::from_secs(10),
             assume_dead: Vec::new(),
+            apiservice_outage_after: Duration::from_secs(300),
+            allow_apiservice_removal: Vec::new(),
         }
     }
 }
@@ -58,6 +71,9 @@ pub fn diagnose(snapshot: &Snapshot, opts: &DiagnoseOptions) -> Vec<Finding> {
         snapshot,
         threshold: SignedDuration::try_from(opts.stuck_after).unwrap_or(SignedDuration::MAX),
         assume_dead: &opts.assume_dead,
+        outage_after: SignedDuration::try_from(opts.apiservice_outage_after)
+            .unwrap_or(SignedDuration::MAX),
+        allow_apiservice_removal: &opts.allow_apiservice_removal,
         owners: OwnerCache::new(snapshot),
     };
     let mut findings = Vec::new();
@@ -124,6 +140,8 @@ struct Diagnosis<'a> {
     snapshot: &'a Snapshot,
     threshold: SignedDuration,
     assume_dead: &'a [String],
+    outage_after: SignedDuration,
+    allow_apiservice_removal: &'a [String],
     owners: OwnerCache<'a>,
 }
 

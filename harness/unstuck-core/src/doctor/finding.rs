@@ -142,6 +142,11 @@ pub enum FindingDetail {
         /// Terminating namespaces whose deletion it blocks (their
         /// discovery-failure condition names its group/version).
         blocks_namespaces: Vec<String>,
+        /// For a backend installed but not serving (its Service there, no
+        /// ready endpoint, a pod's cause named): how long it has not
+        /// served, the bound and whether a person allowed the removal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outage: Option<Outage>,
     },
     /// For [`FindingKind::DeadWebhook`].
     Webhook {
@@ -374,4 +379,30 @@ pub enum PodStuckHint {
     DeleteRejected,
     /// Nothing conclusive in the API.
     Unknown,
+}
+
+/// How long an APIService's installed backend has not served, judged
+/// against `--apiservice-outage-after`: past that bound, with its cause
+/// named and a Terminating namespace blocked, its registration may be
+/// removed, but only when a person named it (`--allow-apiservice-removal`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Outage {
+    /// The `Available` condition's lastTransitionTime (RFC 3339).
+    pub since: String,
+    /// Seconds from `since` to the snapshot, by the API server's clock.
+    pub lasted_secs: i64,
+    /// The bound (`--apiservice-outage-after`), in seconds.
+    pub bound_secs: i64,
+    /// Why the backend does not serve, at its root (a pod's cause).
+    pub cause: String,
+    /// Whether `--allow-apiservice-removal` named this APIService.
+    pub removal_allowed: bool,
+}
+
+impl Outage {
+    /// Whether it has lasted at least the bound.
+    pub fn sustained(&self) -> bool {
+        self.lasted_secs >= self.bound_secs
+    }
 }

@@ -47,8 +47,8 @@ pub mod webhook;
 
 pub use diagnose::{DiagnoseOptions, diagnose};
 pub use finding::{
-    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PodStuckHint,
-    UnknownFindingKind,
+    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, Outage, PodStartCause,
+    PodStuckHint, UnknownFindingKind,
 };
 pub use graph::BlockerGraph;
 pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};

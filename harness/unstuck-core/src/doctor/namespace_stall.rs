@@ -122,6 +122,10 @@ pub enum StallCause {
     /// Another Terminating namespace's condition names a failure that
     /// blocks every namespace deletion (discovery, group/version parsing).
     ClusterWideBlocker,
+    /// The collector's own list of a type in the namespace failed on that
+    /// type's CRD conversion webhook: the namespace controller's lists
+    /// fail the same way, before it has written any condition saying so.
+    ConversionWebhookFailing,
     /// None of the above could be shown.
     Unknown,
 }
@@ -145,6 +149,9 @@ impl StallCause {
             StallCause::ClusterWideBlocker => {
                 "other namespaces' conditions name a failure that blocks every namespace deletion"
             }
+            StallCause::ConversionWebhookFailing => {
+                "a CRD's conversion webhook fails: the namespace controller cannot list or delete that type's objects, so its deletion cannot go on; repair the webhook's backend (or see the DeadConversionWebhook finding)"
+            }
             StallCause::Unknown => {
                 "no cause could be shown from the API; read kube-controller-manager's log"
             }
@@ -163,6 +170,9 @@ pub struct NamespaceStall {
     /// Other Terminating namespaces whose conditions name a cluster-wide
     /// failure.
     pub blocked_elsewhere: Vec<String>,
+    /// CRDs whose conversion webhook failed the collector's own lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing_conversions: Vec<String>,
 }
 
 /// One finding per Terminating namespace past `threshold` that `found`
@@ -229,6 +239,10 @@ fn not_progressing(
     if !lease_is_held(snapshot, lease, &mut evidence) {
         causes.push(StallCause::ControllerManagerNotLeading);
     }
+    let failing_conversions = failing_conversions(snapshot, &mut evidence);
+    if !failing_conversions.is_empty() {
+        causes.push(StallCause::ConversionWebhookFailing);
+    }
     if let Some(cause) = workqueue_cause(snapshot, threshold, &mut evidence) {
         causes.push(cause);
     }
@@ -250,6 +264,7 @@ fn not_progressing(
             cause,
             has_conditions,
             blocked_elsewhere,
+            failing_conversions,
         }),
     })
 }
@@ -358,6 +373,31 @@ fn workqueue_cause(
     } else {
         None
     }
+}
+
+/// The CRDs (by name) whose conversion webhook failed a list the
+/// collector made, each quoted once. The namespace controller lists every
+/// namespaced type of a namespace it deletes: the same lists fail for it.
+fn failing_conversions(snapshot: &Snapshot, evidence: &mut Vec<String>) -> Vec<String> {
+    let mut crds: Vec<String> = Vec::new();
+    for failure in &snapshot.discovery_failures {
+        for c in crate::doctor::conversion::failed_conversions(&failure.message) {
+            let name = snapshot
+                .conversion_webhook_crds
+                .iter()
+                .find(|crd| crd.spec.group == c.group && crd.spec.names.kind == c.kind)
+                .and_then(|crd| crd.metadata.name.clone())
+                .unwrap_or_else(|| format!("the CRD of {}, Kind={}", c.group, c.kind));
+            if !crds.contains(&name) {
+                evidence.push(format!(
+                    "the collector's own list of {} failed on {name}'s conversion webhook: {}",
+                    failure.group_version, failure.message
+                ));
+                crds.push(name);
+            }
+        }
+    }
+    crds
 }
 
 /// Other Terminating namespaces whose failing conditions name something

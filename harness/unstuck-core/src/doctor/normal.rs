@@ -67,12 +67,19 @@ fn grace_end(snapshot: &Snapshot, pod: &k8s_openapi::api::core::v1::Pod) -> Opti
 }
 
 /// What is still in namespace `ns`, one line each (at most
-/// [`CONTENT_LINES`], then a count), and, when every object left is a pod
-/// inside its grace period, when the last of those periods ends: the
+/// [`CONTENT_LINES`], then a count), and, when what holds it is pods
+/// inside their grace period, when the last of those periods ends: the
 /// namespace controller is then waiting on the kubelet, as it should.
+///
+/// Since OrderedNamespaceDeletion (GA in v1.34, on by default in v1.33)
+/// the controller deletes a namespace's pods first and the rest only once
+/// they are gone, so a ConfigMap or ServiceAccount not deleted yet beside
+/// a pod in its grace period is waiting on that pod, not stuck. An object
+/// already deleted that is not such a pod (a finalizer holding it) is
+/// something else, and the namespace is not "normal so far".
 pub fn namespace_content(snapshot: &Snapshot, ns: &str) -> (Vec<String>, Option<Timestamp>) {
     let mut lines = Vec::new();
-    let mut all_in_grace = true;
+    let mut held_otherwise = false;
     let mut last_end: Option<Timestamp> = None;
     let records: Vec<_> = snapshot
         .namespace_content
@@ -98,7 +105,7 @@ pub fn namespace_content(snapshot: &Snapshot, ns: &str) -> (Vec<String>, Option<
                 format!("terminating inside its grace period, which ends at {end}")
             }
             (None, Some(t)) => {
-                all_in_grace = false;
+                held_otherwise = true;
                 format!(
                     "terminating since {} ({} before the snapshot){}",
                     t.0,
@@ -109,10 +116,11 @@ pub fn namespace_content(snapshot: &Snapshot, ns: &str) -> (Vec<String>, Option<
                     }
                 )
             }
-            (None, None) => {
-                all_in_grace = false;
+            (None, None) if r.kind == "Pod" => {
+                held_otherwise = true;
                 "not deleted yet".to_owned()
             }
+            (None, None) => "not deleted yet (pods go first)".to_owned(),
         };
         if lines.len() < CONTENT_LINES {
             lines.push(format!("{} {ns}/{name}: {state}", r.kind));
@@ -121,9 +129,7 @@ pub fn namespace_content(snapshot: &Snapshot, ns: &str) -> (Vec<String>, Option<
     if records.len() > CONTENT_LINES {
         lines.push(format!("... and {} more", records.len() - CONTENT_LINES));
     }
-    let in_grace = (all_in_grace && !records.is_empty())
-        .then_some(last_end)
-        .flatten();
+    let in_grace = (!held_otherwise).then_some(last_end).flatten();
     (lines, in_grace)
 }
 
@@ -307,6 +313,29 @@ mod tests {
             ns.line().contains(
                 "Pod app/slow-stop: terminating inside its grace period, which ends at 2026-11-29T10:02:30Z"
             ),
+            "{}",
+            ns.line()
+        );
+        // Pods go first (OrderedNamespaceDeletion): a ConfigMap not deleted
+        // yet beside the pod waits on it, and keeps the namespace normal.
+        s.namespace_content.push(crate::doctor::ObjectRecord {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            resource: "configmaps".into(),
+            namespaced: true,
+            metadata: serde_json::from_value(
+                serde_json::json!({"name": "kube-root-ca.crt", "namespace": "app"}),
+            )
+            .unwrap(),
+        });
+        let n = normal_so_far(&s, Duration::from_secs(60), &[]);
+        let ns = n
+            .iter()
+            .find(|n| n.subject.kind == "Namespace")
+            .expect("still normal with a ConfigMap waiting on the pod");
+        assert!(
+            ns.line()
+                .contains("ConfigMap app/kube-root-ca.crt: not deleted yet (pods go first)"),
             "{}",
             ns.line()
         );

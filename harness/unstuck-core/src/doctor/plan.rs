@@ -12,6 +12,7 @@ use super::snapshot::{Snapshot, split_api_version};
 
 mod apiservice;
 mod conversion;
+mod expected;
 mod finalizers;
 mod namespace;
 mod pods;
@@ -19,6 +20,7 @@ mod render;
 mod webhook;
 pub use apiservice::DeleteApiService;
 pub use conversion::{FORCE_CRD_CONVERSION_NONE, SetCrdConversionNone};
+pub use expected::{ExpectedKey, ExpectedStep};
 pub use finalizers::RemoveFinalizers;
 pub use namespace::{FinalizeError, FinalizeNamespace};
 pub use webhook::SetWebhookFailurePolicy;
@@ -51,6 +53,13 @@ pub struct Plan {
     /// backend there but failing, only once the backend is repaired.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedStep>,
+    /// What later rounds of `--apply --yes` are expected to meet once a
+    /// dead webhook this plan fails open lets the namespace controller's
+    /// DELETEs through: objects that will then hang on their finalizers,
+    /// with each key's owner as argued now. Not steps: each is planned
+    /// and shown again, on a fresh read, by the round that meets it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected: Vec<ExpectedStep>,
 }
 
 /// A step that a webhook failing closed rejects: a dead one until it
@@ -241,6 +250,7 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
         .enumerate()
         .map(|(i, f)| step_for(i, f, findings, snapshot, &owners))
         .collect();
+    webhook::drop_purposeless_fail_opens(findings, &mut steps, snapshot);
     let blocked = blocked_steps(findings, &steps);
     for b in &blocked {
         if let Some(step) = steps
@@ -285,7 +295,12 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
             s.finding_index,
         )
     });
-    Plan { steps, blocked }
+    let expected = expected::expected_after_fail_open(findings, &steps, snapshot, &owners);
+    Plan {
+        steps,
+        blocked,
+        expected,
+    }
 }
 
 /// Which planned writes each dead or failing webhook rejects (from the

@@ -73,11 +73,17 @@ pub struct DoctorCheck {
     /// doctor's findings. Other findings are allowed.
     #[serde(default)]
     pub expect_findings: Vec<Located<String>>,
-    /// Words that must each be in some finding's summary or evidence (after
-    /// the run's renames, like an expected message): the cause named, not
-    /// only the kind of finding.
+    /// Words that must each be in some finding's summary or evidence, or in
+    /// a "terminating, normal so far" line (after the run's renames, like
+    /// an expected message): the cause named, not only the kind of finding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expect_saying: Vec<Located<String>>,
+    /// Finding kinds that must not be among the doctor's findings: what a
+    /// scenario of a normal state proves the doctor does not blame (a
+    /// namespace waiting on a pod's grace period is no
+    /// `NamespaceNotProgressing`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbid_findings: Vec<Located<String>>,
     /// Apply the remedy plan (default `true`); `false` only diagnoses.
     #[serde(default = "default_true")]
     pub apply: bool,
@@ -99,6 +105,12 @@ pub struct DoctorCheck {
     /// a person's check is the safe way on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assume_dead: Vec<Located<String>>,
+    /// APIServices the doctor may remove once their installed backend has
+    /// not served past the bound (the harness's stuck-after), as
+    /// `unstuck doctor --allow-apiservice-removal NAME` names them.
+    /// Needs `apply`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_api_service_removal: Vec<Located<String>>,
 }
 
 impl fmt::Display for DoctorCheck {
@@ -133,6 +145,16 @@ impl fmt::Display for DoctorCheck {
         })?;
         if self.apply && self.allow_conversion_changes {
             f.write_str(", CRD conversion changes allowed")?;
+        }
+        if self.apply && !self.allow_api_service_removal.is_empty() {
+            f.write_str(", removal of APIService ")?;
+            for (i, name) in self.allow_api_service_removal.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                f.write_str(name)?;
+            }
+            f.write_str(" allowed")?;
         }
         Ok(())
     }

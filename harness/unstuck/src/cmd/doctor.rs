@@ -69,6 +69,10 @@ pub struct DoctorArgs {
     /// Cluster to examine (default: $KUBECONFIG or ~/.kube/config).
     #[arg(long, conflicts_with_all = ["local_cluster", "kind_cluster"])]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use instead of its current one (as
+    /// `kubectl --context`).
+    #[arg(long, conflicts_with_all = ["local_cluster", "kind_cluster"])]
+    pub context: Option<String>,
     /// Limit to these namespaces (repeatable); default the whole cluster.
     /// A cluster-scoped blocker (APIService, webhook) is then acted on only
     /// when a Terminating namespace among these names it.
@@ -107,6 +111,20 @@ pub struct DoctorArgs {
     /// How long a deletion must hang to count as stuck, e.g. 30s, 5m.
     #[arg(long, default_value = "60s")]
     pub stuck_after: String,
+    /// How long an APIService whose backend is installed but not serving
+    /// (pods crash-looping, Pending, not pulled) must have been
+    /// unavailable, by the API server's clock, before the doctor offers to
+    /// remove its registration (see --allow-apiservice-removal).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    pub apiservice_outage_after: String,
+    /// With --apply, remove this APIService's registration (exact name,
+    /// e.g. v1beta1.custom.metrics.k8s.io; repeatable) when its backend is
+    /// installed but has not served for --apiservice-outage-after and it
+    /// blocks a Terminating namespace. Its manifest is saved first and the
+    /// command that restores it printed. A backend proven gone needs no
+    /// flag.
+    #[arg(long = "allow-apiservice-removal", value_name = "NAME")]
+    pub allow_apiservice_removal: Vec<String>,
     /// Where manifests are saved before any change (a new directory is
     /// made 0700, each file 0600).
     #[arg(long, default_value = "unstuck-backups")]
@@ -149,6 +167,14 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(exit::USAGE));
         }
     };
+    let outage_after: unstuck::core::duration::Duration = match args.apiservice_outage_after.parse()
+    {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: --apiservice-outage-after: {e}");
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+    };
     // Before any work: a snapshot is never written over a file.
     if let Some(Err(e)) = args
         .save_snapshot
@@ -163,7 +189,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         Some(k) => Some(k),
         None => args.kubeconfig.clone(),
     };
-    let (client, target) = target::connect(kubeconfig.as_deref()).await?;
+    let (client, target) = target::connect(kubeconfig.as_deref(), args.context.as_deref()).await?;
     if let Some(missing) = missing_namespaces(&client, &args.namespaces).await? {
         eprintln!(
             "error: no namespace {missing} on {}: it is already gone, or the name is wrong (`kubectl get namespaces` lists them). Nothing was looked at.",
@@ -173,6 +199,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     }
 
     let mut opts = options(&args, stuck_after.as_std());
+    opts.diagnose.apiservice_outage_after = outage_after.as_std();
     // Always look first, without changing anything: the plan is what a
     // confirmation is asked for.
     let looked = doctor::run(&client, &opts).await?;
@@ -269,6 +296,7 @@ fn options(args: &DoctorArgs, stuck_after: std::time::Duration) -> DoctorOptions
     opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes;
     opts.local_cluster = args.local_cluster.clone();
     opts.diagnose.assume_dead = args.assume_dead.clone();
+    opts.diagnose.allow_apiservice_removal = args.allow_apiservice_removal.clone();
     opts.diagnose.stuck_after = stuck_after;
     if !args.namespaces.is_empty() {
         opts.scope = Scope::Namespaces(args.namespaces.clone());

@@ -169,6 +169,7 @@ mod tests {
                 group_version: "metrics.k8s.io/v1beta1".into(),
                 resource_version: None,
                 blocks_namespaces: blocks.iter().map(|s| s.to_string()).collect(),
+                outage: None,
             },
         }
     }

@@ -63,6 +63,16 @@ pub enum TargetError {
         "no cluster to examine: pass --kubeconfig PATH or set KUBECONFIG (no ~/.kube/config found)"
     )]
     NoConfig,
+    #[error(
+        "no context {context:?} in kubeconfig {path}; its contexts: {known} (`kubectl config get-contexts` lists them)"
+    )]
+    NoSuchContext {
+        context: String,
+        path: PathBuf,
+        known: String,
+    },
+    #[error("--context {0:?} needs a kubeconfig: pass --kubeconfig PATH or set KUBECONFIG")]
+    ContextWithoutKubeconfig(String),
     #[error("building a client: {0}")]
     Client(String),
 }
@@ -71,11 +81,22 @@ pub enum TargetError {
 /// then the in-cluster config), and the target it names. The cluster is
 /// asked for its identity and version here; failures to read them are
 /// kept in the target, not returned.
-pub async fn connect(kubeconfig: Option<&Path>) -> Result<(Client, Target), TargetError> {
+///
+/// `context` picks a context of that kubeconfig instead of its current
+/// one, as `kubectl --context` does.
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<(Client, Target), TargetError> {
     let (mut config, path, context) = match kubeconfig {
-        Some(p) => from_file(p).await?,
+        Some(p) => from_file(p, context).await?,
         None => match default_kubeconfig() {
-            Some(p) => from_file(&p).await?,
+            Some(p) => from_file(&p, context).await?,
+            None if context.is_some() => {
+                return Err(TargetError::ContextWithoutKubeconfig(
+                    context.unwrap_or_default().to_owned(),
+                ));
+            }
             None => (
                 kube::Config::incluster().map_err(|_| TargetError::NoConfig)?,
                 None,
@@ -114,14 +135,33 @@ fn default_kubeconfig() -> Option<PathBuf> {
 
 async fn from_file(
     path: &Path,
+    context: Option<&str>,
 ) -> Result<(kube::Config, Option<PathBuf>, Option<String>), TargetError> {
     let err = |message: String| TargetError::Kubeconfig {
         path: path.to_path_buf(),
         message,
     };
     let kc = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
-    let context = kc.current_context.clone();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    if let Some(wanted) = context
+        && !kc.contexts.iter().any(|c| c.name == wanted)
+    {
+        let known: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        return Err(TargetError::NoSuchContext {
+            context: wanted.to_owned(),
+            path: path.to_path_buf(),
+            known: if known.is_empty() {
+                "none".into()
+            } else {
+                known.join(", ")
+            },
+        });
+    }
+    let context = context.map(str::to_owned).or(kc.current_context.clone());
+    let options = KubeConfigOptions {
+        context: context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kc, &options)
         .await
         .map_err(|e| err(e.to_string()))?;
     Ok((config, Some(path.to_path_buf()), context))

@@ -27,7 +27,8 @@ impl ScenarioRun<'_> {
             .iter()
             .map(|f| f.kind.as_str().to_owned())
             .collect();
-        let unsaid = self.unsaid(d, report.initial_findings());
+        let normal: Vec<String> = report.normal_so_far.iter().map(|n| n.line()).collect();
+        let unsaid = self.unsaid(d, report.initial_findings(), &normal);
         if !unsaid.is_empty() {
             return Err(StepError::NotSaid {
                 missing: unsaid,
@@ -63,8 +64,13 @@ impl ScenarioRun<'_> {
     }
 
     /// The words of `expectSaying` (renamed for this run) that no finding's
-    /// summary or evidence holds.
-    fn unsaid(&self, d: &DoctorCheck, findings: &[unstuck_core::doctor::Finding]) -> Vec<String> {
+    /// summary or evidence and no "normal so far" line holds.
+    fn unsaid(
+        &self,
+        d: &DoctorCheck,
+        findings: &[unstuck_core::doctor::Finding],
+        normal: &[String],
+    ) -> Vec<String> {
         d.expect_saying
             .iter()
             .map(|w| self.names.text(w))
@@ -72,7 +78,7 @@ impl ScenarioRun<'_> {
                 !findings.iter().any(|f| {
                     f.summary.contains(w.as_str())
                         || f.evidence.iter().any(|e| e.contains(w.as_str()))
-                })
+                }) && !normal.iter().any(|l| l.contains(w.as_str()))
             })
             .collect()
     }
@@ -118,6 +124,14 @@ impl ScenarioRun<'_> {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
                 stuck_after: STUCK_AFTER,
                 assume_dead: d.assume_dead.iter().map(|k| self.names.text(k)).collect(),
+                // The harness's bound is its stuck-after: a scenario waits
+                // seconds, not the minutes a person would.
+                apiservice_outage_after: STUCK_AFTER,
+                allow_apiservice_removal: d
+                    .allow_api_service_removal
+                    .iter()
+                    .map(|n| self.names.text(n))
+                    .collect(),
             },
             scope: Scope::Run {
                 namespaces: self.names.namespaces().real_names(),
@@ -203,8 +217,16 @@ impl ScenarioRun<'_> {
             looks += 1;
             if let Ok((snapshot, stats)) = doctor::collect(&self.ctx.client).await {
                 let found = doctor::findings_in(&snapshot, opts);
+                let normal: Vec<String> = unstuck_core::doctor::normal::normal_so_far(
+                    &snapshot,
+                    opts.diagnose.stuck_after,
+                    &found,
+                )
+                .iter()
+                .map(|n| n.line())
+                .collect();
                 let settled = expected.iter().all(|k| found.iter().any(|f| f.kind == *k))
-                    && self.unsaid(d, &found).is_empty();
+                    && self.unsaid(d, &found, &normal).is_empty();
                 last = Some((snapshot, stats));
                 if settled {
                     return (last, looks);
@@ -310,8 +332,8 @@ impl ScenarioRun<'_> {
     }
 }
 
-/// The step passes when the doctors found every kind it expects and no
-/// remedy failed; a missing kind is reported before a failed remedy.
+/// The step passes when the doctors found every kind it expects, none it
+/// forbids, and no remedy failed; a missing kind is reported first.
 fn check_outcome(
     d: &DoctorCheck,
     found: &[String],
@@ -328,6 +350,18 @@ fn check_outcome(
     if !missing.is_empty() {
         return Err(StepError::NotFound {
             missing: missing.iter().map(|k| k.to_string()).collect(),
+            found: found.to_vec(),
+        });
+    }
+    let forbidden: Vec<String> = d
+        .forbid_findings
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .filter(|k| found.iter().any(|f| f == k))
+        .collect();
+    if !forbidden.is_empty() {
+        return Err(StepError::Forbidden {
+            forbidden,
             found: found.to_vec(),
         });
     }

@@ -14,7 +14,7 @@ use crate::doctor::apiservice::Backend;
 use crate::doctor::conditions::{
     NS_DISCOVERY_FAILURE, api_service_available, quote_api_service_condition,
 };
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef, Outage};
 use crate::doctor::owner::fmt_secs;
 
 impl<'a> Diagnosis<'a> {
@@ -89,6 +89,9 @@ impl<'a> Diagnosis<'a> {
         evidence.extend(self.unavailable_lines(available, service_ns, &gv));
         let blocks = blocked_namespaces(blocked, &gv, &mut evidence);
         let kind = self.backend_kind(api, available, &message, &mut evidence)?;
+        let outage = (kind == FindingKind::ApiServiceUnavailable)
+            .then(|| self.outage(name, service_ns, service_name, available, &mut evidence))
+            .flatten();
         Some(Finding {
             kind,
             subject: ObjectRef {
@@ -115,6 +118,7 @@ impl<'a> Diagnosis<'a> {
                 group_version: gv,
                 resource_version: api.metadata.resource_version.clone(),
                 blocks_namespaces: blocks,
+                outage,
             },
         })
     }
@@ -167,6 +171,46 @@ impl<'a> Diagnosis<'a> {
                 }
             },
         )
+    }
+
+    /// The outage of a backend that is installed but not serving: its
+    /// Service there, no ready endpoint, a pod's cause named. `None`
+    /// (nothing offered) when any of that is not shown.
+    fn outage(
+        &self,
+        name: &str,
+        service_ns: &str,
+        service_name: &str,
+        available: &APIServiceCondition,
+        evidence: &mut Vec<String>,
+    ) -> Option<Outage> {
+        let since = available.last_transition_time.as_ref()?.0;
+        let lookup = self
+            .snapshot
+            .api_service_backends
+            .iter()
+            .find(|l| l.service.namespace == service_ns && l.service.name == service_name);
+        let cause = crate::doctor::backend::not_serving_cause(lookup)?;
+        let lasted = self.snapshot.age_of(since);
+        let outage = Outage {
+            since: since.to_string(),
+            lasted_secs: lasted.as_secs(),
+            bound_secs: self.outage_after.as_secs(),
+            cause,
+            removal_allowed: self.allow_apiservice_removal.iter().any(|n| n == name),
+        };
+        evidence.push(format!(
+            "not serving for {} (since {}, by the API server's clock; the bound --apiservice-outage-after is {}){}",
+            fmt_secs(outage.lasted_secs),
+            outage.since,
+            fmt_secs(outage.bound_secs),
+            if outage.removal_allowed {
+                "; its removal is allowed by --allow-apiservice-removal"
+            } else {
+                ""
+            }
+        ));
+        Some(outage)
     }
 
     /// How long the APIService has been unavailable, and what else says

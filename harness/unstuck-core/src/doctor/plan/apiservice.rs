@@ -8,7 +8,10 @@ use serde_json::{Value, json};
 use super::{Action, FORCE_DELETE_REGISTRATION, PlannedStep, refuse};
 use crate::doctor::apiservice::Backend;
 use crate::doctor::conditions::api_service_available;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+
 use crate::doctor::finding::{Finding, FindingDetail};
+use crate::doctor::owner::fmt_secs;
 use crate::doctor::snapshot::Snapshot;
 
 /// The APIService reasons that say the backend itself is missing or broken
@@ -55,30 +58,111 @@ impl DeleteApiService {
     }
 }
 
-/// ApiServiceUnavailable: left in place, its backend not proven gone.
-/// What to restore is named when the lookup shows why its backend does
-/// not serve (a pod's pull failure, crash, or no node to run on).
+/// ApiServiceUnavailable: left in place, its backend not proven gone,
+/// with what to restore named when the lookup shows why it does not serve
+/// (a pod's pull failure, crash, or no node to run on). After a sustained
+/// outage ([`Outage`]) that blocks a Terminating namespace, the
+/// registration is removed only when a person named it; otherwise the
+/// refusal names the flag that would.
 pub(super) fn unavailable(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
-    let cause = match &f.detail {
-        FindingDetail::ApiService { service, .. } => {
-            service.split_once('/').and_then(|(ns, name)| {
-                let lookup = snapshot
-                    .api_service_backends
-                    .iter()
-                    .find(|l| l.service.namespace == ns && l.service.name == name);
-                crate::doctor::backend::not_serving_cause(lookup)
-                    .map(|c| format!("; Service {service} does not serve: {c}"))
-            })
-        }
-        _ => None,
+    let FindingDetail::ApiService {
+        service,
+        outage,
+        blocks_namespaces,
+        ..
+    } = &f.detail
+    else {
+        return refuse(i, format!("{} has no APIService detail", f.subject));
     };
-    refuse(
-        i,
-        format!(
-            "{} is unavailable but its backend is not proven gone; it is left in place (restore its backend, or check its Service and endpoints){}",
-            f.subject,
-            cause.unwrap_or_default()
+    let name = &f.subject.name;
+    let Some(o) = outage else {
+        let cause = service.split_once('/').and_then(|(ns, svc)| {
+            let lookup = snapshot
+                .api_service_backends
+                .iter()
+                .find(|l| l.service.namespace == ns && l.service.name == svc);
+            crate::doctor::backend::not_serving_cause(lookup)
+                .map(|c| format!("; Service {service} does not serve: {c}"))
+        });
+        return refuse(
+            i,
+            format!(
+                "{} is unavailable but its backend is not proven gone; it is left in place (restore its backend, or check its Service and endpoints){}",
+                f.subject,
+                cause.unwrap_or_default()
+            ),
+        );
+    };
+    let lasted = format!(
+        "has not served for {} (since {}); Service {service} does not serve: {}",
+        fmt_secs(o.lasted_secs),
+        o.since,
+        o.cause
+    );
+    if !o.sustained() {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} {lasted}: under the --apiservice-outage-after bound of {}, it is left in place (restore its backend; a registration is removed only after a sustained outage)",
+                fmt_secs(o.bound_secs)
+            ),
+        );
+    }
+    if blocks_namespaces.is_empty() {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} {lasted}, but it blocks no Terminating namespace: restore its backend rather than remove the registration"
+            ),
+        );
+    }
+    if !o.removal_allowed {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} {lasted}, past the --apiservice-outage-after bound of {}, and blocks deletion of namespace(s) {}: restore its backend, or, once you have checked that nothing needs {} (HPAs, kubectl top), run again with --allow-apiservice-removal={name} to remove the registration (saved first; kubectl apply -f the saved file restores it)",
+                fmt_secs(o.bound_secs),
+                blocks_namespaces.join(", "),
+                name
+            ),
+        );
+    }
+    let Some(api) = snapshot.api_service(name) else {
+        return refuse(
+            i,
+            format!("APIService {name} is not in the snapshot any more; nothing to delete"),
+        );
+    };
+    let (Some(uid), Some(rv)) = preconditions(api) else {
+        return refuse(
+            i,
+            format!(
+                "APIService {name} has no uid/resourceVersion in the snapshot; a delete could not be preconditioned"
+            ),
+        );
+    };
+    PlannedStep {
+        finding_index: i,
+        action: Action::DeleteApiService(DeleteApiService {
+            name: name.clone(),
+            uid,
+            resource_version: rv,
+            reason: format!("not serving for {}: {}", fmt_secs(o.lasted_secs), o.cause),
+        }),
+        rationale: format!(
+            "APIService {name} {lasted}, past the --apiservice-outage-after bound of {}, and blocks deletion of namespace(s) {}; --allow-apiservice-removal named it, so its registration is deleted after saving its manifest (kubectl apply -f the saved file restores it once the backend serves)",
+            fmt_secs(o.bound_secs),
+            blocks_namespaces.join(", ")
         ),
+        force_level: FORCE_DELETE_REGISTRATION,
+    }
+}
+
+/// The registration's uid and resourceVersion, the delete's preconditions.
+fn preconditions(api: &APIService) -> (Option<String>, Option<String>) {
+    (
+        api.metadata.uid.clone(),
+        api.metadata.resource_version.clone(),
     )
 }
 
@@ -147,10 +231,7 @@ pub(super) fn delete_api_service(i: usize, f: &Finding, snapshot: &Snapshot) -> 
             ),
         );
     }
-    let (Some(uid), Some(rv)) = (
-        api.metadata.uid.clone(),
-        api.metadata.resource_version.clone(),
-    ) else {
+    let (Some(uid), Some(rv)) = preconditions(api) else {
         return refuse(
             i,
             format!(

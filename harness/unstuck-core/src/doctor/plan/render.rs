@@ -99,6 +99,34 @@ impl Plan {
                 let _ = writeln!(out, "    why: {}", step.rationale);
             }
         }
+        self.render_expected(&mut out);
         out
+    }
+
+    /// "Expected in later rounds": what the fail-open steps will reveal.
+    fn render_expected(&self, out: &mut String) {
+        if self.expected.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "Expected in later rounds (not steps yet: each is planned again, on a fresh read, by the round of --apply --yes that meets it):"
+        );
+        for e in &self.expected {
+            let _ = writeln!(
+                out,
+                "  - {}: once webhook {:?} (finding #{}) fails open, the namespace controller's DELETE goes through and it hangs on its finalizers",
+                e.object,
+                e.webhook,
+                e.webhook_finding + 1
+            );
+            for k in &e.keys {
+                let _ = writeln!(
+                    out,
+                    "    {} (owner {} now): {}",
+                    k.finalizer, k.owner, k.then
+                );
+            }
+        }
     }
 }

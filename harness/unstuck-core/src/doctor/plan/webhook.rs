@@ -96,16 +96,7 @@ pub(super) fn webhook_fail_open(
     // whose content deletes it rejects, a write that would release a stuck
     // object, or a stuck pod's final DELETE. One that blocks nothing stuck
     // is left as it is, whatever else it would reject.
-    let blocks_pod_delete = all.iter().any(|g| {
-        matches!(
-            g.detail,
-            FindingDetail::Pod {
-                hint: PodStuckHint::DeleteRejected,
-                ..
-            }
-        ) && crate::doctor::admission::pod_of(snapshot, &g.subject)
-            .is_some_and(|pod| w.matches_final_delete_of(pod, snapshot))
-    });
+    let blocks_pod_delete = blocks_a_pod_delete(&w, all, snapshot);
     if blocks_namespaces.is_empty() && rejects.is_empty() && !blocks_pod_delete {
         return wait(
             i,
@@ -141,6 +132,78 @@ pub(super) fn webhook_fail_open(
             keeps_stuck(blocks_namespaces, rejects, blocks_pod_delete)
         ),
         force_level: FORCE_WEBHOOK_FAIL_OPEN,
+    }
+}
+
+/// Whether the webhook rejects the final DELETE of a pod stuck for it.
+fn blocks_a_pod_delete(w: &WebhookView<'_>, all: &[Finding], snapshot: &Snapshot) -> bool {
+    all.iter().any(|g| {
+        matches!(
+            g.detail,
+            FindingDetail::Pod {
+                hint: PodStuckHint::DeleteRejected,
+                ..
+            }
+        ) && crate::doctor::admission::pod_of(snapshot, &g.subject)
+            .is_some_and(|pod| w.matches_final_delete_of(pod, snapshot))
+    })
+}
+
+/// A dead webhook failed open only for writes this plan refuses anyway
+/// would open a policy for nothing: when it blocks no namespace and no
+/// pod's final DELETE, and every object whose release it rejects has only
+/// refusals planned (not a wait, which a later round may turn into a
+/// write), its step becomes a refusal that says so.
+pub(super) fn drop_purposeless_fail_opens(
+    findings: &[Finding],
+    steps: &mut [PlannedStep],
+    snapshot: &Snapshot,
+) {
+    let refused_only = |subject: &crate::doctor::finding::ObjectRef| {
+        let mut of_subject = steps
+            .iter()
+            .filter(|s| findings[s.finding_index].subject == *subject)
+            .peekable();
+        of_subject.peek().is_some() && of_subject.all(|s| matches!(s.action, Action::Refuse { .. }))
+    };
+    let mut purposeless = Vec::new();
+    for (at, step) in steps.iter().enumerate() {
+        let Action::SetWebhookFailurePolicy(set) = &step.action else {
+            continue;
+        };
+        let FindingDetail::Webhook {
+            blocks_namespaces,
+            rejects,
+            ..
+        } = &findings[step.finding_index].detail
+        else {
+            continue;
+        };
+        if !blocks_namespaces.is_empty() || rejects.is_empty() {
+            continue;
+        }
+        let pod_delete = webhooks(snapshot).iter().any(|w| {
+            w.config_kind == set.configuration
+                && w.config_name == set.configuration_name
+                && w.index == set.index
+                && blocks_a_pod_delete(w, findings, snapshot)
+        });
+        if pod_delete || !rejects.iter().all(|r| refused_only(&r.subject)) {
+            continue;
+        }
+        let subjects: Vec<String> = rejects.iter().map(|r| r.subject.to_string()).collect();
+        purposeless.push((
+            at,
+            format!(
+                "webhook {:?} would be failed open only for writes this plan refuses ({}): opening a policy for nothing is not done; settle those first (see their refusals), then run again",
+                set.webhook,
+                subjects.join(", ")
+            ),
+        ));
+    }
+    for (at, why) in purposeless {
+        let i = steps[at].finding_index;
+        steps[at] = refuse(i, why);
     }
 }
 

@@ -46,7 +46,27 @@ pub(super) fn doctor_check(doctor: &DoctorCheck, at: Position) -> Check {
             "allowConversionChanges needs apply: true (a doctor that only diagnoses changes nothing)",
         ));
     }
-    for kind in &doctor.expect_findings {
+    if let Some(name) = doctor.allow_api_service_removal.first()
+        && !doctor.apply
+    {
+        return Err(problem(
+            name.position,
+            "allowApiServiceRemoval needs apply: true (a doctor that only diagnoses removes nothing)",
+        ));
+    }
+    for name in &doctor.allow_api_service_removal {
+        nonempty("allowApiServiceRemoval", name)?;
+        if name.contains(char::is_whitespace) || name.contains('/') {
+            return Err(problem(
+                name.position,
+                format!(
+                    "allowApiServiceRemoval {:?} is not an APIService name (like v1beta1.metrics.k8s.io: <version>.<group>)",
+                    name.as_str()
+                ),
+            ));
+        }
+    }
+    for kind in doctor.expect_findings.iter().chain(&doctor.forbid_findings) {
         if !is_finding_name(kind.as_str()) {
             let known: Vec<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();
             return Err(problem(
@@ -58,6 +78,20 @@ pub(super) fn doctor_check(doctor: &DoctorCheck, at: Position) -> Check {
                 ),
             ));
         }
+    }
+    if let Some(both) = doctor.forbid_findings.iter().find(|f| {
+        doctor
+            .expect_findings
+            .iter()
+            .any(|e| e.as_str() == f.as_str())
+    }) {
+        return Err(problem(
+            both.position,
+            format!(
+                "{:?} is both expected and forbidden; keep it in one of expectFindings and forbidFindings",
+                both.as_str()
+            ),
+        ));
     }
     for key in &doctor.assume_dead {
         nonempty("assumeDead", key)?;

@@ -75,6 +75,11 @@ pub enum StepError {
         missing: Vec<String>,
         found: Vec<String>,
     },
+    #[error("the doctor found {forbidden:?}, which this scenario forbids (found {found:?})")]
+    Forbidden {
+        forbidden: Vec<String>,
+        found: Vec<String>,
+    },
     #[error("no finding of the doctor says {missing:?} (it said {said:?})")]
     NotSaid {
         missing: Vec<String>,

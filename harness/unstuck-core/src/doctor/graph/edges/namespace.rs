@@ -198,10 +198,30 @@ pub(super) fn namespace_stall(b: &mut Builder, i: usize, f: &Finding, stall: &Na
             return;
         }
     }
+    if stall.cause == StallCause::ConversionWebhookFailing {
+        for crd in &stall.failing_conversions {
+            let to = b.crd(
+                crd,
+                NodeState::FailingClosed,
+                Some("conversion strategy Webhook".into()),
+            );
+            b.edge(
+                &ns,
+                &to,
+                format!("listing its {crd} objects fails on the conversion webhook"),
+                Some(i),
+            );
+        }
+        if !stall.failing_conversions.is_empty() {
+            return;
+        }
+    }
     let state = match stall.cause {
         StallCause::ControllerManagerNotLeading => NodeState::NotReady,
         StallCause::NamespaceControllerMissing => NodeState::Gone,
-        StallCause::WorkqueueStuck | StallCause::ClusterWideBlocker => NodeState::Failing,
+        StallCause::WorkqueueStuck
+        | StallCause::ClusterWideBlocker
+        | StallCause::ConversionWebhookFailing => NodeState::Failing,
         StallCause::WorkqueueIdle | StallCause::Unknown => NodeState::Unknown,
         #[allow(unreachable_patterns)]
         _ => NodeState::Unknown,
