@@ -65,7 +65,7 @@ fn one_root_cause_names_the_crd_its_service_and_every_namespace_it_blocks() {
         stored_versions,
         blocks_namespaces,
         failed_lists,
-        none_lossless,
+        no_schema_difference,
         ..
     } = &f.detail
     else {
@@ -85,7 +85,7 @@ fn one_root_cause_names_the_crd_its_service_and_every_namespace_it_blocks() {
             .any(|l| l.starts_with("config.openservicemesh.io/v1alpha2: list multiclusterservices: conversion webhook for config.openservicemesh.io/v1alpha1, Kind=MultiClusterService failed")),
         "{failed_lists:#?}"
     );
-    assert!(none_lossless);
+    assert!(no_schema_difference);
     assert!(
         f.summary.contains("osm-system/osm-bootstrap") && f.summary.contains("east, quiet, west"),
         "{}",
@@ -184,7 +184,11 @@ fn identical_schemas_plan_a_guarded_switch_to_strategy_none_first() {
         first
             .rationale
             .starts_with("restoring Service osm-system/osm-bootstrap")
-            && first.rationale.contains("is proven lossless")
+            && first.rationale.contains("no schema difference found")
+            && first
+                .rationale
+                .contains("not checked: what the conversion webhook did")
+            && !first.rationale.contains("lossless")
             && first
                 .rationale
                 .contains(&format!("see finding #{}", root + 1)),
@@ -193,7 +197,9 @@ fn identical_schemas_plan_a_guarded_switch_to_strategy_none_first() {
     );
     let text = p.render_dry_run();
     assert!(
-        text.contains("needs --allow-crd-conversion-changes"),
+        text.contains(
+            "needs --allow-crd-conversion-changes=multiclusterservices.config.openservicemesh.io"
+        ),
         "{text}"
     );
 }
@@ -206,7 +212,7 @@ fn different_schemas_are_refused_with_the_command_a_person_would_run() {
     assert!(crd.starts_with("meshconfigs.config-"), "{crd}");
     assert!(matches!(
         &f.detail,
-        FindingDetail::ConversionWebhook { none_lossless: false, blocks_namespaces, .. }
+        FindingDetail::ConversionWebhook { no_schema_difference: false, blocks_namespaces, .. }
             if blocks_namespaces.len() == 2
     ));
     let steps = steps_for(&p, root);

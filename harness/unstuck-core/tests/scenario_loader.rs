@@ -97,7 +97,7 @@ const MALFORMED: &[(&str, &str, Stage, &str)] = &[
     ),
     (
         "doctor-conversion-changes-without-apply.yaml",
-        "6:5",
+        "9:32",
         Invalid,
         "allowConversionChanges needs apply: true",
     ),

@@ -13,10 +13,27 @@ use unstuck::{
 
 mod cmd;
 
+/// `unstuck --version`: the release, the commit it was built from and the
+/// Kubernetes versions its clusters run.
+fn long_version() -> &'static str {
+    static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "{} (commit {})\nKubernetes: {} (default {}, newest {}; each built by ci/setup.sh --k8s-version V)",
+            env!("CARGO_PKG_VERSION"),
+            env!("UNSTUCK_COMMIT"),
+            unstuck::components::SUPPORTED_K8S_VERSIONS.join(", "),
+            DEFAULT_K8S_VERSION,
+            unstuck::components::NEWEST_K8S_VERSION,
+        )
+    });
+    TEXT.as_str()
+}
+
 #[derive(Parser)]
 #[command(
     name = "unstuck",
     version,
+    long_version = long_version(),
     about = "Inject, detect and recover Kubernetes objects stuck in Terminating"
 )]
 struct Cli {
@@ -54,6 +71,12 @@ enum Command {
     Report {
         #[command(subcommand)]
         command: cmd::report::ReportCommand,
+    },
+    /// Print a shell completion script: `source <(unstuck completion bash)`,
+    /// or save it where your shell loads completions from.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Internal: the reaper that tears a cluster down when its harness dies.
     #[command(name = "__reap", hide = true)]
@@ -146,6 +169,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor(args) => cmd::doctor::run(args).await,
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "unstuck",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Scenarios { dir, fixtures } => {
             let scenarios = cmd::load_scenarios(&dir, "--dir", &fixtures)?;
             for s in &scenarios {

@@ -360,3 +360,68 @@ fn run_help_documents_its_exit_codes() {
         assert!(help.contains(code), "{code:?} not in\n{help}");
     }
 }
+
+/// `--version` says which commit and which Kubernetes versions; `-V`
+/// stays one line for scripts.
+#[test]
+fn version_names_the_commit_and_the_kubernetes_versions() {
+    let long = unstuck(&["--version"], &[]);
+    assert!(long.status.success(), "{}", stderr(&long));
+    let text = String::from_utf8_lossy(&long.stdout);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("unstuck {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    assert!(
+        text.contains(unstuck::components::NEWEST_K8S_VERSION)
+            && text.contains(&format!(
+                "default {}",
+                unstuck::components::DEFAULT_K8S_VERSION
+            )),
+        "{text}"
+    );
+    let short = unstuck(&["-V"], &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&short.stdout).trim(),
+        format!("unstuck {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// `unstuck completion SHELL` prints a script the shell accepts, that
+/// completes subcommands and the doctor's flags.
+#[test]
+fn completion_scripts_load_and_know_the_doctors_flags() {
+    let bash = unstuck(&["completion", "bash"], &[]);
+    assert!(bash.status.success(), "{}", stderr(&bash));
+    let script = String::from_utf8_lossy(&bash.stdout).into_owned();
+    for words in [
+        "_unstuck()",
+        "doctor",
+        "--allow-apiservice-removal",
+        "--context",
+    ] {
+        assert!(script.contains(words), "{words} not in the bash script");
+    }
+    // bash itself parses it (syntax only).
+    let path = std::env::temp_dir().join(format!("unstuck-completion-{}.bash", std::process::id()));
+    std::fs::write(&path, &script).unwrap();
+    let checked = Command::new("bash").arg("-n").arg(&path).output().unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    for shell in ["zsh", "fish"] {
+        let o = unstuck(&["completion", shell], &[]);
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("allow-apiservice-removal"),
+            "{shell}"
+        );
+    }
+    let bad = unstuck(&["completion", "tcsh"], &[]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("possible values: bash"),
+        "{}",
+        stderr(&bad)
+    );
+}

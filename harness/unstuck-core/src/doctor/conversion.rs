@@ -236,7 +236,7 @@ fn dead_conversion_webhook(snapshot: &Snapshot, crd: &CustomResourceDefinition) 
             stored_versions: stored,
             blocks_namespaces: blocks,
             failed_lists,
-            none_lossless: proof.lossless,
+            no_schema_difference: proof.no_schema_difference,
         },
     })
 }

@@ -201,7 +201,7 @@ pub enum FindingDetail {
         failed_lists: Vec<String>,
         /// Whether strategy `None` is proven lossless
         /// ([`super::conversion::strategy_none_proof`]).
-        none_lossless: bool,
+        no_schema_difference: bool,
     },
     /// For [`FindingKind::NamespaceContentDeletionFailed`].
     NamespaceContentFailure {

@@ -96,8 +96,8 @@ pub struct DoctorCheck {
     /// conversion strategy `None` when that is proven lossless, as
     /// `unstuck doctor --allow-crd-conversion-changes` does. Default
     /// `false`: the plan shows the step, the doctor skips it. Needs `apply`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub allow_conversion_changes: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_conversion_changes: Vec<Located<String>>,
     /// Finalizer keys whose owner the operator has checked is gone, as
     /// `unstuck doctor --assume-dead KEY` names them: an `Unknown` owner
     /// of such a key counts as dead, an `Alive` one never does. For
@@ -143,8 +143,15 @@ impl fmt::Display for DoctorCheck {
             (true, true) => ", then apply the plan, webhook changes allowed",
             (false, _) => " (diagnose only)",
         })?;
-        if self.apply && self.allow_conversion_changes {
-            f.write_str(", CRD conversion changes allowed")?;
+        if self.apply && !self.allow_conversion_changes.is_empty() {
+            f.write_str(", conversion changes to CRD ")?;
+            for (i, name) in self.allow_conversion_changes.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                f.write_str(name)?;
+            }
+            f.write_str(" allowed")?;
         }
         if self.apply && !self.allow_api_service_removal.is_empty() {
             f.write_str(", removal of APIService ")?;

@@ -65,7 +65,7 @@ pub(crate) fn scenario(s: &mut Scenario) -> Check {
             Step::Fault(fault) => ctx.fault(fault)?,
             Step::Expect(e) => ctx.expect(e, at, doctor_seen)?,
             Step::Doctor(doctor) => {
-                steps::doctor_check(doctor, at)?;
+                steps::doctor_check(doctor)?;
                 doctor_seen = true;
             }
             Step::Container(c) => {

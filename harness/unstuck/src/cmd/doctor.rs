@@ -98,12 +98,19 @@ pub struct DoctorArgs {
     /// that step is shown and skipped.
     #[arg(long, requires = "apply")]
     pub allow_webhook_changes: bool,
-    /// With --apply, also switch a CRD whose conversion webhook's Service
-    /// is gone to conversion strategy None, only when that is proven
-    /// lossless (every version has the same schema; its manifest is saved
-    /// first). Without it that step is shown and skipped.
-    #[arg(long, requires = "apply")]
-    pub allow_crd_conversion_changes: bool,
+    /// With --apply, also switch this CRD (exact name, e.g.
+    /// meshconfigs.config.openservicemesh.io; repeatable), whose conversion
+    /// webhook's Service is gone, to conversion strategy None, when it
+    /// blocks something and no schema difference is found. What the
+    /// webhook did cannot be checked: name a CRD only once you know. Its
+    /// manifest is saved first. Without it that step is shown and skipped.
+    #[arg(
+        long = "allow-crd-conversion-changes",
+        value_name = "CRD",
+        requires = "apply",
+        num_args = 1
+    )]
+    pub allow_crd_conversion_changes: Vec<String>,
     /// Treat this finalizer key's owner as dead when the evidence leaves it
     /// Unknown (repeatable; exact key). Never overrides a live owner.
     #[arg(long = "assume-dead", value_name = "KEY")]
@@ -293,7 +300,7 @@ async fn missing_namespaces(client: &kube::Client, names: &[String]) -> Result<O
 fn options(args: &DoctorArgs, stuck_after: std::time::Duration) -> DoctorOptions {
     let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
     opts.allow_webhook_changes = args.allow_webhook_changes;
-    opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes;
+    opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes.clone();
     opts.local_cluster = args.local_cluster.clone();
     opts.diagnose.assume_dead = args.assume_dead.clone();
     opts.diagnose.allow_apiservice_removal = args.allow_apiservice_removal.clone();

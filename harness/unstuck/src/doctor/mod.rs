@@ -55,11 +55,12 @@ pub struct DoctorOptions {
     /// from `apply` on purpose: it weakens a policy, so it is asked for by
     /// name (`--allow-webhook-changes`).
     pub allow_webhook_changes: bool,
-    /// May switch a CRD whose conversion webhook is dead to conversion
-    /// strategy `None` when that is proven lossless
-    /// (`--allow-crd-conversion-changes`): asked for by name, as it
-    /// changes how every object of the type is read.
-    pub allow_crd_conversion_changes: bool,
+    /// The CRDs whose dead conversion webhook may be switched to strategy
+    /// `None` when no schema difference is found
+    /// (`--allow-crd-conversion-changes=CRD`): asked for by the CRD's
+    /// name, as it changes how every object of the type is read and what
+    /// the webhook did cannot be checked.
+    pub allow_crd_conversion_changes: Vec<String>,
     /// The local cluster unstuck made that this is, if any: then
     /// kube-controller-manager's metrics are read over loopback
     /// ([`kcm_metrics`]) to say why a namespace is not progressing.
@@ -79,7 +80,7 @@ impl DoctorOptions {
             max_rounds: 10,
             settle_budget: Duration::from_secs(5 * 60),
             allow_webhook_changes: false,
-            allow_crd_conversion_changes: false,
+            allow_crd_conversion_changes: Vec::new(),
             local_cluster: None,
             consent: Consent::default(),
         }

@@ -211,8 +211,8 @@ pub(super) async fn apply_round(
             }),
             Decision::Apply(step)
                 if (step.action.needs_webhook_consent() && !opts.allow_webhook_changes)
-                    || (step.action.needs_conversion_consent()
-                        && !opts.allow_crd_conversion_changes) =>
+                    || matches!(&step.action, Action::SetCrdConversionNone(c)
+                        if !opts.allow_crd_conversion_changes.contains(&c.crd)) =>
             {
                 out.push(apply::not_consented(&step))
             }

@@ -100,7 +100,15 @@ impl ScenarioRun<'_> {
                 .terminating
                 .iter()
                 .filter(|r| r.namespace().is_some_and(|n| ours.iter().any(|o| o == n)))
-                .filter_map(|r| r.deletion_timestamp())
+                // A deletionTimestamp with a grace period (a pod's) is when
+                // that period ends, not when the deletion was asked for:
+                // age from the request, or a pod draining for minutes
+                // would be waited out before the doctor looks at it.
+                .filter_map(|r| {
+                    let grace = r.metadata.deletion_grace_period_seconds.unwrap_or(0);
+                    r.deletion_timestamp()
+                        .map(|t| t - k8s_openapi::jiff::SignedDuration::from_secs(grace))
+                })
                 .max();
             let bound = k8s_openapi::jiff::Timestamp::now() + MAX_SETTLE;
             self.deleting_since = self.deleting_since.max(latest.map(|t| t.min(bound)));
@@ -139,7 +147,11 @@ impl ScenarioRun<'_> {
             },
             apply: d.apply,
             allow_webhook_changes: d.allow_webhook_changes,
-            allow_crd_conversion_changes: d.allow_conversion_changes,
+            allow_crd_conversion_changes: d
+                .allow_conversion_changes
+                .iter()
+                .map(|n| self.names.text(n))
+                .collect(),
             backup_dir: self.ctx.out_dir.join("backups"),
             // The scenario is the consent: it set the stuck state up on the
             // run's own objects, and later rounds (a chain the garbage

@@ -1,8 +1,13 @@
-//! Whether switching a CRD to conversion strategy `None` loses nothing,
-//! argued from apiextensions-apiserver (v1.34.4): `None` runs the
-//! `nopConverter`, which only rewrites `apiVersion`, and the object is then
-//! pruned and defaulted with the schema of the version it is read in. So
-//! the schemas and the stored versions decide it.
+//! Whether switching a CRD to conversion strategy `None` shows any loss in
+//! its schemas, argued from apiextensions-apiserver (v1.34.4): `None` runs
+//! the `nopConverter`, which only rewrites `apiVersion`, and the object is
+//! then pruned and defaulted with the schema of the version it is read in.
+//! The schemas and the stored versions can show a loss; they can never
+//! prove there is none: identical schemas are exactly where a conversion
+//! webhook renames fields or changes units, and fields kept by
+//! `x-kubernetes-preserve-unknown-fields` are not in any schema. So the
+//! best this says is "no schema difference found", with what it could not
+//! check, and a person names the CRD to go on.
 
 use std::collections::BTreeSet;
 
@@ -12,11 +17,15 @@ use serde_json::Value;
 /// At most this many field paths named per side when two schemas differ.
 const MAX_FIELDS: usize = 8;
 
-/// Whether strategy `None` would lose nothing, and what argues it.
+/// What the schemas say about strategy `None`, and what they cannot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NoneProof {
-    /// Proven lossless.
-    pub lossless: bool,
+    /// No schema difference found (never a proof that nothing is lost:
+    /// see [`NoneProof::unchecked`]).
+    pub no_schema_difference: bool,
+    /// What could not be checked, one line each (always at least what the
+    /// webhook did).
+    pub unchecked: Vec<String>,
     /// The argument, one fact a line.
     pub evidence: Vec<String>,
     /// In one line: what proves it, or what stands in the way.
@@ -63,29 +72,98 @@ pub fn strategy_none_proof(crd: &CustomResourceDefinition) -> NoneProof {
     }
     let list = format!("[{}]", names.join(", "));
     let stored_list = format!("[{}]", stored.join(", "));
+    let unchecked = unchecked(crd);
     if why_not.is_empty() {
-        return NoneProof {
-            lossless: true,
-            reason: format!(
-                "every version in {list} has the same schema and subresources, and every stored version {stored_list} is one of them"
+        let mut evidence = vec![
+            "strategy None runs apiextensions-apiserver's nopConverter, which only rewrites apiVersion; the object is then pruned and defaulted with the schema of the version it is read in".into(),
+            format!(
+                "no schema difference found: every version in spec.versions {list} has the same schema (openAPIV3Schema compared whole) and the same subresources, and every stored version (status.storedVersions {stored_list}) is one of them"
             ),
-            evidence: vec![
-                "strategy None runs apiextensions-apiserver's nopConverter, which only rewrites apiVersion; the object is then pruned and defaulted with the schema of the version it is read in".into(),
-                format!(
-                    "every version in spec.versions {list} has the same schema (openAPIV3Schema compared whole) and the same subresources, and every stored version (status.storedVersions {stored_list}) is one of them: an object stored in any version reads back unchanged in any other"
-                ),
-            ],
+        ];
+        evidence.extend(unchecked.iter().map(|u| format!("not checked: {u}")));
+        return NoneProof {
+            no_schema_difference: true,
+            reason: format!(
+                "no schema difference found (every version in {list} has the same schema and subresources, and every stored version {stored_list} is one of them); not checked: {}",
+                unchecked.join("; ")
+            ),
+            evidence,
+            unchecked,
         };
     }
     let mut evidence = vec![format!(
-        "strategy None is not proven lossless (spec.versions {list}, status.storedVersions {stored_list}): it only rewrites apiVersion and the version read in prunes with its own schema"
+        "strategy None loses data the schemas show (spec.versions {list}, status.storedVersions {stored_list}): it only rewrites apiVersion and the version read in prunes with its own schema"
     )];
     let reason = why_not.join("; ");
     evidence.extend(why_not);
     NoneProof {
-        lossless: false,
+        no_schema_difference: false,
         evidence,
         reason,
+        unchecked,
+    }
+}
+
+/// What the schemas cannot tell about strategy `None`: what the webhook
+/// did, fields kept unknown, and defaults.
+fn unchecked(crd: &CustomResourceDefinition) -> Vec<String> {
+    let mut out = vec![
+        "what the conversion webhook did (renamed fields, changed units or formats between versions): it is gone and cannot be asked".to_owned(),
+    ];
+    let mut preserved = Vec::new();
+    let mut defaults = Vec::new();
+    for v in &crd.spec.versions {
+        let schema = serde_json::to_value(&v.schema).unwrap_or(Value::Null);
+        let root = schema
+            .get("openAPIV3Schema")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let (mut p, mut d) = (Vec::new(), Vec::new());
+        marked(&root, "", &mut p, &mut d);
+        if !p.is_empty() {
+            preserved.push(format!("{} at {}", v.name, p.join(", ")));
+        }
+        if !d.is_empty() {
+            defaults.push(format!("{} at {}", v.name, d.join(", ")));
+        }
+    }
+    if !preserved.is_empty() {
+        out.push(format!(
+            "fields kept by x-kubernetes-preserve-unknown-fields ({}): they are in no schema, so no comparison sees them",
+            preserved.join("; ")
+        ));
+    }
+    if !defaults.is_empty() {
+        out.push(format!(
+            "defaults ({}): applied on read in the version read, whatever the webhook would have set",
+            defaults.join("; ")
+        ));
+    }
+    out
+}
+
+/// Paths (`.` for the root) where a schema keeps unknown fields, and where
+/// it sets a default.
+fn marked(s: &Value, at: &str, preserved: &mut Vec<String>, defaults: &mut Vec<String>) {
+    let here = if at.is_empty() { "." } else { at };
+    if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        preserved.push(here.to_owned());
+    }
+    if s.get("default").is_some() {
+        defaults.push(here.to_owned());
+    }
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
+        for (k, child) in props {
+            let p = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            marked(child, &p, preserved, defaults);
+        }
+    }
+    if let Some(items) = s.get("items") {
+        marked(items, &format!("{at}[]"), preserved, defaults);
     }
 }
 

@@ -83,9 +83,10 @@ fn each_quoted_conversion_is_listed_once() {
 }
 
 #[test]
-fn identical_schemas_with_every_stored_version_among_them_are_lossless() {
+fn identical_schemas_with_every_stored_version_among_them_show_no_difference_and_never_claim_lossless()
+ {
     let proof = strategy_none_proof(&same_schemas(&["v1alpha1", "v1alpha2"]));
-    assert!(proof.lossless, "{:#?}", proof.evidence);
+    assert!(proof.no_schema_difference, "{:#?}", proof.evidence);
     let all = proof.evidence.join("\n");
     assert!(all.contains("nopConverter"), "{all}");
     assert!(all.contains("[v1alpha2, v1alpha1]"), "{all}");
@@ -93,12 +94,51 @@ fn identical_schemas_with_every_stored_version_among_them_are_lossless() {
         all.contains("status.storedVersions [v1alpha1, v1alpha2]"),
         "{all}"
     );
+    assert!(all.contains("no schema difference found"), "{all}");
+    assert!(!all.contains("lossless"), "{all}");
+    // What the webhook did is never checkable.
+    assert!(
+        proof.unchecked[0].starts_with("what the conversion webhook did"),
+        "{:?}",
+        proof.unchecked
+    );
+}
+
+/// Two versions that both keep unknown fields compare equal, yet their
+/// objects hold fields no schema names: listed as not checked.
+#[test]
+fn preserved_unknown_fields_and_defaults_are_listed_as_not_checked() {
+    let mut crd = same_schemas(&["v1alpha1", "v1alpha2"]);
+    for v in &mut crd.spec.versions {
+        let mut schema = serde_json::to_value(&v.schema).unwrap();
+        schema["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"] =
+            serde_json::Value::Bool(true);
+        schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"] =
+            serde_json::json!({"type": "integer", "default": 1});
+        v.schema = serde_json::from_value(schema).unwrap();
+    }
+    let proof = strategy_none_proof(&crd);
+    assert!(proof.no_schema_difference, "{:#?}", proof.evidence);
+    let unchecked = proof.unchecked.join("\n");
+    assert!(
+        unchecked
+            .contains("x-kubernetes-preserve-unknown-fields (v1alpha2 at spec; v1alpha1 at spec)"),
+        "{unchecked}"
+    );
+    // OSM's own defaults (spec.ports[].protocol, ...) and the one added.
+    assert!(
+        unchecked.contains(
+            "defaults (v1alpha2 at spec.clusters[].weight, spec.ports[].protocol, spec.replicas;"
+        ),
+        "{unchecked}"
+    );
+    assert!(proof.reason.contains("not checked: "), "{}", proof.reason);
 }
 
 #[test]
-fn different_schemas_are_not_lossless_and_say_which_fields() {
+fn different_schemas_show_a_loss_and_say_which_fields() {
     let proof = strategy_none_proof(&different_schemas(&["v1alpha1", "v1alpha2"]));
-    assert!(!proof.lossless);
+    assert!(!proof.no_schema_difference);
     let all = proof.evidence.join("\n");
     assert!(
         all.contains("versions v1alpha2 and v1alpha1 have different schemas"),
@@ -115,10 +155,10 @@ fn different_schemas_are_not_lossless_and_say_which_fields() {
 #[test]
 fn stored_versions_must_be_known_and_among_the_versions() {
     let unknown = strategy_none_proof(&same_schemas(&[]));
-    assert!(!unknown.lossless);
+    assert!(!unknown.no_schema_difference);
     assert!(unknown.evidence.join(" ").contains("not recorded"));
     let removed = strategy_none_proof(&same_schemas(&["v1alpha1", "v1beta1", "v1alpha2"]));
-    assert!(!removed.lossless);
+    assert!(!removed.no_schema_difference);
     assert!(
         removed
             .evidence
@@ -126,15 +166,15 @@ fn stored_versions_must_be_known_and_among_the_versions() {
             .contains("stored version v1beta1 is not in spec.versions")
     );
     // Only the storage version stored: still every served version compared.
-    assert!(strategy_none_proof(&same_schemas(&["v1alpha2"])).lossless);
+    assert!(strategy_none_proof(&same_schemas(&["v1alpha2"])).no_schema_difference);
 }
 
 #[test]
-fn different_subresources_are_not_lossless() {
+fn different_subresources_show_a_difference() {
     let mut crd = same_schemas(&["v1alpha1", "v1alpha2"]);
     crd.spec.versions[1].subresources = Some(Default::default());
     let proof = strategy_none_proof(&crd);
-    assert!(!proof.lossless);
+    assert!(!proof.no_schema_difference);
     assert!(proof.evidence.join(" ").contains("different subresources"));
 }
 

@@ -1,9 +1,11 @@
 //! The remedy for a [`FindingKind::DeadConversionWebhook`]: restoring the
 //! webhook's backend is the gentle fix and is always said; switching the
-//! CRD to conversion strategy `None` is planned only when
-//! [`strategy_none_proof`] proves it lossless, and applied only with
-//! `--allow-crd-conversion-changes` ([`Action::needs_conversion_consent`]).
-//! Otherwise the doctor refuses and names the command a person would run.
+//! CRD to conversion strategy `None` is planned only when it blocks
+//! something and [`strategy_none_proof`] finds no schema difference, and
+//! applied only for a CRD a person named with
+//! `--allow-crd-conversion-changes=CRD` ([`Action::needs_conversion_consent`]):
+//! what the webhook did can never be checked. Otherwise the doctor refuses
+//! and names the command a person would run.
 //!
 //! [`FindingKind::DeadConversionWebhook`]: super::FindingKind::DeadConversionWebhook
 //! [`Action::needs_conversion_consent`]: super::Action::needs_conversion_consent
@@ -37,7 +39,7 @@ pub struct SetCrdConversionNone {
     pub resource_version: String,
     /// The Service its webhook called, for the report.
     pub service: String,
-    /// What proved `None` lossless.
+    /// What the schemas showed (no difference), and what they could not.
     pub proof: Vec<String>,
 }
 
@@ -78,7 +80,8 @@ impl SetCrdConversionNone {
         );
         let _ = writeln!(
             out,
-            "    needs --allow-crd-conversion-changes besides --apply: the API server converts by rewriting apiVersion only until restored"
+            "    needs --allow-crd-conversion-changes={} besides --apply: the API server converts by rewriting apiVersion only until restored",
+            self.crd
         );
     }
 }
@@ -124,20 +127,20 @@ pub(super) fn strategy_none(i: usize, f: &Finding, snapshot: &Snapshot) -> Plann
             ),
         );
     }
-    if blocks_namespaces.is_empty() && failed_lists.is_empty() && backend != "ServiceNotFound" {
+    if blocks_namespaces.is_empty() && failed_lists.is_empty() {
         return refuse(
             i,
             format!(
-                "CRD {name}'s conversion webhook Service {service} has no ready endpoint but nothing fails on it yet: {restore} (e.g. scale it up) rather than change the CRD"
+                "CRD {name}'s conversion webhook (Service {service}, {backend}) blocks nothing yet (no namespace deletion and no list fails on it): {restore} rather than change the CRD"
             ),
         );
     }
     let proof = strategy_none_proof(crd);
-    if !proof.lossless {
+    if !proof.no_schema_difference {
         return refuse(
             i,
             format!(
-                "{restore}. Switching CRD {name} to conversion strategy None is not proven lossless: {}. A person who accepts that objects stored in versions [{}] are then read in other versions with only apiVersion rewritten, and fields the other version's schema lacks dropped on read, would run: {}",
+                "{restore}. Switching CRD {name} to conversion strategy None loses what the schemas show: {}. A person who accepts that objects stored in versions [{}] are then read in other versions with only apiVersion rewritten, and fields the other version's schema lacks dropped on read, would run: {}",
                 proof.reason,
                 stored_versions(crd).join(", "),
                 manual_command(name)
@@ -156,7 +159,7 @@ pub(super) fn strategy_none(i: usize, f: &Finding, snapshot: &Snapshot) -> Plann
         );
     };
     let rationale = format!(
-        "{restore}. Otherwise: CRD {name} converts through Service {service}, which is gone ({backend}){}; strategy None (apiVersion rewritten only) is proven lossless: {} (see finding #{}). The patch replaces only spec.conversion, after saving the manifest; re-apply it to restore the webhook",
+        "{restore}. Otherwise: CRD {name} converts through Service {service}, which is gone ({backend}){}; for strategy None (apiVersion rewritten only): {} (see finding #{}). Only for a CRD named with --allow-crd-conversion-changes={name}, once you know what the webhook did; the patch replaces only spec.conversion, after saving the manifest; re-apply it to restore the webhook",
         if blocks_namespaces.is_empty() {
             String::new()
         } else {

@@ -9,7 +9,6 @@ use crate::doctor::{FindingKind, node::diagnose::NodeCause};
 use crate::scenario::{
     agents::{ControllerCleanup, ControllerSpec, DoctorCheck},
     error::{Diagnostic, LoadError},
-    located::Position,
     model::{Scenario, Step},
 };
 
@@ -39,12 +38,26 @@ fn is_finding_name(name: &str) -> bool {
         || serde_json::from_value::<NodeCause>(serde_json::Value::String(name.to_owned())).is_ok()
 }
 
-pub(super) fn doctor_check(doctor: &DoctorCheck, at: Position) -> Check {
-    if doctor.allow_conversion_changes && !doctor.apply {
+pub(super) fn doctor_check(doctor: &DoctorCheck) -> Check {
+    if let Some(crd) = doctor.allow_conversion_changes.first()
+        && !doctor.apply
+    {
         return Err(problem(
-            at,
+            crd.position,
             "allowConversionChanges needs apply: true (a doctor that only diagnoses changes nothing)",
         ));
+    }
+    for crd in &doctor.allow_conversion_changes {
+        nonempty("allowConversionChanges", crd)?;
+        if !crd.contains('.') || crd.contains(char::is_whitespace) {
+            return Err(problem(
+                crd.position,
+                format!(
+                    "allowConversionChanges {:?} is not a CRD name (like meshconfigs.config.openservicemesh.io: <plural>.<group>)",
+                    crd.as_str()
+                ),
+            ));
+        }
     }
     if let Some(name) = doctor.allow_api_service_removal.first()
         && !doctor.apply

@@ -59,8 +59,16 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>, e: &Expect) -> Result<Evidenc
                 if let Condition::Terminating(r) = c {
                     match get(&ctx, r).await {
                         Ok(obj) => {
-                            let ts = obj.and_then(|o| o.metadata.deletion_timestamp);
-                            since = since.max(ts.map(|t| t.0));
+                            // A pod's deletionTimestamp is the end of its
+                            // grace period: it began deleting that long
+                            // before.
+                            let ts = obj.and_then(|o| {
+                                let grace = o.metadata.deletion_grace_period_seconds.unwrap_or(0);
+                                o.metadata.deletion_timestamp.map(|t| {
+                                    t.0 - k8s_openapi::jiff::SignedDuration::from_secs(grace)
+                                })
+                            });
+                            since = since.max(ts);
                         }
                         Err(err) => evidence.push(format!(
                             "(could not read when {c} began deleting: {err}; the doctor may look too early)"
