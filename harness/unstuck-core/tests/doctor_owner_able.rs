@@ -176,6 +176,59 @@ fn a_pod_that_is_not_ready_or_a_workload_with_no_pod_leaves_it_unknown() {
     );
 }
 
+/// A CronJob runs as its ServiceAccount only on its schedule: between runs
+/// there is no pod, and the account's grant is still someone's. Shaped
+/// like the nightly sync jobs operators ship (batch/v1, a pod template
+/// with serviceAccountName), in the recording's Kiali case. A Job that has
+/// finished makes no pod again and is not counted; one that has not is.
+#[test]
+fn a_cron_job_or_an_unfinished_job_running_as_the_granted_account_keeps_it_unknown() {
+    let mut s = with_namespace_ops(kiali_with(None, kiali_rights()));
+    let template = serde_json::json!({"spec": {
+        "serviceAccountName": "runner", "restartPolicy": "OnFailure",
+        "containers": [{"name": "sync", "image": "registry.internal:5000/sync:1.0"}]}});
+    s.cron_jobs.push(
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "nightly-sync", "namespace": "ops"},
+            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}}
+        }))
+        .unwrap(),
+    );
+    let v = verdict(&s, "kiali", KIALI, &[]);
+    assert!(matches!(v, OwnerVerdict::Unknown { .. }), "{v:?}");
+    assert!(
+        evidence(&v).contains("CronJob ops/nightly-sync would run as ServiceAccount ops/runner"),
+        "{}",
+        evidence(&v)
+    );
+
+    let job = |complete: bool| -> k8s_openapi::api::batch::v1::Job {
+        let mut j = serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "migrate", "namespace": "ops"},
+            "spec": {"template": template}
+        });
+        if complete {
+            j["status"] =
+                serde_json::json!({"conditions": [{"type": "Complete", "status": "True"}]});
+        }
+        serde_json::from_value(j).unwrap()
+    };
+    let mut s = with_namespace_ops(kiali_with(None, kiali_rights()));
+    s.jobs.push(job(false));
+    assert!(
+        evidence(&verdict(&s, "kiali", KIALI, &[]))
+            .contains("Job ops/migrate would run as ServiceAccount ops/runner")
+    );
+    let mut s = with_namespace_ops(kiali_with(None, kiali_rights()));
+    s.jobs.push(job(true));
+    assert!(
+        !evidence(&verdict(&s, "kiali", KIALI, &[])).contains("Job ops/migrate would run"),
+        "a finished Job runs nothing"
+    );
+}
+
 #[test]
 fn cluster_wide_wildcard_rights_could_act_but_are_no_sign_of_ownership() {
     let s = kiali_with(

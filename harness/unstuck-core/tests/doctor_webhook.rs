@@ -434,3 +434,99 @@ fn the_fail_open_step_comes_before_the_patches_a_dead_webhook_would_reject() {
             .all(|s| s.action.is_mutating())
     );
 }
+
+/// Scenario 36 recorded on a real v1.34.4 cluster (2026-12-07): Kyverno's
+/// resource webhook (Fail, Service gone) rejects the namespace
+/// controller's DELETE of an ACME Challenge, so the Challenge is not
+/// Terminating yet and no finding is about it. The dry run shows what the
+/// round after the fail-open will meet: the Challenge, hanging on
+/// cert-manager's finalizer, whose owner is dead and will be removed.
+#[test]
+fn the_dry_run_shows_what_a_fail_open_will_reveal_behind_it() {
+    let s = doctor_support::load_snapshot("real-v1.34.4/webhook-then-dead-finalizer-chain");
+    let (findings, p) = run(&s);
+    let fail_open = p
+        .steps
+        .iter()
+        .find(|st| matches!(st.action, Action::SetWebhookFailurePolicy(_)))
+        .expect("the dead webhook is failed open");
+    assert_eq!(p.expected.len(), 1, "{:#?}", p.expected);
+    let e = &p.expected[0];
+    assert_eq!(e.webhook_finding, fail_open.finding_index);
+    assert_eq!(e.webhook, "validate.kyverno.svc-fail");
+    assert_eq!(e.object.kind, "Challenge");
+    assert!(e.object.name.starts_with("shop-tls-"), "{e:?}");
+    // Not a finding now: it is not Terminating until the webhook opens.
+    assert!(
+        !findings.iter().any(|f| f.subject.name == e.object.name),
+        "{findings:#?}"
+    );
+    assert_eq!(e.keys.len(), 1);
+    assert!(e.keys[0].finalizer.starts_with("finalizer.acme-"));
+    assert_eq!(e.keys[0].owner, "Dead");
+    assert!(e.keys[0].then.starts_with("removed"), "{e:?}");
+    let text = p.render_dry_run();
+    let at = text
+        .find("Expected in later rounds")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        text[at..].contains(&format!(
+            "Challenge {}/{}: once webhook \"validate.kyverno.svc-fail\"",
+            e.object.namespace.as_deref().unwrap(),
+            e.object.name
+        )),
+        "{text}"
+    );
+    // Nothing is expected behind a webhook the plan does not open.
+    let mut none = s.clone();
+    none.namespace_content
+        .retain(|r| r.metadata.deletion_timestamp.is_some());
+    assert!(run(&none).1.expected.is_empty());
+}
+
+/// Scenario 34 recorded (cert-manager uninstalled, its webhook left
+/// failing closed, a Challenge held by its finalizer; no namespace is
+/// being deleted). The fail-open is for the finalizer patch alone. With a
+/// User outside the cluster granted update on Challenges (a management
+/// cluster's controller, say), the key is Unknown and its patch refused:
+/// opening the policy would then serve nothing, and it is refused too.
+#[test]
+fn a_fail_open_only_for_a_write_the_plan_refuses_is_refused_itself() {
+    let s = doctor_support::load_snapshot("real-v1.34.4/cert-manager-webhook-rejects-patch");
+    let (_, p) = run(&s);
+    let names =
+        |p: &Plan| -> Vec<&'static str> { p.mutating_steps().map(|st| st.action.name()).collect() };
+    assert_eq!(
+        names(&p),
+        ["SetWebhookFailurePolicy", "RemoveFinalizers"],
+        "the control: {p:#?}"
+    );
+    let mut outside = s.clone();
+    let rbac = outside.rbac.as_mut().expect("recorded with RBAC");
+    rbac.cluster_roles.push(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "acme-solver"}, "rules": [
+            {"apiGroups": ["acme-ovbvpy.cert-manager.io"], "resources": ["challenges"], "verbs": ["update", "patch"]}]}))
+        .unwrap(),
+    );
+    rbac.cluster_role_bindings.push(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "acme-solver"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "acme-solver"},
+            "subjects": [{"kind": "User", "name": "mgmt-cluster-acme"}]}))
+        .unwrap(),
+    );
+    let (_, p) = run(&outside);
+    assert!(names(&p).is_empty(), "{p:#?}");
+    let refusal = p
+        .steps
+        .iter()
+        .find_map(|st| match &st.action {
+            Action::Refuse { reason, .. }
+                if reason.contains("would be failed open only for writes this plan refuses") =>
+            {
+                Some(reason)
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{p:#?}"));
+    assert!(refusal.contains("Challenge"), "{refusal}");
+}

@@ -104,6 +104,9 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         deployments,
         stateful_sets,
         daemon_sets,
+        replica_sets,
+        jobs,
+        cron_jobs,
         unreadable: _,
         rbac,
         persistent_volume_claims,
@@ -178,6 +181,24 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
     for d in daemon_sets {
         meta(&mut d.metadata);
         if let Some(spec) = &mut d.spec {
+            template(&mut spec.template);
+        }
+    }
+    for r in replica_sets {
+        meta(&mut r.metadata);
+        if let Some(t) = r.spec.as_mut().and_then(|s| s.template.as_mut()) {
+            template(t);
+        }
+    }
+    for j in jobs {
+        meta(&mut j.metadata);
+        if let Some(spec) = &mut j.spec {
+            template(&mut spec.template);
+        }
+    }
+    for c in cron_jobs {
+        meta(&mut c.metadata);
+        if let Some(spec) = c.spec.as_mut().and_then(|s| s.job_template.spec.as_mut()) {
             template(&mut spec.template);
         }
     }

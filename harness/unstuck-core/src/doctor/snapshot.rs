@@ -12,7 +12,8 @@
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ContainerStatus, Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -121,6 +122,18 @@ pub struct Snapshot {
     /// (Added) See [`Snapshot::deployments`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub daemon_sets: Vec<DaemonSet>,
+    /// (Added) Every ReplicaSet: what makes pods for a Deployment, and for
+    /// owners the doctor does not list (an Argo Rollout, an operator that
+    /// makes ReplicaSets). Empty in older recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_sets: Vec<ReplicaSet>,
+    /// (Added) Every Job: a pod template that runs as a ServiceAccount.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<Job>,
+    /// (Added) Every CronJob: runs as its ServiceAccount on its schedule,
+    /// with no pod between runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cron_jobs: Vec<CronJob>,
     /// (Added) Types the collector could not read (a 403, a timeout): a
     /// finalizer's owner is never argued dead from a source listed here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -73,9 +73,10 @@ pub struct DoctorCheck {
     /// doctor's findings. Other findings are allowed.
     #[serde(default)]
     pub expect_findings: Vec<Located<String>>,
-    /// Words that must each be in some finding's summary or evidence, or in
-    /// a "terminating, normal so far" line (after the run's renames, like
-    /// an expected message): the cause named, not only the kind of finding.
+    /// Words that must each be in some finding's summary or evidence, in a
+    /// "terminating, normal so far" line or in the first plan (after the
+    /// run's renames, like an expected message): the cause named, not only
+    /// the kind of finding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expect_saying: Vec<Located<String>>,
     /// Finding kinds that must not be among the doctor's findings: what a

@@ -7,7 +7,8 @@
 //! keys `Unknown` instead of arguing their owner dead.
 
 use k8s_openapi::api::{
-    apps::v1::{DaemonSet, Deployment, StatefulSet},
+    apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet},
+    batch::v1::{CronJob, Job},
     core::v1::PersistentVolumeClaim,
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
@@ -73,10 +74,13 @@ fn kept<K: Resource<DynamicType = ()>>(
 /// Fills the snapshot's workload, RBAC and claim lists; failures become
 /// `unreadable`.
 pub async fn collect(client: &Client, snapshot: &mut Snapshot) {
-    let (deployments, stateful_sets, daemon_sets) = tokio::join!(
+    let (deployments, stateful_sets, daemon_sets, replica_sets, jobs, cron_jobs) = tokio::join!(
         list_all::<Deployment>(client),
         list_all::<StatefulSet>(client),
         list_all::<DaemonSet>(client),
+        list_all::<ReplicaSet>(client),
+        list_all::<Job>(client),
+        list_all::<CronJob>(client),
     );
     let (roles, cluster_roles, role_bindings, cluster_role_bindings, claims) = tokio::join!(
         list_all::<Role>(client),
@@ -89,6 +93,9 @@ pub async fn collect(client: &Client, snapshot: &mut Snapshot) {
     snapshot.deployments = kept(deployments, u);
     snapshot.stateful_sets = kept(stateful_sets, u);
     snapshot.daemon_sets = kept(daemon_sets, u);
+    snapshot.replica_sets = kept(replica_sets, u);
+    snapshot.jobs = kept(jobs, u);
+    snapshot.cron_jobs = kept(cron_jobs, u);
     // The RBAC lists count only whole: a grant read from half of them
     // would be no proof that nothing else holds one.
     let rbac_read = [

@@ -27,8 +27,13 @@ impl ScenarioRun<'_> {
             .iter()
             .map(|f| f.kind.as_str().to_owned())
             .collect();
-        let normal: Vec<String> = report.normal_so_far.iter().map(|n| n.line()).collect();
-        let unsaid = self.unsaid(d, report.initial_findings(), &normal);
+        // What the doctor says besides its findings: what is normal so far,
+        // and its first plan (a refusal names the flag that would act).
+        let mut also: Vec<String> = report.normal_so_far.iter().map(|n| n.line()).collect();
+        if let Some(first) = report.rounds.first() {
+            also.extend(first.plan.render_dry_run().lines().map(str::to_owned));
+        }
+        let unsaid = self.unsaid(d, report.initial_findings(), &also);
         if !unsaid.is_empty() {
             return Err(StepError::NotSaid {
                 missing: unsaid,
@@ -64,12 +69,13 @@ impl ScenarioRun<'_> {
     }
 
     /// The words of `expectSaying` (renamed for this run) that no finding's
-    /// summary or evidence and no "normal so far" line holds.
+    /// summary or evidence holds, nor any of `also` (the "normal so far"
+    /// lines and the plan's).
     fn unsaid(
         &self,
         d: &DoctorCheck,
         findings: &[unstuck_core::doctor::Finding],
-        normal: &[String],
+        also: &[String],
     ) -> Vec<String> {
         d.expect_saying
             .iter()
@@ -78,7 +84,7 @@ impl ScenarioRun<'_> {
                 !findings.iter().any(|f| {
                     f.summary.contains(w.as_str())
                         || f.evidence.iter().any(|e| e.contains(w.as_str()))
-                }) && !normal.iter().any(|l| l.contains(w.as_str()))
+                }) && !also.iter().any(|l| l.contains(w.as_str()))
             })
             .collect()
     }
@@ -229,7 +235,7 @@ impl ScenarioRun<'_> {
             looks += 1;
             if let Ok((snapshot, stats)) = doctor::collect(&self.ctx.client).await {
                 let found = doctor::findings_in(&snapshot, opts);
-                let normal: Vec<String> = unstuck_core::doctor::normal::normal_so_far(
+                let mut also: Vec<String> = unstuck_core::doctor::normal::normal_so_far(
                     &snapshot,
                     opts.diagnose.stuck_after,
                     &found,
@@ -237,8 +243,14 @@ impl ScenarioRun<'_> {
                 .iter()
                 .map(|n| n.line())
                 .collect();
+                also.extend(
+                    unstuck_core::doctor::plan(&found, &snapshot)
+                        .render_dry_run()
+                        .lines()
+                        .map(str::to_owned),
+                );
                 let settled = expected.iter().all(|k| found.iter().any(|f| f.kind == *k))
-                    && self.unsaid(d, &found, &normal).is_empty();
+                    && self.unsaid(d, &found, &also).is_empty();
                 last = Some((snapshot, stats));
                 if settled {
                     return (last, looks);

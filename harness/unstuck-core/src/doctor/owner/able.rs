@@ -332,5 +332,59 @@ fn workload_templates(s: &Snapshot) -> impl Iterator<Item = Template<'_>> {
             w.spec.as_ref().and_then(|x| x.template.spec.as_ref()),
         )
     });
-    d.chain(st).chain(ds)
+    // A ReplicaSet makes pods for whatever owns it (a Deployment, an Argo
+    // Rollout, an operator in the middle of an upgrade).
+    // One a Deployment owns is that Deployment's, listed above.
+    let rs = s
+        .replica_sets
+        .iter()
+        .filter(|w| !owned_by_deployment(&w.metadata))
+        .map(|w| {
+            (
+                "ReplicaSet",
+                &w.metadata,
+                w.spec
+                    .as_ref()
+                    .and_then(|x| x.template.as_ref())
+                    .and_then(|t| t.spec.as_ref()),
+            )
+        });
+    // A Job that has not finished makes pods again; a CronJob makes Jobs
+    // on its schedule, with no pod between runs.
+    let jobs = s.jobs.iter().filter(|j| !job_finished(j)).map(|w| {
+        (
+            "Job",
+            &w.metadata,
+            w.spec.as_ref().and_then(|x| x.template.spec.as_ref()),
+        )
+    });
+    let cron = s.cron_jobs.iter().map(|w| {
+        (
+            "CronJob",
+            &w.metadata,
+            w.spec
+                .as_ref()
+                .and_then(|x| x.job_template.spec.as_ref())
+                .and_then(|j| j.template.spec.as_ref()),
+        )
+    });
+    d.chain(st).chain(ds).chain(rs).chain(jobs).chain(cron)
+}
+
+fn owned_by_deployment(meta: &ObjectMeta) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Deployment" && o.api_version == "apps/v1")
+}
+
+/// A Job whose `Complete` or `Failed` condition is true makes no pod again.
+fn job_finished(job: &k8s_openapi::api::batch::v1::Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
 }

@@ -4,8 +4,12 @@
 //! does (`plugin/pkg/auth/authorizer/rbac/rbac.go`, `RuleAllows` in
 //! `pkg/apis/rbac/v1/evaluation_helpers.go`): a rule allows a request when
 //! its verbs, apiGroups, resources and resourceNames each contain the
-//! request's value or `*`. Aggregated ClusterRoles need no special case:
-//! the aggregation controller writes the aggregated rules into the role.
+//! request's value or `*`. An aggregated ClusterRole (one with an
+//! `aggregationRule`) is resolved here from its selectors, over every
+//! ClusterRole whose labels match, as kube-controller-manager's
+//! clusterrole-aggregation controller would fill it: a controller that is
+//! down or slow leaves the role's own `rules` empty or stale, and an empty
+//! list is no proof that nobody may update the object.
 //!
 //! Removing a key from `metadata.finalizers` is an `update` or `patch` of
 //! the object itself (not of a subresource); a Namespace's
@@ -227,16 +231,21 @@ impl Rbac {
         &self,
         role_ref: &RoleRef,
         binding_ns: Option<&str>,
-    ) -> Option<(String, &[PolicyRule])> {
+    ) -> Option<(String, Vec<PolicyRule>)> {
         match (role_ref.kind.as_str(), binding_ns) {
             ("ClusterRole", _) => self
                 .cluster_roles
                 .iter()
                 .find(|r| r.metadata.name.as_deref() == Some(role_ref.name.as_str()))
                 .map(|r| {
+                    let aggregated = r.aggregation_rule.is_some();
                     (
-                        format!("ClusterRole {}", role_ref.name),
-                        r.rules.as_deref().unwrap_or_default(),
+                        if aggregated {
+                            format!("ClusterRole {} (aggregated)", role_ref.name)
+                        } else {
+                            format!("ClusterRole {}", role_ref.name)
+                        },
+                        self.cluster_role_rules(r),
                     )
                 }),
             ("Role", Some(ns)) => self
@@ -249,11 +258,44 @@ impl Rbac {
                 .map(|r| {
                     (
                         format!("Role {ns}/{}", role_ref.name),
-                        r.rules.as_deref().unwrap_or_default(),
+                        r.rules.clone().unwrap_or_default(),
                     )
                 }),
             _ => None,
         }
+    }
+
+    /// A ClusterRole's rules: its own, and for an aggregated one also the
+    /// rules of every ClusterRole its selectors match (recursively, each
+    /// role once), whatever the aggregation controller has written yet.
+    pub fn cluster_role_rules(&self, role: &ClusterRole) -> Vec<PolicyRule> {
+        let mut rules: Vec<PolicyRule> = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
+        let mut todo = vec![role];
+        while let Some(r) = todo.pop() {
+            let name = r.metadata.name.as_deref().unwrap_or_default();
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            for rule in r.rules.iter().flatten() {
+                if !rules.contains(rule) {
+                    rules.push(rule.clone());
+                }
+            }
+            let Some(agg) = &r.aggregation_rule else {
+                continue;
+            };
+            for sel in agg.cluster_role_selectors.iter().flatten() {
+                todo.extend(self.cluster_roles.iter().filter(|c| {
+                    c.metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| crate::doctor::admission::selector_matches(sel, l))
+                }));
+            }
+        }
+        rules
     }
 
     /// Whether a rule that names the objects it allows (`resourceNames`)
@@ -312,7 +354,7 @@ impl Rbac {
             let Some((role, rules)) = self.rules_of(role_ref, ns) else {
                 continue;
             };
-            let Some((rule, breadth)) = best_rule(rules, req) else {
+            let Some((rule, breadth)) = best_rule(&rules, req) else {
                 continue;
             };
             for s in subjects {
@@ -395,6 +437,45 @@ mod tests {
             namespace: ns,
             name: "cluster1",
         }
+    }
+
+    /// An aggregated ClusterRole whose rules the aggregation controller has
+    /// not filled (kube-controller-manager down, or the role just made):
+    /// its grant is the union of the roles its selector matches, read here.
+    /// The shape is Crossplane's `crossplane-admin` (its Helm chart,
+    /// templates/rbac-manager-managed-clusterroles.yaml: an aggregationRule
+    /// on `rbac.crossplane.io/aggregate-to-admin: "true"`).
+    #[test]
+    fn an_aggregated_cluster_role_is_resolved_from_its_selectors_not_its_empty_rules() {
+        let r = rbac(serde_json::json!({
+            "clusterRoles": [
+                {"metadata": {"name": "crossplane-admin"},
+                 "aggregationRule": {"clusterRoleSelectors": [
+                    {"matchLabels": {"rbac.crossplane.io/aggregate-to-admin": "true"}}]},
+                 "rules": []},
+                {"metadata": {"name": "crossplane:aggregate-to-admin",
+                              "labels": {"rbac.crossplane.io/aggregate-to-admin": "true"}},
+                 "rules": [{"apiGroups": ["pxc.percona.com"], "resources": ["perconaxtradbclusters"], "verbs": ["update"]}]},
+                {"metadata": {"name": "unrelated", "labels": {"other": "true"}},
+                 "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"]}]}
+            ],
+            "clusterRoleBindings": [{"metadata": {"name": "remote-admin"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "crossplane-admin"},
+                "subjects": [{"kind": "User", "name": "mgmt-cluster-operator"}]}]
+        }));
+        let g = r.grants(&req("pxc.percona.com", "perconaxtradbclusters", Some("db")));
+        assert_eq!(g.to_outside.len(), 1, "{g:?}");
+        assert_eq!(g.to_outside[0].subject, "User mgmt-cluster-operator");
+        assert_eq!(
+            g.to_outside[0].role,
+            "ClusterRole crossplane-admin (aggregated)"
+        );
+        // What the selector does not match grants nothing.
+        assert!(
+            r.grants(&req("", "configmaps", Some("db")))
+                .to_outside
+                .is_empty()
+        );
     }
 
     #[test]
