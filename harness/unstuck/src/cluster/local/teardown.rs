@@ -23,6 +23,8 @@ pub struct TeardownReport {
     pub killed: Vec<String>,
     pub unmounted: Vec<PathBuf>,
     pub links_deleted: Vec<String>,
+    /// Frozen cgroups thawed so that their processes could die.
+    pub thawed: Vec<PathBuf>,
     pub errors: Vec<String>,
 }
 
@@ -36,6 +38,9 @@ impl fmt::Display for TeardownReport {
             self.unmounted.len(),
             self.links_deleted.len()
         )?;
+        if !self.thawed.is_empty() {
+            write!(f, ", thawed {} frozen cgroup(s)", self.thawed.len())?;
+        }
         if !self.errors.is_empty() {
             write!(
                 f,
@@ -193,7 +198,10 @@ async fn stop_processes(state: &ClusterState, report: &mut TeardownReport) {
             }
         }
     }
-    // 2. Pod processes and shims, then containerd itself.
+    // 2. Pod processes and shims, then containerd itself. A frozen
+    // process never dies of its SIGKILL: what a fault (or a person) froze
+    // is thawed first, now that the kubelet that could act on it is gone.
+    thaw_cgroups(layout, report);
     kill_leftovers(layout, report, |p| {
         !p.cmdline
             .first()
@@ -222,6 +230,19 @@ async fn delete_links(layout: &Layout, report: &mut TeardownReport) {
                 Ok(()) => report.links_deleted.push(link),
                 Err(e) => report.errors.push(e.to_string()),
             }
+        }
+    }
+}
+
+/// Thaws the cluster's cgroup tree in every hierarchy.
+fn thaw_cgroups(layout: &Layout, report: &mut TeardownReport) {
+    for h in host::cgroup_hierarchies() {
+        let d = h.join(layout.cgroup_root().trim_start_matches('/'));
+        match host::thaw_cgroup_tree(&d) {
+            Ok(thawed) => report.thawed.extend(thawed),
+            Err(e) => report
+                .errors
+                .push(format!("thaw cgroup {}: {e}", d.display())),
         }
     }
 }
