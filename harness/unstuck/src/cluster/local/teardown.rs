@@ -156,14 +156,29 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
     delete_links(layout, &mut report).await;
     remove_cgroups(layout, &mut report);
 
-    // 6. The directory, only once nothing is mounted inside it.
-    if host::mounts_under(&layout.dir).is_empty() {
-        remove_dir(&layout.dir, &mut report);
-    } else {
+    // 6. The directory, only once nothing is mounted inside it and no
+    // process of the cluster is left: the record in it is how the reaper
+    // or `cluster gc` finds the cluster again to finish the job. Removed
+    // with processes still running, they would be nobody's to stop.
+    let running = cluster_processes(layout);
+    if !host::mounts_under(&layout.dir).is_empty() {
         report.errors.push(format!(
             "kept {} because mounts remain inside it",
             layout.dir.display()
         ));
+    } else if !running.is_empty() {
+        report.errors.push(format!(
+            "kept {} because {} process(es) of the cluster are still running: {}",
+            layout.dir.display(),
+            running.len(),
+            running
+                .iter()
+                .map(|p| format!("{} ({})", p.pid, p.command_line()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    } else {
+        remove_dir(&layout.dir, &mut report);
     }
     report
 }
