@@ -1,8 +1,9 @@
 //! The harness under its own chaos (issue 30): `unstuck run` SIGKILLed at
 //! many points of a run (etcd starting, the API server answering, images
-//! importing, a scenario's objects being created, a node fault or a frozen
-//! cgroup in place, the doctor applying, a backend container or a registry
-//! up, the report being written, the teardown under way), then `unstuck
+//! importing, a scenario's objects being created, a node fault in place:
+//! a busy mount, a frozen cgroup, a wedged shim, a CNI plugin missing; the
+//! doctor applying, a backend container or a registry up, the report
+//! being written, the teardown under way), then `unstuck
 //! cluster gc`. Nothing of the run may be left: no cluster record,
 //! process, mount (in any mount namespace, network namespaces included),
 //! network link, iptables rule, cgroup in any hierarchy (the unified one
@@ -380,6 +381,32 @@ fn killed_with_a_frozen_cgroup_in_place() {
             "fault in place",
         )
         .after(Duration::from_secs(1)),
+    );
+}
+
+#[test]
+fn killed_with_a_wedged_shim() {
+    // The pod's shim SIGSTOPped: it answers nothing, a SIGTERM waits.
+    killed_at(
+        Point::new(
+            "wedged-shim",
+            "09-broken-runtime-container.yaml",
+            "fault in place",
+        )
+        .after(Duration::from_secs(1)),
+    );
+}
+
+#[test]
+fn killed_with_a_cni_plugin_missing() {
+    // Every network teardown of a pod fails: its veth stays on the bridge.
+    killed_at(
+        Point::new(
+            "cni-plugin-missing",
+            "43-cni-plugin-not-installed.yaml",
+            "fault in place",
+        )
+        .after(Duration::from_secs(3)),
     );
 }
 
