@@ -106,10 +106,42 @@ async fn sweep_networks() -> Vec<(String, Result<(), ContainerError>)> {
         if labels::owner_alive(pid, start) {
             continue;
         }
-        let removed = docker.remove_network(name).await.map_err(Into::into);
+        // Its owner may have died after the containers were swept (a
+        // harness killed while another gc ran): then its container is
+        // still attached, and the engine refuses the network ("has active
+        // endpoints"). Ours and as stale as the network, it goes first.
+        let mut removed = remove_attached(&docker, name, &mut swept).await;
+        if removed.is_ok() {
+            removed = docker.remove_network(name).await.map_err(Into::into);
+        }
         swept.push((format!("network {name} (run {run})"), removed));
     }
     swept
+}
+
+/// Removes the stale containers of unstuck's attached to `network`;
+/// what was removed goes to `swept`. A container that is not unstuck's,
+/// or whose owner runs, is left (and the network's removal then fails).
+async fn remove_attached(
+    docker: &Docker,
+    network: &str,
+    swept: &mut Vec<(String, Result<(), ContainerError>)>,
+) -> Result<(), ContainerError> {
+    let attached = list(docker, &format!("network={network}")).await?;
+    for c in attached
+        .into_iter()
+        .filter(|c| !c.run.is_empty() && !labels::owner_alive(&c.owner_pid, &c.owner_start))
+    {
+        let removed = docker
+            .cmd()
+            .args(["rm", "--force", "--volumes", &c.id])
+            .output()
+            .await
+            .map(drop)
+            .map_err(Into::into);
+        swept.push((format!("container {} (run {})", c.name, c.run), removed));
+    }
+    Ok(())
 }
 
 async fn sweep_containers() -> Vec<(String, Result<(), ContainerError>)> {
