@@ -297,6 +297,12 @@ fn killed_at(point: Point) {
     let slot = slot_of(&cluster).unwrap_or_else(|| panic!("{name}: no record of {cluster}"));
     let reached = wait_line(&rx, point.marker, Duration::from_secs(300)).is_some();
     std::thread::sleep(point.after);
+    // What the check after gc must find gone: the run's containers, seen
+    // by the same query while they are there.
+    let containers = match point.containers {
+        true => common::labelled(unstuck::containers::labels::OWNER_PID, &run_pid.to_string()),
+        false => Vec::new(),
+    };
     // Killed mid-run, not after: a run that had ended would prove nothing.
     let ended = child.try_wait().expect("the run's status");
     sigkill(&mut child);
@@ -310,7 +316,11 @@ fn killed_at(point: Point) {
     // libtest captures eprintln!, not the stderr handle itself.
     let _ = std::io::stderr().write_all(
         format!(
-            "killed at {name}: left: {said} (cluster {cluster}, {:.0} s)\n",
+            "killed at {name}: left: {said} (cluster {cluster}{}, {:.0} s)\n",
+            match containers.is_empty() {
+                true => String::new(),
+                false => format!(" with {}", containers.join(", ")),
+            },
             started.elapsed().as_secs_f64()
         )
         .as_bytes(),
@@ -319,6 +329,10 @@ fn killed_at(point: Point) {
     assert!(
         ended.is_none(),
         "{name}: the run ended ({ended:?}) before the kill"
+    );
+    assert!(
+        !point.containers || !containers.is_empty(),
+        "{name}: no container of the run was up when it was killed"
     );
     assert!(
         left.is_empty(),
