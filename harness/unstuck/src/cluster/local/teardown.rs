@@ -132,6 +132,7 @@ fn ip_program() -> PathBuf {
 /// Tears down the cluster in `dir`. Never fails: problems are collected in
 /// the report, and everything that can be removed is.
 pub async fn teardown(dir: &Path) -> TeardownReport {
+    let _turn = wait_turn(dir).await;
     let mut report = TeardownReport::default();
     let state = match ClusterState::load(dir) {
         Ok(s) => s,
@@ -181,6 +182,32 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
         remove_dir(&layout.dir, &mut report);
     }
     report
+}
+
+/// Waits until no other teardown of the cluster in `dir` runs, and holds
+/// that turn until dropped. A killed harness's reaper and a `cluster gc`
+/// that finds the cluster stale (its owner is dead) tear it down at once
+/// otherwise, and each takes the other's unmounts for failures ("Invalid
+/// argument": no longer a mount), so gc failed. The lock is a `flock` on
+/// the directory itself: no lock file is left behind, the kernel lets go
+/// when its holder dies, and a teardown that waited finds the directory
+/// gone and nothing to do. `None` (no turn to take) when the directory
+/// cannot be opened (it is gone).
+async fn wait_turn(dir: &Path) -> Option<std::fs::File> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let held = std::fs::File::open(&dir).ok()?;
+        match held.lock() {
+            Ok(()) => Some(held),
+            Err(e) => {
+                tracing::warn!("locking {} for its teardown: {e}", dir.display());
+                None
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Steps 1 and 2: the components, then what they left running.
