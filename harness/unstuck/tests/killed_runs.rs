@@ -48,6 +48,9 @@ struct Point {
     after: Duration,
     /// Whether the scenario starts containers (so Docker must answer).
     containers: bool,
+    /// Whether `cluster gc` runs at once, beside the reaper, rather than
+    /// once the reaper is done.
+    gc_at_once: bool,
 }
 
 impl Point {
@@ -58,6 +61,7 @@ impl Point {
             marker,
             after: Duration::ZERO,
             containers: false,
+            gc_at_once: false,
         }
     }
     const fn after(mut self, after: Duration) -> Self {
@@ -66,6 +70,10 @@ impl Point {
     }
     const fn with_containers(mut self) -> Self {
         self.containers = true;
+        self
+    }
+    const fn gc_at_once(mut self) -> Self {
+        self.gc_at_once = true;
         self
     }
 }
@@ -214,6 +222,20 @@ fn iptables_rules(l: &Layout) -> Vec<String> {
         .collect()
 }
 
+/// Whether the cluster's reaper still runs.
+fn reaper_runs(l: &Layout) -> bool {
+    let dir = l.dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| {
+            let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+            args.contains(&b"__reap".as_slice()) && args.contains(&dir.as_bytes())
+        })
+}
+
 fn docker_answers() -> bool {
     std::process::Command::new("docker")
         .args(["info", "--format", "{{.ID}}"])
@@ -225,11 +247,22 @@ fn docker_answers() -> bool {
 /// reaper had `limit` to finish, then `cluster gc` ran.
 fn left_after_gc(point: &Point, cluster: &str, slot: u8, run_pid: u32) -> Vec<String> {
     let layout = Layout::new(cluster, slot, &state_root());
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while Instant::now() < deadline && !local::leftovers(&layout).is_empty() {
-        std::thread::sleep(Duration::from_millis(500));
+    let settled = || {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline
+            && (!local::leftovers(&layout).is_empty() || reaper_runs(&layout))
+        {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    if !point.gc_at_once {
+        settled();
     }
     let gc = common::unstuck_env(&["cluster", "gc"], &[] as &[(&str, &str)]);
+    if point.gc_at_once {
+        // Whatever the two left between them, once the reaper is done.
+        settled();
+    }
     let mut left = local::leftovers(&layout);
     if !gc.status.success() {
         left.push(format!("cluster gc failed: {}", common::output_text(&gc)));
@@ -421,6 +454,21 @@ fn killed_with_a_cni_plugin_missing() {
             "fault in place",
         )
         .after(Duration::from_secs(3)),
+    );
+}
+
+#[test]
+fn killed_then_gc_at_once_beside_its_reaper() {
+    // Two teardowns of one cluster at once: the reaper's and gc's (the
+    // owner is dead, so gc calls the cluster stale).
+    killed_at(
+        Point::new(
+            "gc-beside-reaper",
+            "08-busy-volume-mount.yaml",
+            "fault in place",
+        )
+        .after(Duration::from_secs(1))
+        .gc_at_once(),
     );
 }
 
