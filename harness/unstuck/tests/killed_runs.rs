@@ -51,6 +51,9 @@ struct Point {
     /// Whether `cluster gc` runs at once, beside the reaper, rather than
     /// once the reaper is done.
     gc_at_once: bool,
+    /// Whether the reaper dies with the run (as when a CI job's whole
+    /// cgroup is killed), so that gc alone cleans up.
+    reaper_killed: bool,
 }
 
 impl Point {
@@ -62,6 +65,7 @@ impl Point {
             after: Duration::ZERO,
             containers: false,
             gc_at_once: false,
+            reaper_killed: false,
         }
     }
     const fn after(mut self, after: Duration) -> Self {
@@ -74,6 +78,10 @@ impl Point {
     }
     const fn gc_at_once(mut self) -> Self {
         self.gc_at_once = true;
+        self
+    }
+    const fn reaper_killed(mut self) -> Self {
+        self.reaper_killed = true;
         self
     }
 }
@@ -222,18 +230,35 @@ fn iptables_rules(l: &Layout) -> Vec<String> {
         .collect()
 }
 
-/// Whether the cluster's reaper still runs.
-fn reaper_runs(l: &Layout) -> bool {
+/// The pid of the cluster's reaper, while it runs.
+fn reaper_of(l: &Layout) -> Option<i32> {
     let dir = l.dir.display().to_string();
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .any(|c| {
-            let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-            args.contains(&b"__reap".as_slice()) && args.contains(&dir.as_bytes())
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            (args.contains(&b"__reap".as_slice()) && args.contains(&dir.as_bytes())).then_some(pid)
         })
+        .next()
+}
+
+fn reaper_runs(l: &Layout) -> bool {
+    reaper_of(l).is_some()
+}
+
+/// Sends `signal` to the cluster's reaper; whether there was one.
+fn signal_reaper(l: &Layout, signal: i32) -> bool {
+    let Some(pid) = reaper_of(l) else {
+        return false;
+    };
+    // SAFETY: kill(2) on a pid just read from /proc.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(pid, signal) };
+    rc == 0
 }
 
 fn docker_answers() -> bool {
@@ -247,10 +272,12 @@ fn docker_answers() -> bool {
 /// reaper had `limit` to finish, then `cluster gc` ran.
 fn left_after_gc(point: &Point, cluster: &str, slot: u8, run_pid: u32) -> Vec<String> {
     let layout = Layout::new(cluster, slot, &state_root());
+    // A reaper that was killed leaves its work undone: only gc does it.
+    let reaper_kept = !point.reaper_killed;
     let settled = || {
         let deadline = Instant::now() + Duration::from_secs(90);
         while Instant::now() < deadline
-            && (!local::leftovers(&layout).is_empty() || reaper_runs(&layout))
+            && ((reaper_kept && !local::leftovers(&layout).is_empty()) || reaper_runs(&layout))
         {
             std::thread::sleep(Duration::from_millis(500));
         }
@@ -258,7 +285,14 @@ fn left_after_gc(point: &Point, cluster: &str, slot: u8, run_pid: u32) -> Vec<St
     if !point.gc_at_once {
         settled();
     }
+    let gc_started = Instant::now();
     let gc = common::unstuck_env(&["cluster", "gc"], &[] as &[(&str, &str)]);
+    eprintln!(
+        "{}: cluster gc took {:.1} s: {}",
+        point.name,
+        gc_started.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&gc.stdout).trim()
+    );
     if point.gc_at_once {
         // Whatever the two left between them, once the reaper is done.
         settled();
@@ -336,9 +370,15 @@ fn killed_at(point: Point) {
         true => common::labelled(unstuck::containers::labels::OWNER_PID, &run_pid.to_string()),
         false => Vec::new(),
     };
+    let layout = Layout::new(&cluster, slot, &state_root());
+    // Stopped first, so it does nothing of its teardown before it dies.
+    let reaper_stopped = point.reaper_killed && signal_reaper(&layout, libc::SIGSTOP);
     // Killed mid-run, not after: a run that had ended would prove nothing.
     let ended = child.try_wait().expect("the run's status");
     sigkill(&mut child);
+    if reaper_stopped {
+        signal_reaper(&layout, libc::SIGKILL);
+    }
     let left = left_after_gc(&point, &cluster, slot, run_pid);
     let _ = std::fs::remove_dir_all(&scenarios);
     let _ = std::fs::remove_dir_all(&out);
@@ -362,6 +402,10 @@ fn killed_at(point: Point) {
     assert!(
         ended.is_none(),
         "{name}: the run ended ({ended:?}) before the kill"
+    );
+    assert!(
+        reaper_stopped || !point.reaper_killed,
+        "{name}: no reaper of the run to kill"
     );
     assert!(
         !point.containers || !containers.is_empty(),
@@ -469,6 +513,35 @@ fn killed_then_gc_at_once_beside_its_reaper() {
         )
         .after(Duration::from_secs(1))
         .gc_at_once(),
+    );
+}
+
+#[test]
+fn killed_with_its_reaper() {
+    // Run and reaper killed together, as a CI job's whole cgroup is: gc
+    // alone stops the pods, unmounts, deletes the links and cgroups.
+    killed_at(
+        Point::new(
+            "with-its-reaper",
+            "08-busy-volume-mount.yaml",
+            "fault in place",
+        )
+        .after(Duration::from_secs(1))
+        .reaper_killed(),
+    );
+}
+
+#[test]
+fn killed_with_its_reaper_and_a_frozen_cgroup() {
+    // gc alone thaws the frozen pod cgroup before it can kill its processes.
+    killed_at(
+        Point::new(
+            "frozen-with-its-reaper",
+            "33-frozen-cgroup-pod.yaml",
+            "fault in place",
+        )
+        .after(Duration::from_secs(1))
+        .reaper_killed(),
     );
 }
 
