@@ -3,8 +3,9 @@
 //! importing, a scenario's objects being created, a node fault in place:
 //! a busy mount, a frozen cgroup, a wedged shim, a CNI plugin missing; the
 //! doctor applying, a backend container or a registry up, the report
-//! being written, the teardown under way), then `unstuck
-//! cluster gc`. Nothing of the run may be left: no cluster record,
+//! being written, the teardown under way), then `unstuck cluster gc`:
+//! once the run's reaper is done, or at once beside it, or with the reaper
+//! killed too. Nothing of the run may be left: no cluster record,
 //! process, mount (in any mount namespace, network namespaces included),
 //! network link, iptables rule, cgroup in any hierarchy (the unified one
 //! of a hybrid host included), directory, temp entry, container or
