@@ -324,6 +324,50 @@ pub fn remove_cgroup_tree(dir: &Path) -> std::io::Result<()> {
     gone_is_fine(fs::remove_dir(dir))
 }
 
+/// Thaws every frozen cgroup at or below `dir`, parents first, and
+/// returns the ones it thawed. A frozen process cannot die: a SIGKILL
+/// stays pending until it is thawed (v1 freezer), so a cgroup frozen by
+/// a fault (scenario `freezeCgroup`) whose run was killed keeps its
+/// processes, and so itself, until something thaws it.
+///
+/// v1 (`freezer.state`): a child reads FROZEN while its parent is frozen,
+/// and writing THAWED to the child does not thaw it, hence parents first.
+/// v2 (`cgroup.freeze`): each group's own flag is cleared. A group that
+/// goes while the tree is walked is skipped.
+pub fn thaw_cgroup_tree(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut thawed = Vec::new();
+    thaw_into(dir, &mut thawed)?;
+    Ok(thawed)
+}
+
+fn thaw_into(dir: &Path, thawed: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let gone_is_fine = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    };
+    for (file, thawed_value) in [("freezer.state", "THAWED"), ("cgroup.freeze", "0")] {
+        let path = dir.join(file);
+        let Ok(now) = fs::read_to_string(&path) else {
+            continue;
+        };
+        if now.trim() != thawed_value {
+            gone_is_fine(fs::write(&path, thawed_value))?;
+            thawed.push(dir.to_path_buf());
+        }
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for e in entries.flatten() {
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            thaw_into(&e.path(), thawed)?;
+        }
+    }
+    Ok(())
+}
+
 /// Whether a process belongs to the pod with UID `pod_uid`: its cgroup
 /// path names the pod (`pod<uid>` with cgroupfs, `pod<uid_with_underscores>`
 /// in a systemd slice).
@@ -422,6 +466,44 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_frozen_tree_is_thawed_parents_first_and_a_thawed_one_left_alone() {
+        let root = std::env::temp_dir().join(format!("unstuck-thaw-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let v1 = root.join("freezer/unstuck-x");
+        let v2 = root.join("unified/unstuck-x");
+        for d in [
+            v1.join("kubepods/pod1"),
+            v2.join("kubepods/pod1"),
+            v2.join("kubepods/pod2"),
+        ] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(v1.join("freezer.state"), "THAWED\n").unwrap();
+        fs::write(v1.join("kubepods/freezer.state"), "FROZEN\n").unwrap();
+        fs::write(v1.join("kubepods/pod1/freezer.state"), "FROZEN\n").unwrap();
+        fs::write(v2.join("kubepods/cgroup.freeze"), "0\n").unwrap();
+        fs::write(v2.join("kubepods/pod1/cgroup.freeze"), "1\n").unwrap();
+        fs::write(v2.join("kubepods/pod2/cgroup.freeze"), "0\n").unwrap();
+
+        let thawed = thaw_cgroup_tree(&v1).unwrap();
+        assert_eq!(thawed, [v1.join("kubepods"), v1.join("kubepods/pod1")]);
+        assert_eq!(thaw_cgroup_tree(&v2).unwrap(), [v2.join("kubepods/pod1")]);
+        for f in ["kubepods/freezer.state", "kubepods/pod1/freezer.state"] {
+            assert_eq!(fs::read_to_string(v1.join(f)).unwrap(), "THAWED");
+        }
+        assert_eq!(
+            fs::read_to_string(v2.join("kubepods/pod1/cgroup.freeze")).unwrap(),
+            "0"
+        );
+        assert!(
+            thaw_cgroup_tree(&v1).unwrap().is_empty(),
+            "a second pass finds nothing frozen"
+        );
+        assert!(thaw_cgroup_tree(&root.join("gone")).unwrap().is_empty());
+        fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn stat_with_parentheses_in_the_name_parses() {

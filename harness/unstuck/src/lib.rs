@@ -19,3 +19,10 @@ pub mod runner;
 pub mod wait;
 
 pub use unstuck_core as core;
+
+/// The tracing target of the debug lines that mark where a run is (etcd
+/// starting, a doctor's apply beginning, a cluster's teardown ...): off by
+/// default, `UNSTUCK_LOG=info,unstuck::step=debug` shows them. A test
+/// that stops a run at a given point waits for its line; a person reading
+/// a log of a run that died learns how far it got.
+pub const STEP_LOG: &str = "unstuck::step";

@@ -4,6 +4,7 @@
 use crate::cluster::kind::docker::Docker;
 
 use super::{ContainerError, labels};
+use crate::exec::RunError;
 
 /// One container as `docker ps` lists it, with its owner labels.
 struct Listed {
@@ -105,10 +106,42 @@ async fn sweep_networks() -> Vec<(String, Result<(), ContainerError>)> {
         if labels::owner_alive(pid, start) {
             continue;
         }
-        let removed = docker.remove_network(name).await.map_err(Into::into);
+        // Its owner may have died after the containers were swept (a
+        // harness killed while another gc ran): then its container is
+        // still attached, and the engine refuses the network ("has active
+        // endpoints"). Ours and as stale as the network, it goes first.
+        let mut removed = remove_attached(&docker, name, &mut swept).await;
+        if removed.is_ok() {
+            removed = docker.remove_network(name).await.map_err(Into::into);
+        }
         swept.push((format!("network {name} (run {run})"), removed));
     }
     swept
+}
+
+/// Removes the stale containers of unstuck's attached to `network`;
+/// what was removed goes to `swept`. A container that is not unstuck's,
+/// or whose owner runs, is left (and the network's removal then fails).
+async fn remove_attached(
+    docker: &Docker,
+    network: &str,
+    swept: &mut Vec<(String, Result<(), ContainerError>)>,
+) -> Result<(), ContainerError> {
+    let attached = list(docker, &format!("network={network}")).await?;
+    for c in attached
+        .into_iter()
+        .filter(|c| !c.run.is_empty() && !labels::owner_alive(&c.owner_pid, &c.owner_start))
+    {
+        let removed = docker
+            .cmd()
+            .args(["rm", "--force", "--volumes", &c.id])
+            .output()
+            .await
+            .map(drop)
+            .map_err(Into::into);
+        swept.push((format!("container {} (run {})", c.name, c.run), removed));
+    }
+    Ok(())
 }
 
 async fn sweep_containers() -> Vec<(String, Result<(), ContainerError>)> {
@@ -168,6 +201,16 @@ pub async fn leftovers(run: &str) -> Result<Vec<String>, ContainerError> {
 /// `unstuck cluster gc`'s part: sweep, and say what went; whether all
 /// that was stale could be removed.
 pub async fn gc() -> bool {
+    // The local provider needs no Docker: on a machine with no engine
+    // (none installed, or none running) unstuck cannot have a container
+    // running, and a stopped engine's containers are swept by the first gc
+    // once it runs again. Only an engine that is there and fails is an error.
+    if let Err(e) = Docker::default().engine_answers().await
+        && no_engine(&e)
+    {
+        println!("no Docker engine on this machine: no containers to sweep ({e})");
+        return true;
+    }
     let mut all_removed = true;
     for (what, result) in sweep_stale().await {
         match result {
@@ -179,4 +222,44 @@ pub async fn gc() -> bool {
         }
     }
     all_removed
+}
+
+/// Whether `docker info` failed because there is no engine to ask: no
+/// `docker` program, or nothing listening on its socket.
+fn no_engine(e: &RunError) -> bool {
+    match e {
+        RunError::Spawn { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        RunError::Failed { output, .. } => output.contains("Cannot connect to the Docker daemon"),
+        RunError::Timeout { .. } => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_engine_is_no_engine() {
+        let failed = |output: &str| RunError::Failed {
+            command: "docker info".into(),
+            status: "exit status: 1".into(),
+            output: output.into(),
+        };
+        assert!(no_engine(&failed(
+            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+        )));
+        assert!(no_engine(&RunError::Spawn {
+            command: "docker info".into(),
+            hint: String::new(),
+            source: std::io::ErrorKind::NotFound.into(),
+        }));
+        assert!(!no_engine(&failed(
+            "permission denied while trying to connect"
+        )));
+        assert!(!no_engine(&RunError::Timeout {
+            command: "docker info".into(),
+            timeout: std::time::Duration::from_secs(20),
+            output: String::new(),
+        }));
+    }
 }

@@ -284,6 +284,7 @@ pub async fn run_asking(
         let findings = findings_in(&snapshot, opts);
         let plan = plan(&findings, &snapshot);
         let applied = if opts.apply {
+            tracing::debug!(target: crate::STEP_LOG, "doctor apply begins ({} planned step(s))", plan.steps.len());
             recheck::apply_round(client, opts, &findings, &plan, just_read, &mut consent, ask)
                 .await?
         } else {

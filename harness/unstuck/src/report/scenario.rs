@@ -161,6 +161,7 @@ impl ScenarioReport {
     /// run's `report.json`).
     pub fn save(&mut self) {
         let path = self.out_dir.join("scenario.json");
+        tracing::debug!(target: crate::STEP_LOG, "writing the report of scenario {}", self.scenario.name);
         if let Err(e) = super::write::json(&path, self) {
             self.note_unwritten(e.to_string());
         }

@@ -427,6 +427,16 @@ pub fn spawn_run(
     scenarios: &std::path::Path,
     out: &std::path::Path,
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    spawn_run_env(scenarios, out, &[])
+}
+
+/// [`spawn_run`] with `env` set on top (`UNSTUCK_LOG`, say).
+#[allow(dead_code)]
+pub fn spawn_run_env(
+    scenarios: &std::path::Path,
+    out: &std::path::Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     let fixtures = repo_root().join("fixtures");
     spawn_unstuck(
         &[
@@ -438,6 +448,6 @@ pub fn spawn_run(
             "--out",
             out.to_str().expect("a UTF-8 path"),
         ],
-        &[],
+        env,
     )
 }

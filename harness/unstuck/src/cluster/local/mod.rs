@@ -222,6 +222,7 @@ impl LocalCluster {
         if let Some(supervisor) = self.supervisor.take() {
             self.children.extend(supervisor.stop());
         }
+        tracing::debug!(target: crate::STEP_LOG, "teardown of cluster '{}' begins", self.state.layout.name);
         let mut report = teardown::teardown(&self.state.layout.dir).await;
         for c in &mut self.children {
             if let Err(e) = c.wait() {

@@ -23,6 +23,8 @@ pub struct TeardownReport {
     pub killed: Vec<String>,
     pub unmounted: Vec<PathBuf>,
     pub links_deleted: Vec<String>,
+    /// Frozen cgroups thawed so that their processes could die.
+    pub thawed: Vec<PathBuf>,
     pub errors: Vec<String>,
 }
 
@@ -36,6 +38,9 @@ impl fmt::Display for TeardownReport {
             self.unmounted.len(),
             self.links_deleted.len()
         )?;
+        if !self.thawed.is_empty() {
+            write!(f, ", thawed {} frozen cgroup(s)", self.thawed.len())?;
+        }
         if !self.errors.is_empty() {
             write!(
                 f,
@@ -127,6 +132,7 @@ fn ip_program() -> PathBuf {
 /// Tears down the cluster in `dir`. Never fails: problems are collected in
 /// the report, and everything that can be removed is.
 pub async fn teardown(dir: &Path) -> TeardownReport {
+    let _turn = wait_turn(dir).await;
     let mut report = TeardownReport::default();
     let state = match ClusterState::load(dir) {
         Ok(s) => s,
@@ -151,16 +157,57 @@ pub async fn teardown(dir: &Path) -> TeardownReport {
     delete_links(layout, &mut report).await;
     remove_cgroups(layout, &mut report);
 
-    // 6. The directory, only once nothing is mounted inside it.
-    if host::mounts_under(&layout.dir).is_empty() {
-        remove_dir(&layout.dir, &mut report);
-    } else {
+    // 6. The directory, only once nothing is mounted inside it and no
+    // process of the cluster is left: the record in it is how the reaper
+    // or `cluster gc` finds the cluster again to finish the job. Removed
+    // with processes still running, they would be nobody's to stop.
+    let running = cluster_processes(layout);
+    if !host::mounts_under(&layout.dir).is_empty() {
         report.errors.push(format!(
             "kept {} because mounts remain inside it",
             layout.dir.display()
         ));
+    } else if !running.is_empty() {
+        report.errors.push(format!(
+            "kept {} because {} process(es) of the cluster are still running: {}",
+            layout.dir.display(),
+            running.len(),
+            running
+                .iter()
+                .map(|p| format!("{} ({})", p.pid, p.command_line()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    } else {
+        remove_dir(&layout.dir, &mut report);
     }
     report
+}
+
+/// Waits until no other teardown of the cluster in `dir` runs, and holds
+/// that turn until dropped. A killed harness's reaper and a `cluster gc`
+/// that finds the cluster stale (its owner is dead) tear it down at once
+/// otherwise, and each takes the other's unmounts for failures ("Invalid
+/// argument": no longer a mount), so gc failed. The lock is a `flock` on
+/// the directory itself: no lock file is left behind, the kernel lets go
+/// when its holder dies, and a teardown that waited finds the directory
+/// gone and nothing to do. `None` (no turn to take) when the directory
+/// cannot be opened (it is gone).
+async fn wait_turn(dir: &Path) -> Option<std::fs::File> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let held = std::fs::File::open(&dir).ok()?;
+        match held.lock() {
+            Ok(()) => Some(held),
+            Err(e) => {
+                tracing::warn!("locking {} for its teardown: {e}", dir.display());
+                None
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Steps 1 and 2: the components, then what they left running.
@@ -193,7 +240,10 @@ async fn stop_processes(state: &ClusterState, report: &mut TeardownReport) {
             }
         }
     }
-    // 2. Pod processes and shims, then containerd itself.
+    // 2. Pod processes and shims, then containerd itself. A frozen
+    // process never dies of its SIGKILL: what a fault (or a person) froze
+    // is thawed first, now that the kubelet that could act on it is gone.
+    thaw_cgroups(layout, report);
     kill_leftovers(layout, report, |p| {
         !p.cmdline
             .first()
@@ -222,6 +272,19 @@ async fn delete_links(layout: &Layout, report: &mut TeardownReport) {
                 Ok(()) => report.links_deleted.push(link),
                 Err(e) => report.errors.push(e.to_string()),
             }
+        }
+    }
+}
+
+/// Thaws the cluster's cgroup tree in every hierarchy.
+fn thaw_cgroups(layout: &Layout, report: &mut TeardownReport) {
+    for h in host::cgroup_hierarchies() {
+        let d = h.join(layout.cgroup_root().trim_start_matches('/'));
+        match host::thaw_cgroup_tree(&d) {
+            Ok(thawed) => report.thawed.extend(thawed),
+            Err(e) => report
+                .errors
+                .push(format!("thaw cgroup {}: {e}", d.display())),
         }
     }
 }

@@ -95,6 +95,7 @@ impl Starting {
     async fn start_control_plane(&mut self, phase: &Phase<'_>) -> Result<Client, ClusterError> {
         let l = self.state.layout.clone();
         self.start(phase.command("etcd"), phase.lifetime)?;
+        tracing::debug!(target: crate::STEP_LOG, "etcd starts for cluster '{}'", l.name);
         let etcd_port = l.etcd_client_port();
         self.wait_for(
             "etcd to report healthy",
@@ -132,6 +133,7 @@ impl Starting {
             },
         )
         .await?;
+        tracing::debug!(target: crate::STEP_LOG, "kube-apiserver answers for cluster '{}'", l.name);
         bind_apiserver_to_kubelet_api(&client).await?;
         self.start(phase.command("kube-controller-manager"), phase.lifetime)?;
         self.start(phase.command("kube-scheduler"), phase.lifetime)?;
@@ -167,6 +169,7 @@ impl Starting {
             },
         )
         .await?;
+        tracing::debug!(target: crate::STEP_LOG, "containerd imports images for cluster '{}'", l.name);
         for image in &self.bins.images {
             Cmd::new(&self.bins.ctr)
                 .arg("--address")

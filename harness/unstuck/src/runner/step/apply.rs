@@ -18,6 +18,7 @@ pub(super) async fn run(
 ) -> Result<Evidence, StepError> {
     let path = run.ctx.fixtures_dir.join(&*spec.file);
     let namespace = spec.namespace.as_deref().map(String::as_str);
+    tracing::debug!(target: crate::STEP_LOG, "apply step begins: {}", path.display());
     let mut evidence = Vec::new();
     for mut doc in read_manifests(&path)? {
         let logical = doc["metadata"]["name"].as_str().map(str::to_string);

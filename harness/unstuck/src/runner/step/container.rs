@@ -65,6 +65,7 @@ pub(super) async fn run(
         backend.ip,
         backend.managed.network
     )];
+    tracing::debug!(target: crate::STEP_LOG, "backend container started: {}", backend.managed.container);
     let ip = backend.ip;
     let ca_bundle = backend.tls.ca_bundle.clone();
     // Held before anything points at it: cleanup removes it on every

@@ -21,6 +21,7 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>, f: &Fault) -> Result<Evidence
             source: Box::new(source),
         })?;
     let evidence = vec![injected.describe()];
+    tracing::debug!(target: crate::STEP_LOG, "fault in place: {}", evidence[0]);
     run.injected.push(injected);
     run.last_injection = Some(Instant::now());
     Ok(evidence)

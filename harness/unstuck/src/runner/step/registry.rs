@@ -68,6 +68,7 @@ pub(super) async fn run(
         });
         let archive = crate::components::test_image_archive();
         let entry = run.registries.last_mut().expect("just pushed");
+        tracing::debug!(target: crate::STEP_LOG, "registry push begins ({})", entry.registry.managed.container);
         for name in &r.push {
             let (repo, tag) = name.rsplit_once(':').expect("checked at load");
             let digest = entry
