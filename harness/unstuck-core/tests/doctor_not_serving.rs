@@ -315,3 +315,65 @@ fn a_named_apiservice_past_its_outage_bound_is_deleted_with_preconditions() {
     let mutating: Vec<&str> = p.mutating_steps().map(|s| s.action.name()).collect();
     assert_eq!(mutating, ["DeleteApiService"], "{p:#?}");
 }
+
+/// Scenario 52 recorded (2026-12-07, local v1.34.4), 9 s after namespace
+/// `app-67yfse` was deleted with its last pod draining for 60 s: past the
+/// harness's 3 s stuck-after, and normal. Ordered namespace deletion has
+/// left its ConfigMap, ServiceAccount and Events for after the pod.
+#[test]
+fn a_namespace_whose_last_pod_drains_its_grace_period_is_normal_not_blamed() {
+    let s = load_snapshot("real-v1.34.4/pod-in-grace-period");
+    let findings = diagnose(&s, &opts());
+    assert!(
+        !findings.iter().any(|f| matches!(
+            f.kind,
+            FindingKind::NamespaceNotProgressing | FindingKind::PodStuckTerminating
+        )),
+        "{findings:#?}"
+    );
+    let normal = unstuck_core::doctor::normal::normal_so_far(&s, Duration::from_secs(3), &findings);
+    let lines: Vec<String> = normal.iter().map(|n| n.line()).collect();
+    let ns = lines
+        .iter()
+        .find(|l| l.starts_with("namespace app-67yfse: terminating, normal so far"))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    for words in [
+        "Pod app-67yfse/slow-stop: terminating inside its grace period, which ends at 2026-12-07T05:44:14Z",
+        "ConfigMap app-67yfse/kube-root-ca.crt: not deleted yet (pods go first)",
+        "(until 2026-12-07T05:44:14Z)",
+    ] {
+        assert!(ns.contains(words), "{words:?} not in {ns}");
+    }
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "Pod app-67yfse/slow-stop: terminating, normal so far: inside its grace period (60 s;"
+        )),
+        "{lines:#?}"
+    );
+}
+
+/// Scenario 53 recorded (2026-12-07, local v1.34.4): a product uninstalled
+/// by deleting its namespace left its APIService (Service 404) and its
+/// cleanup finalizer on a ConfigMap in `app-fi4ym4`. The registration is
+/// a leftover for the finalizer's owner verdict too: one plan deletes it
+/// and removes the dead key.
+#[test]
+fn a_product_uninstalled_by_its_namespace_leaves_leftovers_one_plan_removes() {
+    let s = load_snapshot("real-v1.34.4/product-uninstalled-by-namespace");
+    let findings = diagnose(&s, &opts());
+    let kinds: Vec<FindingKind> = findings.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&FindingKind::DeadApiService), "{kinds:?}");
+    let orphan = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::OrphanFinalizer && f.subject.name == "product-state")
+        .unwrap_or_else(|| panic!("{findings:#?}"));
+    let evidence = orphan.evidence.join("\n");
+    assert!(
+        evidence.contains("v1alpha1.storage-fi4ym4.product.example.com"),
+        "the leftover registration is named: {evidence}"
+    );
+    let p = plan(&findings, &s);
+    let mut mutating: Vec<&str> = p.mutating_steps().map(|st| st.action.name()).collect();
+    mutating.sort();
+    assert_eq!(mutating, ["DeleteApiService", "RemoveFinalizers"], "{p:#?}");
+}
