@@ -94,11 +94,26 @@ fn every_recorded_snapshot_gives_the_same_findings_and_plan_once_redacted() {
     assert!(findings_seen > 50, "{findings_seen} findings in all");
 }
 
+/// The same scaffold, but for annotation values: a redacted snapshot
+/// keeps only the doctor's own, so a fixture made from it carries no other
+/// annotation (the person adds back what the reproduction needs).
 #[test]
 fn new_scenario_makes_the_same_scaffold_from_a_redacted_snapshot() {
     let mut made = 0;
     for (name, original) in recorded_snapshots() {
-        let Ok(before) = scaffold("from-snapshot", &original) else {
+        let mut bare = original.clone();
+        let all_meta = bare
+            .terminating
+            .iter_mut()
+            .chain(bare.namespace_content.iter_mut())
+            .map(|r| &mut r.metadata)
+            .chain(bare.namespaces.iter_mut().map(|n| &mut n.metadata));
+        for m in all_meta {
+            if let Some(a) = &mut m.annotations {
+                a.retain(|k, _| k.starts_with("unstuck.dev/"));
+            }
+        }
+        let Ok(before) = scaffold("from-snapshot", &bare) else {
             continue;
         };
         let after = scaffold("from-snapshot", &handed_over(&original))
@@ -137,6 +152,7 @@ fn annotations(secret: &str) -> Value {
         "example.com/long": format!("{secret}-{}", "x".repeat(300)),
         "example.com/json": format!("{{\"token\":\"{secret}-json\"}}"),
         "example.com/revision": "7",
+        "example.com/token": format!("{secret}-short"),
     })
 }
 
@@ -253,15 +269,30 @@ fn planted() -> Snapshot {
                       "ready": false, "restartCount": 3,
                       "state": {"terminated": terminated.clone()},
                       "lastState": {"terminated": terminated}
+                  }, {
+                      "name": "c-pod-side", "image": "registry.example/side:1", "imageID": "",
+                      "ready": false, "restartCount": 0,
+                      "state": {"waiting": {"reason": "RunContainerError",
+                          "message": "exec: \"/bin/run --token planted-waiting-message\": no such file"}}
+                  }, {
+                      "name": "c-pod-pull", "image": "registry.example/pull:1", "imageID": "",
+                      "ready": false, "restartCount": 0,
+                      "state": {"waiting": {"reason": "ErrImagePull",
+                          "message": "failed to pull registry.example/pull:1: not found"}}
                   }]}}],
         "leases": [{"metadata": meta("acme-leader", "planted-lease"),
                     "spec": {"holderIdentity": "acme-0"}}],
         "events": [{"metadata": meta("web.1", "planted-event"),
                     "involvedObject": {"kind": "Pod", "name": "web-1-abc", "namespace": "shop"},
                     "reason": "Killing", "message": "Stopping container c-pod-main",
-                    "type": "Normal"}],
+                    "source": {"component": "kubelet"}, "type": "Normal"},
+                   {"metadata": meta("web.2", "planted-operator-event-meta"),
+                    "involvedObject": {"kind": "Pod", "name": "web-1-abc", "namespace": "shop"},
+                    "reason": "Synced", "reportingComponent": "acme-operator",
+                    "message": "connected with password planted-operator-event", "type": "Normal"}],
         "persistentVolumes": [{"metadata": meta("pv-1", "planted-pv-meta"),
-                               "spec": {"csi": {"driver": "d", "volumeHandle": "h",
+                               "spec": {"mountOptions": ["username=app", "password=planted-pv-mount-option"],
+                                        "csi": {"driver": "d", "volumeHandle": "h",
                                                 "volumeAttributes": {"k": "planted-pv-csi"}},
                                         "flexVolume": {"driver": "x/y",
                                                        "options": {"k": "planted-pv-flex"}}}}],
@@ -331,6 +362,10 @@ fn planted_values_are_gone_and_what_diagnosis_reads_stays() {
         "planted-daemonset-debug-command",
         "planted-validating-meta",
         "planted-mutating-meta",
+        "planted-namespace-short",
+        "planted-operator-event",
+        "planted-waiting-message",
+        "planted-pv-mount-option",
     ] {
         assert!(
             planted_here.contains(expected),
@@ -394,9 +429,10 @@ fn planted_values_are_gone_and_what_diagnosis_reads_stays() {
     );
     assert!(secret.deletion_timestamp.is_some());
     let ann = secret.annotations.as_ref().unwrap();
+    // Keys stay; values only for the doctor's own annotations.
     assert_eq!(
         ann.get("example.com/revision").map(String::as_str),
-        Some("7")
+        Some("<redacted: 1 bytes>")
     );
     assert!(ann["example.com/long"].starts_with("<redacted: "));
     let mf = &pod.metadata.managed_fields.as_ref().unwrap()[0];
@@ -417,6 +453,36 @@ fn planted_values_are_gone_and_what_diagnosis_reads_stays() {
         original.pods[0].metadata.owner_references
     );
     assert_eq!(redacted.events[0].reason.as_deref(), Some("Killing"));
+    // The kubelet's words are evidence; an operator's are not kept.
+    assert_eq!(
+        redacted.events[0].message.as_deref(),
+        Some("Stopping container c-pod-main")
+    );
+    assert!(
+        redacted.events[1]
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("<redacted: ")
+    );
+    let pull = &pod
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[2];
+    assert_eq!(
+        pull.state
+            .as_ref()
+            .unwrap()
+            .waiting
+            .as_ref()
+            .unwrap()
+            .message
+            .as_deref(),
+        Some("failed to pull registry.example/pull:1: not found")
+    );
     assert_eq!(
         redacted.validating_webhooks[0].webhooks.as_ref().unwrap()[0]
             .client_config
@@ -435,7 +501,13 @@ fn a_scaffold_from_a_redacted_snapshot_holds_no_marker_and_no_planted_value() {
         .iter()
         .find(|(path, _)| path.contains("secret-db"))
         .unwrap_or_else(|| panic!("no fixture for the Secret: {:?}", made.fixtures));
-    assert!(secret.1.contains("example.com/revision"), "{}", secret.1);
+    // A redacted annotation is left out, not re-created with its marker.
+    assert!(!secret.1.contains("example.com/revision"), "{}", secret.1);
+    assert!(
+        secret.1.contains("acme.example.com/cleanup"),
+        "{}",
+        secret.1
+    );
     for (path, body) in made.fixtures.iter().chain([&made.scenario]) {
         assert!(!body.contains("<redacted"), "{path}:\n{body}");
         assert!(planted_values(body).is_empty(), "{path}:\n{body}");

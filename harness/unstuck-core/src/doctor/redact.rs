@@ -5,8 +5,15 @@
 //! Removed everywhere:
 //! - `kubectl.kubernetes.io/last-applied-configuration` (a Secret's holds
 //!   its data, a Deployment's its env values), on every object of every
-//!   list; any other annotation value that is long or looks like a
-//!   manifest (JSON, YAML, several lines) becomes `<redacted: N bytes>`;
+//!   list; any other annotation value but the doctor's own
+//!   (`unstuck.dev/...`) becomes `<redacted: N bytes>` (no diagnosis
+//!   reads one, and a short value is no safer than a long one);
+//! - Event messages, except those of Kubernetes' own components (the
+//!   kubelet, the scheduler, kube-controller-manager's controllers),
+//!   which are the evidence a diagnosis quotes; container waiting
+//!   messages, except the kubelet's for a pull or a back-off (a runtime's
+//!   error for a container it could not start quotes its command line);
+//!   PersistentVolume `mountOptions`;
 //! - in pods and in the pod templates of Deployments, StatefulSets and
 //!   DaemonSets, for containers, init containers and ephemeral
 //!   containers: env values (names and `valueFrom` references stay), args
@@ -30,14 +37,16 @@
 //! Kept: names, namespaces, UIDs, labels, ownerReferences, finalizers,
 //! deletion and creation times, statuses and conditions with their
 //! messages, images, serviceAccountName, node names, volume names and
-//! claims, leases, events (reason, message, involvedObject, reporter),
+//! claims, leases, events (reason, involvedObject, reporter, and the
+//! message when Kubernetes' own),
 //! webhook rules and services, discovery failures.
 //!
 //! The snapshot holds no Secret objects, and its metadata-only records
 //! (terminating objects, namespace content) never hold `data`: a Secret's
 //! values can only reach it through an annotation, handled above. Free
-//! text written by components (event messages, condition messages) is
-//! kept as written, since it is the evidence a diagnosis quotes.
+//! text written by Kubernetes' components (their event messages, condition
+//! messages) is kept as written, since it is the evidence a diagnosis
+//! quotes.
 
 use std::collections::BTreeMap;
 
@@ -55,10 +64,6 @@ pub const REDACTED: &str = "<redacted>";
 
 /// The annotation `kubectl apply` keeps the whole applied manifest in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// Annotation values longer than this are replaced: the short ones that
-/// matter (a revision, a checksum, a policy) fit well below it.
-pub const MAX_ANNOTATION_LEN: usize = 256;
 
 /// Whether a value was put in place of a removed one by [`redact`].
 pub fn is_redacted(value: &str) -> bool {
@@ -133,10 +138,25 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
     }
     for e in events {
         meta(&mut e.metadata);
+        // Kubernetes' own components write what they saw (a pull's
+        // error, a kill that timed out): the evidence a diagnosis quotes.
+        // An operator's event may carry anything it was given.
+        let reporter = e
+            .reporting_component
+            .as_deref()
+            .or(e.source.as_ref().and_then(|s| s.component.as_deref()));
+        if !reporter.is_some_and(|r| KUBERNETES_REPORTERS.contains(&r))
+            && let Some(m) = &mut e.message
+        {
+            *m = format!("<redacted: {} bytes>", m.len());
+        }
     }
     for pv in persistent_volumes {
         meta(&mut pv.metadata);
         if let Some(spec) = &mut pv.spec {
+            // `mountOptions` may hold credentials (`password=`, a CIFS
+            // `credentials=` path, an NFS export's options).
+            list(&mut spec.mount_options);
             if let Some(csi) = &mut spec.csi {
                 values(&mut csi.volume_attributes);
             }
@@ -332,8 +352,58 @@ fn container_status(cs: &mut ContainerStatus) {
         {
             t.message = Some(REDACTED.to_owned());
         }
+        // The kubelet's words for a pull or a back-off are evidence; a
+        // runtime's error for a container it could not create or start
+        // quotes the command line, arguments included.
+        if let Some(w) = &mut state.waiting
+            && !w
+                .reason
+                .as_deref()
+                .is_some_and(|r| WAITING_REASONS_KEPT.contains(&r))
+            && let Some(m) = &mut w.message
+        {
+            *m = format!("<redacted: {} bytes>", m.len());
+        }
     }
 }
+
+/// Components of Kubernetes whose Event messages are kept (the
+/// `reportingComponent`, or the older `source.component`).
+const KUBERNETES_REPORTERS: &[&str] = &[
+    "kubelet",
+    "default-scheduler",
+    "kube-controller-manager",
+    "node-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "job-controller",
+    "cronjob-controller",
+    "persistentvolume-controller",
+    "persistentvolume-expander",
+    "attachdetach-controller",
+    "endpoint-controller",
+    "endpointslice-controller",
+    "taint-eviction-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+    "disruption-controller",
+    "service-controller",
+    "kube-proxy",
+];
+
+/// Container waiting reasons whose message (the kubelet's) is kept.
+const WAITING_REASONS_KEPT: &[&str] = &[
+    "ContainerCreating",
+    "PodInitializing",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+];
 
 /// A non-empty list becomes one marker: how many items there were, or
 /// what they were, says nothing the diagnosis needs.
@@ -351,11 +421,16 @@ fn values(m: &mut Option<BTreeMap<String, String>>) {
 }
 
 /// Annotations and managedFields of any object's metadata.
+///
+/// Annotation values are kept only for keys the doctor itself writes
+/// (`unstuck.dev/...`): no diagnosis reads another, and a short value is
+/// no safer than a long one (a 40-character token, a one-line
+/// `configuration-snippet` with basic auth). The keys stay, with the size.
 fn meta(m: &mut ObjectMeta) {
     if let Some(annotations) = &mut m.annotations {
         annotations.remove(LAST_APPLIED);
-        for v in annotations.values_mut() {
-            if looks_like_content(v) {
+        for (k, v) in annotations.iter_mut() {
+            if !k.starts_with(KEPT_ANNOTATION_PREFIX) && !is_redacted(v) {
                 *v = format!("<redacted: {} bytes>", v.len());
             }
         }
@@ -367,16 +442,8 @@ fn meta(m: &mut ObjectMeta) {
     }
 }
 
-/// Whether an annotation value is content rather than a short setting: a
-/// long value, JSON, or several lines (YAML, a certificate, a script).
-fn looks_like_content(v: &str) -> bool {
-    let t = v.trim_start();
-    v.len() > MAX_ANNOTATION_LEN
-        || t.starts_with('{')
-        || t.starts_with('[')
-        || v.trim().contains('\n')
-        || v.contains("apiVersion")
-}
+/// The annotations whose values are kept: the doctor's own records.
+pub const KEPT_ANNOTATION_PREFIX: &str = "unstuck.dev/";
 
 /// A managedFields `fieldsV1` tree cut down to field names: the top-level
 /// fields with nothing below them, except `f:metadata`, whose field names
@@ -447,19 +514,42 @@ mod tests {
     }
 
     #[test]
-    fn short_settings_stay_and_content_goes() {
-        for kept in ["3", "true", "sha256:0123abcd", "helm", "keep"] {
-            assert!(!looks_like_content(kept), "{kept}");
-        }
-        let long = "x".repeat(MAX_ANNOTATION_LEN + 1);
-        for gone in [
-            "{\"holderIdentity\":\"a\"}",
-            " [1, 2]",
-            "key: value\nother: value",
-            "apiVersion: v1",
-            long.as_str(),
-        ] {
-            assert!(looks_like_content(gone), "{gone}");
-        }
+    fn only_the_doctors_own_annotations_keep_their_values() {
+        let mut m = ObjectMeta {
+            annotations: Some(
+                [
+                    ("unstuck.dev/webhook-gate", "{\"webhook\":\"v\"}"),
+                    (
+                        "example.com/token",
+                        "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB",
+                    ),
+                    (
+                        "nginx.ingress.kubernetes.io/configuration-snippet",
+                        "auth_basic_user_file htpasswd; set $pw s3cret;",
+                    ),
+                    ("deployment.kubernetes.io/revision", "3"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            ),
+            ..Default::default()
+        };
+        meta(&mut m);
+        let a = m.annotations.unwrap();
+        assert_eq!(a["unstuck.dev/webhook-gate"], "{\"webhook\":\"v\"}");
+        assert_eq!(a["example.com/token"], "<redacted: 42 bytes>");
+        assert!(a["nginx.ingress.kubernetes.io/configuration-snippet"].starts_with("<redacted: "));
+        assert_eq!(
+            a["deployment.kubernetes.io/revision"],
+            "<redacted: 1 bytes>"
+        );
+        // Twice changes nothing more.
+        let mut again = ObjectMeta {
+            annotations: Some(a.clone()),
+            ..Default::default()
+        };
+        meta(&mut again);
+        assert_eq!(again.annotations.unwrap(), a);
     }
 }
