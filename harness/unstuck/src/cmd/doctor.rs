@@ -238,13 +238,18 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     // on a fresh read just before its write, which tests what that read
     // saw (UID, resourceVersion, finalizers): a change in between makes
     // the server refuse it rather than have it acted on blind.
-    let target_namespaces = looked
+    let (target_namespaces, expected_keys) = looked
         .rounds
         .first()
-        .map(|r| doctor::settle::target_namespaces(&r.findings, &r.plan, &r.snapshot))
+        .map(|r| {
+            (
+                doctor::settle::target_namespaces(&r.findings, &r.plan, &r.snapshot),
+                doctor::settle::expected_keys(&r.plan),
+            )
+        })
         .unwrap_or_default();
     opts.consent = match Consent::confirmed(&shown.steps, shown_at, Timestamp::now()) {
-        Ok(c) => c.covering_namespaces(target_namespaces),
+        Ok(c) => c.covering_namespaces(target_namespaces, expected_keys),
         Err(stale) => {
             eprintln!("refusing to apply: {stale}. Nothing was changed.");
             return Ok(ExitCode::from(exit::DECLINED));

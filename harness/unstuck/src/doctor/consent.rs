@@ -9,11 +9,14 @@
 //! removes keys (finalizers, spec tokens, a webhook in a configuration),
 //! only keys that were shown. What is not covered is shown and asked about
 //! again when a person can be asked, otherwise left, saying so. One
-//! exception finishes what was confirmed: removing dead finalizers from
-//! what later hangs inside a Terminating namespace the confirmed plan was
-//! about (a custom resource the namespace controller could delete only
-//! once a webhook failed open) is covered; it is still argued on a fresh
-//! read with the same proof, and reported.
+//! exception finishes what was confirmed: removing a finalizer key that
+//! was shown (in a step, or under "Expected in later rounds") from what
+//! later hangs inside a Terminating namespace the shown steps target (a
+//! custom resource the namespace controller could delete only once a
+//! webhook failed open) is covered; it is still argued on a fresh read
+//! with the same proof, and reported. A namespace a cluster-wide blocker
+//! merely names (every namespace a dead metrics APIService holds) is not
+//! such a target, and a key nobody was shown is never covered.
 //!
 //! A scenario run (`unstuck run`) is its own consent: the scenario set the
 //! stuck state up on objects the run owns, so every step within the run's
@@ -219,11 +222,15 @@ impl Default for Consent {
 pub struct Confirmed {
     granted: BTreeMap<StepTarget, BTreeSet<String>>,
     declined: BTreeMap<StepTarget, BTreeSet<String>>,
-    /// Terminating namespaces the confirmed plan was about: removing dead
-    /// finalizers from what hangs in them later (or from the namespace
-    /// itself) is covered, as finishing what was confirmed. Changes to
-    /// cluster-wide objects (webhooks, APIServices) never are.
+    /// Terminating namespaces the confirmed plan's steps target: removing
+    /// a shown finalizer key from what hangs in them later (or the
+    /// namespace's own `/finalize`) is covered, as finishing what was
+    /// confirmed. Changes to cluster-wide objects (webhooks, APIServices)
+    /// never are.
     namespaces: BTreeSet<String>,
+    /// The finalizer keys the person was shown: in the plan's steps and
+    /// under "Expected in later rounds".
+    shown_keys: BTreeSet<String>,
 }
 
 impl Confirmed {
@@ -245,7 +252,16 @@ impl Confirmed {
     /// without keys is covered whole when its target was confirmed.
     fn split(&self, c: &Claim) -> (BTreeSet<String>, BTreeSet<String>, bool) {
         if self.under_confirmed_namespace(c) {
-            return (c.keys.clone(), BTreeSet::new(), true);
+            if c.target.action == "FinalizeNamespace" {
+                return (c.keys.clone(), BTreeSet::new(), true);
+            }
+            let covered: BTreeSet<String> =
+                c.keys.intersection(&self.shown_keys).cloned().collect();
+            let rest: BTreeSet<String> = c.keys.difference(&self.shown_keys).cloned().collect();
+            let whole = rest.is_empty();
+            if !covered.is_empty() {
+                return (covered, rest, whole);
+            }
         }
         let Some(granted) = self.granted.get(&c.target) else {
             return (BTreeSet::new(), c.keys.clone(), false);
@@ -288,6 +304,9 @@ impl Consent {
         check_age(shown_at, confirmed_at)?;
         let mut c = Confirmed::default();
         for claim in shown.into_iter().filter_map(claim) {
+            if claim.target.action == "RemoveFinalizers" {
+                c.shown_keys.extend(claim.keys.iter().cloned());
+            }
             c.grant(&claim);
         }
         Ok(Consent::Confirmed(c))
@@ -295,10 +314,17 @@ impl Consent {
 
     /// Extends a confirmation to what later hangs in these Terminating
     /// namespaces ([`Confirmed`]'s `namespaces`): the targets of the plan
-    /// shown ([`super::settle::target_namespaces`]).
-    pub fn covering_namespaces(mut self, namespaces: impl IntoIterator<Item = String>) -> Self {
+    /// shown ([`super::settle::target_namespaces`]), for the finalizer keys
+    /// that were shown (those of its steps, and `keys`: the ones listed
+    /// under "Expected in later rounds").
+    pub fn covering_namespaces(
+        mut self,
+        namespaces: impl IntoIterator<Item = String>,
+        keys: impl IntoIterator<Item = String>,
+    ) -> Self {
         if let Consent::Confirmed(c) = &mut self {
             c.namespaces.extend(namespaces);
+            c.shown_keys.extend(keys);
         }
         self
     }

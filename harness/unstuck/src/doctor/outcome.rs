@@ -235,10 +235,12 @@ fn why_still_there(last: &Round, t: &ObjectRef) -> (TargetState, String) {
     (TargetState::StillStuck, parts.join("; "))
 }
 
-/// The Terminating namespaces a confirmed plan is about: those a step
-/// that changes the cluster acts for (the subject's own, or the ones a
-/// webhook or APIService step unblocks). Later steps on what hangs inside
-/// them are covered by the same confirmation ([`super::consent`]).
+/// The Terminating namespaces a plan's steps target: the namespace of
+/// each object a mutating step changes (or the namespace itself), of each
+/// object a dead webhook's fail-open is for, and of each object listed as
+/// expected in later rounds. Not the namespaces a cluster-wide blocker
+/// merely names: consent to delete a dead APIService is no consent to
+/// strip finalizers in every namespace it held.
 pub fn target_namespaces(
     findings: &[Finding],
     plan: &unstuck_core::doctor::Plan,
@@ -249,41 +251,38 @@ pub fn target_namespaces(
             .namespace(name)
             .is_some_and(|n| n.metadata.deletion_timestamp.is_some())
     };
-    let mut out = BTreeSet::new();
+    let mut names: Vec<String> = Vec::new();
     for s in plan.mutating_steps() {
         let Some(f) = findings.get(s.finding_index) else {
             continue;
         };
-        let mut names: Vec<String> = Vec::new();
         if f.subject.kind == "Namespace" {
             names.push(f.subject.name.clone());
         }
         names.extend(f.subject.namespace.clone());
-        match &f.detail {
-            FindingDetail::Webhook {
-                blocks_namespaces,
-                rejects,
-                ..
-            } => {
-                names.extend(blocks_namespaces.iter().cloned());
-                for r in rejects {
-                    names.extend(r.subject.namespace.clone());
-                    if r.subject.kind == "Namespace" {
-                        names.push(r.subject.name.clone());
-                    }
+        if let FindingDetail::Webhook { rejects, .. } = &f.detail {
+            for r in rejects {
+                names.extend(r.subject.namespace.clone());
+                if r.subject.kind == "Namespace" {
+                    names.push(r.subject.name.clone());
                 }
             }
-            FindingDetail::ApiService {
-                blocks_namespaces, ..
-            }
-            | FindingDetail::ConversionWebhook {
-                blocks_namespaces, ..
-            } => names.extend(blocks_namespaces.iter().cloned()),
-            _ => {}
         }
-        out.extend(names.into_iter().filter(|n| terminating(n)));
     }
-    out
+    names.extend(
+        plan.expected
+            .iter()
+            .filter_map(|e| e.object.namespace.clone()),
+    );
+    names.into_iter().filter(|n| terminating(n)).collect()
+}
+
+/// The finalizer keys a plan lists under "Expected in later rounds".
+pub fn expected_keys(plan: &unstuck_core::doctor::Plan) -> BTreeSet<String> {
+    plan.expected
+        .iter()
+        .flat_map(|e| e.keys.iter().map(|k| k.finalizer.clone()))
+        .collect()
 }
 
 /// A pod target the node doctor healed after the API doctor's rounds

@@ -16,7 +16,9 @@ use std::{
 use kube::Client;
 use unstuck_core::doctor::{Action, Snapshot, plan::RefusalKind};
 
-pub use super::outcome::{TargetOutcome, TargetState, outcomes, target_namespaces, targets};
+pub use super::outcome::{
+    TargetOutcome, TargetState, expected_keys, outcomes, target_namespaces, targets,
+};
 use super::{DoctorOptions, Round, Scope, StepOutcome, collect_in};
 
 /// How long the doctor waits, after a round that changed something, for

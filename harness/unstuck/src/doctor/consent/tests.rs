@@ -355,7 +355,7 @@ fn a_finalizer_removal_in_a_confirmed_terminating_namespace_is_covered_and_nothi
     // The plan shown was about namespace `app` (say, a webhook failed open
     // for it); the custom resource the namespace controller then deletes
     // hangs there on a dead finalizer.
-    let mut consent = consent_to(&[]).covering_namespaces(["app".to_owned()]);
+    let mut consent = consent_to(&[]).covering_namespaces(["app".to_owned()], [KEY.to_owned()]);
     let later = strip("web-2", "u2", &[KEY], &[KEY]);
     let g = consent.gate(std::slice::from_ref(&later), false, &mut NobodyToAsk);
     assert_eq!(applied(&g), vec![&later]);
@@ -372,4 +372,19 @@ fn a_finalizer_removal_in_a_confirmed_terminating_namespace_is_covered_and_nothi
     let g = consent.gate(&[elsewhere, api], false, &mut NobodyToAsk);
     assert!(applied(&g).is_empty(), "{g:?}");
     assert_eq!(left(&g).len(), 2);
+}
+
+#[test]
+fn in_a_confirmed_namespace_only_the_keys_shown_are_covered() {
+    // Namespace `app` is a target and KEY was shown; OTHER never was.
+    let mut consent = consent_to(&[]).covering_namespaces(["app".to_owned()], [KEY.to_owned()]);
+    let later = strip("web-3", "u4", &[KEY, OTHER], &[KEY, OTHER]);
+    let g = consent.gate(std::slice::from_ref(&later), false, &mut NobodyToAsk);
+    let done = applied(&g);
+    assert_eq!(done.len(), 1, "{g:?}");
+    assert_eq!(removes(done[0]), s(&[KEY]), "only the shown key");
+    assert_eq!(left(&g).len(), 1, "the other key is left: {g:?}");
+    let unseen = strip("web-4", "u5", &[OTHER], &[OTHER]);
+    let g = consent.gate(std::slice::from_ref(&unseen), false, &mut NobodyToAsk);
+    assert!(applied(&g).is_empty(), "{g:?}");
 }

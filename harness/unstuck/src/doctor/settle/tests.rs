@@ -240,3 +240,44 @@ fn a_late_deletion_in_scope_is_waited_for_until_it_has_aged() {
         Some(Duration::ZERO)
     );
 }
+
+fn recorded_as(name: &str) -> Snapshot {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../unstuck-core/tests/recorded/real-v1.34.4")
+        .join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("recorded snapshot"))
+        .expect("a snapshot")
+}
+
+/// Scenario 53's leftover APIService blocks the product's namespace by
+/// discovery: deleting it is no consent to strip finalizers in that
+/// namespace; the ConfigMap's namespace, where a step removes a key, is a
+/// target. Scenario 36's dead webhook hides a Challenge in its namespace:
+/// that namespace is a target, and the Challenge's key is among those
+/// shown.
+#[test]
+fn a_cluster_wide_blocker_does_not_make_the_namespaces_it_names_targets() {
+    let r = round(recorded_as("product-uninstalled-by-namespace"), Vec::new());
+    assert!(
+        r.plan
+            .mutating_steps()
+            .any(|s| s.action.name() == "DeleteApiService"),
+        "{:#?}",
+        r.plan
+    );
+    let targets = target_namespaces(&r.findings, &r.plan, &r.snapshot);
+    assert_eq!(
+        targets.into_iter().collect::<Vec<_>>(),
+        ["app-fi4ym4"],
+        "not product-fi4ym4, which the APIService only blocks"
+    );
+    let r = round(recorded_as("webhook-then-dead-finalizer-chain"), Vec::new());
+    let targets = target_namespaces(&r.findings, &r.plan, &r.snapshot);
+    assert_eq!(targets.len(), 1, "{targets:?}");
+    assert!(targets.iter().all(|n| n.starts_with("shop-certs-")));
+    let keys = expected_keys(&r.plan);
+    assert!(
+        keys.iter().all(|k| k.starts_with("finalizer.acme-")) && keys.len() == 1,
+        "{keys:?}"
+    );
+}
