@@ -10,8 +10,14 @@
 #
 # No registry is involved: `scratch` is no image to pull, and the binary is
 # linked statically against glibc (crt-static, no musl toolchain needed).
+#
+# Two at once on one host (two CI jobs) build it once: the second waits
+# for the first's lock (ci/lib/lock.sh) and then finds the image current.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=ci/lib/lock.sh
+source ci/lib/lock.sh
+cache_lock backend-image
 IMAGE=unstuck.local/backend:dev
 TARGET=x86_64-unknown-linux-gnu
 # A target dir of its own: crt-static RUSTFLAGS would otherwise throw away
