@@ -7,6 +7,8 @@
 #
 #   ci/images/backend.sh          build if the binary changed
 #   UNSTUCK_BACKEND_REBUILD=1 ci/images/backend.sh   build anyway
+#   UNSTUCK_BACKEND_IMAGE=TAG ci/images/backend.sh   another tag (trying
+#     this script out leaves the image the scenarios run alone)
 #
 # No registry is involved: `scratch` is no image to pull, and the binary is
 # linked statically against glibc (crt-static, no musl toolchain needed).
@@ -18,7 +20,7 @@ cd "$(dirname "$0")/../.."
 # shellcheck source=ci/lib/lock.sh
 source ci/lib/lock.sh
 cache_lock backend-image
-IMAGE=unstuck.local/backend:dev
+IMAGE="${UNSTUCK_BACKEND_IMAGE:-unstuck.local/backend:dev}"
 TARGET=x86_64-unknown-linux-gnu
 # A target dir of its own: crt-static RUSTFLAGS would otherwise throw away
 # the workspace's build cache each time.
