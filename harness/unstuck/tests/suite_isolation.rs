@@ -281,7 +281,14 @@ fn four_runs_side_by_side_each_keep_to_their_own_cluster() {
     }
     let left: Vec<String> = ended
         .iter()
-        .flat_map(|(_, _, run, _)| left_behind(run))
+        .flat_map(|(_, _, run, _)| {
+            let dir = local::state::state_root().join(run);
+            let mut left = left_behind(run);
+            if dir.exists() {
+                left.push(format!("directory {}", dir.display()));
+            }
+            left
+        })
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
     for (_, out, _, _) in &ended {
