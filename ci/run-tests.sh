@@ -81,7 +81,8 @@ job_log() { local name; name="$(basename "$1")"; if [ "$2" = 0 ]; then echo "$LO
 # clusters of the other binaries they starved those control planes on 2
 # cores (a CI run of 2026-11-24: two local scenarios timed out at a load
 # of 30).
-# cluster_cli makes two kind clusters at once (a kept and a held one).
+# cluster_cli makes two kind clusters at once (a kept and a held one),
+# and two more beside two local ones (four `cluster up` at once).
 is_late() { case "$(basename "$1")" in kind_provider-*|cluster_cli-*) return 0 ;; esac; return 1; }
 EARLY=(); LATE=()
 for j in "${JOBS_LIST[@]}"; do if is_late "${j% *}"; then LATE+=("$j"); else EARLY+=("$j"); fi; done
