@@ -12,6 +12,11 @@ OUT="${1:?usage: build-images.sh OUT_DIR}"
 BUSYBOX=/bin/busybox
 [ -x "$BUSYBOX" ] || { echo "build-images: $BUSYBOX missing; install busybox-static (ci/setup.sh does)" >&2; exit 1; }
 mkdir -p "$OUT"
+# One build at a time per host (two set-ups at once): the second waits,
+# then finds the stamp current. Each tar is published by rename.
+# shellcheck source=ci/lib/lock.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/lock.sh"
+cache_lock images
 # Rebuild only when busybox itself changed.
 stamp="$(sha256sum "$BUSYBOX" | cut -c1-16)-v2"
 if [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ] && [ -f "$OUT/pause.tar" ] && [ -f "$OUT/busybox.tar" ]; then

@@ -7,10 +7,15 @@
 # a few lines of bash, with cargo test's own output per binary.
 #
 #   ci/run-tests.sh [--jobs N] [test binary args...]
-# Prints every binary's output when it ends, then one closing line
-# "N passed, N failed" over all binaries; exits non-zero on any failure.
+# Prints every binary's output when it ends, then the phase table (the
+# test build, each binary, the total; with ci/test.sh's set-up, fmt and
+# clippy before them), then one closing line "N passed, N failed" over
+# all binaries; exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=ci/lib/phases.sh
+source ci/lib/phases.sh
+phases_begin
 
 # Three binaries at once, and each keeps its own fan-out small (the
 # scenarios' clusters of their own two at a time, node_faults three
@@ -25,8 +30,9 @@ LOGS="target/test-logs"
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 
 # Build every test binary once and learn where cargo put each.
-cargo test --workspace --no-run --message-format=json 2>"$LOGS/build.err" >"$LOGS/build.json" || {
-  cat "$LOGS/build.err" >&2; echo "0 passed, 1 failed (the tests did not build)"; exit 101; }
+phase "cargo test --no-run (the test build)" \
+  cargo test --workspace --no-run --message-format=json 2>"$LOGS/build.err" >"$LOGS/build.json" || {
+  cat "$LOGS/build.err" >&2; phases_table; echo "0 passed, 1 failed (the tests did not build)"; exit 101; }
 # "<executable> <crate directory>" per test binary.
 grep '"reason":"compiler-artifact"' "$LOGS/build.json" | grep '"profile":{[^}]*"test":true' \
   | sed -nE 's/.*"manifest_path":"([^"]*)\/Cargo.toml".*"executable":"([^"]*)".*/\2 \1/p' \
@@ -46,24 +52,50 @@ weight() {
   esac
 }
 mapfile -t ORDER < <(for b in "${BINS[@]}"; do echo "$(weight "$b") $b"; done | sort -k1,1nr -k2 | cut -d' ' -f2)
+
+# A binary too slow for one job runs as two, side by side: the first
+# with a name filter, the second with `--skip` of that filter, so that
+# together they run every test exactly once. existing_cluster runs the
+# API-level suite in two halves, each in a test named shard_N_of_2 (its
+# whole suite alone took 8-9 minutes of a 27-minute CI run). Not when
+# the caller gives test arguments of their own (a filter of theirs and
+# ours would be OR-ed by libtest).
+split_filter() {
+  [ "$SPLIT" = 1 ] || return 0
+  case "$(basename "$1" | sed 's/-[0-9a-f]\{16\}$//')" in
+    existing_cluster) echo shard_1_of_2 ;;
+  esac
+}
+SPLIT=1; [ $# -eq 0 ] || SPLIT=0
+# Jobs: "BINARY PART" with PART 0 (the whole binary), 1 or 2 (its halves).
+JOBS_LIST=()
+for b in "${ORDER[@]}"; do
+  if [ -n "$(split_filter "$b")" ]; then JOBS_LIST+=("$b 1" "$b 2"); else JOBS_LIST+=("$b 0"); fi
+done
+# A job's name: the binary's, with [1/2] or [2/2] for a half.
+job_name() { local name; name="$(basename "$1")"; if [ "$2" = 0 ]; then echo "$name"; else echo "$name [$2/2]"; fi; }
+job_log() { local name; name="$(basename "$1")"; if [ "$2" = 0 ]; then echo "$LOGS/$name.log"; else echo "$LOGS/$name.part$2.log"; fi; }
+
 # Binaries that bring up several kind clusters at once (a whole control
 # plane in Docker each) run after the others, alone: beside the local
 # clusters of the other binaries they starved those control planes on 2
 # cores (a CI run of 2026-11-24: two local scenarios timed out at a load
 # of 30).
-# cluster_cli makes two kind clusters at once (a kept and a held one).
+# cluster_cli makes two kind clusters at once (a kept and a held one),
+# and two more beside two local ones (four `cluster up` at once).
 is_late() { case "$(basename "$1")" in kind_provider-*|cluster_cli-*) return 0 ;; esac; return 1; }
 EARLY=(); LATE=()
-for b in "${ORDER[@]}"; do if is_late "$b"; then LATE+=("$b"); else EARLY+=("$b"); fi; done
+for j in "${JOBS_LIST[@]}"; do if is_late "${j% *}"; then LATE+=("$j"); else EARLY+=("$j"); fi; done
 
 # "passed failed" summed over a log's "test result:" lines.
 counts() {
   awk '/^test result: /{for(i=1;i<NF;i++){if($(i+1)~/^passed/)p+=$i; if($(i+1)~/^failed/)f+=$i}} END{print p+0, f+0}' "$1"
 }
 
+# run_one BINARY PART [test args...]
 run_one() {
-  local bin="$1" name log start; shift
-  name="$(basename "$bin")"; log="$LOGS/$name.log"
+  local bin="$1" part="$2" name log start; shift 2
+  name="$(basename "$bin")"; log="$(job_log "$bin" "$part")"
   start=$(date +%s)
   # Each binary runs from its crate's directory, as cargo test does.
   local dir; dir="$(awk -v b="$bin" '$1 == b {print $2}' "$LOGS/binaries")"
@@ -71,46 +103,61 @@ run_one() {
   # wait on the kubelet: three at once rather than libtest's one per core.
   local extra=()
   case "$name" in node_faults-*) extra=(--test-threads=3) ;; esac
+  case "$part" in
+    1) extra+=("$(split_filter "$bin")") ;;
+    2) extra+=(--skip "$(split_filter "$bin")") ;;
+  esac
   ( cd "${dir:-.}" && "$bin" "${extra[@]}" "$@" ) >"$log" 2>&1
   local rc=$?
   echo "$rc $(( $(date +%s) - start ))" > "$log.rc"
 }
 
-for bin in "${EARLY[@]}"; do
+tests_start=$(date +%s)
+for job in "${EARLY[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-  run_one "$bin" "$@" &
+  run_one "${job% *}" "${job#* }" "$@" &
 done
 wait
-for bin in "${LATE[@]}"; do run_one "$bin" "$@"; done
+for job in "${LATE[@]}"; do run_one "${job% *}" "${job#* }" "$@"; done
+phase_record "test binaries (side by side; each below)" "$(( $(date +%s) - tests_start ))"
 
-passed=0; failed=0; bad=()
-for bin in "${ORDER[@]}"; do
-  name="$(basename "$bin")"; log="$LOGS/$name.log"
+passed=0; failed=0; bad=(); bad_logs=(); times=()
+for job in "${JOBS_LIST[@]}"; do
+  bin="${job% *}"; part="${job#* }"
+  name="$(job_name "$bin" "$part")"; log="$(job_log "$bin" "$part")"
   read -r rc secs < "$log.rc"
   echo "     Running $name (${secs} s, exit $rc)"
   cat "$log"
+  times+=("$secs"$'\t'"$name"$'\t'"$([ "$rc" = 0 ] || echo "exit $rc")")
   read -r p f < <(counts "$log")
   passed=$(( passed + p )); failed=$(( failed + f ))
   if [ "$rc" != 0 ]; then
-    bad+=("$name")
+    bad+=("$name"); bad_logs+=("$log")
     # A binary that died before its summary still counts as a failure.
     [ "$f" -gt 0 ] || failed=$(( failed + 1 ))
   fi
 done
+# Each job under the side-by-side phase, the slowest first (they overlap:
+# their sum is more than the phase).
+while IFS=$'\t' read -r secs name note; do
+  phase_record "  $(sed 's/-[0-9a-f]\{16\}//' <<<"$name")" "$secs" "$note"
+done < <(printf '%s\n' "${times[@]}" | sort -t$'\t' -k1,1nr)
 
 # Doc tests are not binaries of their own.
-if cargo test --workspace --doc >"$LOGS/doc.log" 2>&1; then :; else bad+=("doctests"); failed=$((failed + 1)); fi
+if phase "doc tests" cargo test --workspace --doc >"$LOGS/doc.log" 2>&1; then :; else bad+=("doctests"); bad_logs+=("$LOGS/doc.log"); failed=$((failed + 1)); fi
 cat "$LOGS/doc.log"
 read -r p f < <(counts "$LOGS/doc.log")
 passed=$(( passed + p ))
 
 # CI keeps only the end of the output: repeat each failure's panic
 # message there, short, so that a failed run can be read from its tail.
-for name in "${bad[@]}"; do
-  [ -f "$LOGS/$name.log" ] || continue
-  echo "---- $name: failures"
-  grep -E -A12 "^thread '.*' .*panicked at" "$LOGS/$name.log" | grep -v "^ *[0-9]*: \|^ *at " | cut -c1-400 | head -40
+for i in "${!bad[@]}"; do
+  [ -f "${bad_logs[$i]}" ] || continue
+  echo "---- ${bad[$i]}: failures"
+  grep -E -A12 "^thread '.*' .*panicked at" "${bad_logs[$i]}" | grep -v "^ *[0-9]*: \|^ *at " | cut -c1-400 | head -40
 done
 [ ${#bad[@]} -eq 0 ] || echo "failed test binaries: ${bad[*]} (logs in $LOGS/)"
+# The phase table, then the closing line: CI reads the run from its tail.
+phases_table
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

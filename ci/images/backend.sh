@@ -7,12 +7,20 @@
 #
 #   ci/images/backend.sh          build if the binary changed
 #   UNSTUCK_BACKEND_REBUILD=1 ci/images/backend.sh   build anyway
+#   UNSTUCK_BACKEND_IMAGE=TAG ci/images/backend.sh   another tag (trying
+#     this script out leaves the image the scenarios run alone)
 #
 # No registry is involved: `scratch` is no image to pull, and the binary is
 # linked statically against glibc (crt-static, no musl toolchain needed).
+#
+# Two at once on one host (two CI jobs) build it once: the second waits
+# for the first's lock (ci/lib/lock.sh) and then finds the image current.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-IMAGE=unstuck.local/backend:dev
+# shellcheck source=ci/lib/lock.sh
+source ci/lib/lock.sh
+cache_lock backend-image
+IMAGE="${UNSTUCK_BACKEND_IMAGE:-unstuck.local/backend:dev}"
 TARGET=x86_64-unknown-linux-gnu
 # A target dir of its own: crt-static RUSTFLAGS would otherwise throw away
 # the workspace's build cache each time.

@@ -13,8 +13,14 @@
 # container is started with REGISTRY_AUTH=htpasswd (the runner does, for a
 # registry step with `auth: required`); its one user is in
 # registry/htpasswd (see that file).
+#
+# Two at once on one host (two CI jobs) build it once: the second waits
+# for the first's lock (ci/lib/lock.sh) and then finds it current.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=ci/lib/lock.sh
+source ci/lib/lock.sh
+cache_lock "registry-image"
 export GOTOOLCHAIN=local CGO_ENABLED=0
 IMAGE=unstuck.local/registry:dev
 MODULE=github.com/distribution/distribution/v3/cmd/registry
@@ -25,7 +31,11 @@ bin="$CACHE/bin/registry"
 if [ ! -x "$bin" ]; then
   mkdir -p "$CACHE/bin"
   echo "[registry] go install $MODULE@$VERSION (a cold build takes about 2 minutes)" >&2
-  GOBIN="$CACHE/bin" go install -trimpath -ldflags='-s -w' "$MODULE@$VERSION"
+  # Into a directory beside the cache, then renamed into place.
+  rm -rf "$CACHE/bin.new"
+  GOBIN="$CACHE/bin.new" go install -trimpath -ldflags='-s -w' "$MODULE@$VERSION"
+  mv "$CACHE/bin.new/registry" "$bin"
+  rmdir "$CACHE/bin.new"
 fi
 # The image is labelled with the digest of what goes in: rebuilt only when
 # the binary or a file beside it changed.

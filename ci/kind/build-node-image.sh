@@ -23,6 +23,10 @@
 # Skips all work when docker already has the image with the same input
 # stamp (label io.unstuck.inputs). Writes the build's wall time to
 # $UNSTUCK_CACHE/kind/node-<version>/build-seconds.
+#
+# One build at a time per host, whatever the version (ci/lib/lock.sh):
+# versions share the Go tools, the rootfs tar and the etcd and CoreDNS
+# component image names, which a build beside it would remove.
 set -euo pipefail
 
 K8S_VERSION="${UNSTUCK_K8S_VERSION:-v1.34.4}"
@@ -49,6 +53,9 @@ step() { local now; now=$(date +%s); log "step done in $(( now - step_t0 ))s; ne
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot, mounts)"
 docker info >/dev/null 2>&1 || die "docker does not answer; run ci/kind/setup.sh (it starts dockerd)"
 for t in debootstrap jq go; do command -v "$t" >/dev/null || die "$t missing; run ci/kind/setup.sh"; done
+# shellcheck source=ci/lib/lock.sh
+source "$HERE/../lib/lock.sh"
+cache_lock kind-node
 
 IMAGE="unstuck.local/kind-node:$K8S_VERSION"
 K8S_BIN="$CACHE/k8s/$K8S_VERSION/bin"
@@ -95,13 +102,18 @@ GO
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags="$ldflags -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=1970-01-01T00:00:00Z"
   done
+  # Both in one go build (the package graph loaded once, the links side by
+  # side), into a directory of its own, each renamed into place.
+  log "go build kubeadm kube-proxy $K8S_VERSION"
+  rm -rf "$KB/bin.new"; mkdir -p "$KB/bin.new"
+  ( cd "$KB/src" && GOFLAGS=-mod=mod go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$KB/bin.new/" \
+      k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kube-proxy ) \
+    || die "go build of kubeadm and kube-proxy failed"
   for c in kubeadm kube-proxy; do
-    [ -x "$KB/bin/$c" ] && continue
-    log "go build $c $K8S_VERSION"
-    ( cd "$KB/src" && GOFLAGS=-mod=mod go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$KB/bin/$c.tmp" "k8s.io/kubernetes/cmd/$c" ) \
-      || die "go build of $c failed"
-    mv "$KB/bin/$c.tmp" "$KB/bin/$c"
+    [ -x "$KB/bin.new/$c" ] || die "go build made no $c"
+    mv "$KB/bin.new/$c" "$KB/bin/$c"
   done
+  rmdir "$KB/bin.new"
 }
 log "kubeadm/kube-proxy $K8S_VERSION"
 build_k8s_extra
@@ -133,10 +145,12 @@ build_go_tool() { # build_go_tool NAME MODULE_PATH@VERSION [LDFLAGS]
   if [ -x "$vdir/$name" ]; then echo "$vdir/$name"; return 0; fi
   mkdir -p "$vdir"
   log "go install $pkg"
-  GOBIN="$vdir" GOFLAGS=-trimpath go install -ldflags "-s -w $ld" "$pkg" >&2 || die "go install $pkg failed (Go module proxy reachable?)"
+  # Into a directory of its own, renamed into place.
+  rm -rf "$vdir.new"
+  GOBIN="$vdir.new" GOFLAGS=-trimpath go install -ldflags "-s -w $ld" "$pkg" >&2 || die "go install $pkg failed (Go module proxy reachable?)"
   # go install names the binary after the last path element.
-  local built; built="$vdir/$(basename "${pkg%@*}")"
-  [ "$built" = "$vdir/$name" ] || mv "$built" "$vdir/$name"
+  mv "$vdir.new/$(basename "${pkg%@*}")" "$vdir/$name"
+  rmdir "$vdir.new"
   echo "$vdir/$name"
 }
 CRICTL_VERSION=v1.34.0

@@ -24,12 +24,18 @@
 #   kind/tools/, kind/k8s-<version>/    crictl, CoreDNS; kubeadm, kube-proxy
 #   kind/rootfs-bookworm-<hash>.tar     the debootstrapped rootfs
 #   kind/node-<k8s version>/            rootfs, images, stamp, build-seconds
+#
+# Two set-ups may run at once on one host (two CI jobs): every step that
+# builds or starts something does it under a lock of its own
+# (ci/lib/lock.sh), so the second waits and then finds it done.
 set -euo pipefail
 
 K8S_VERSION="${UNSTUCK_K8S_VERSION:-v1.34.4}"
 KIND_VERSION="${UNSTUCK_KIND_VERSION:-v0.30.0}"
 CACHE="${UNSTUCK_CACHE:-$HOME/.cache/unstuck}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=ci/lib/lock.sh
+source "$HERE/../lib/lock.sh"
 BUILD_IMAGE=1
 DOCKER_ONLY=0
 
@@ -80,7 +86,8 @@ install_packages() {
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || die "apt-get install ${missing[*]} failed"
 }
-timed packages install_packages
+# apt's lock as ci/setup.sh takes it: a second apt-get fails on dpkg's.
+timed packages with_cache_lock apt install_packages
 
 # --- 2. runtime wrapper (only where the host needs it) -----------------------
 DOCKER_DIR="$KIND_CACHE/docker"
@@ -95,7 +102,9 @@ RUNTIME_JSON=""
 if need_wrapper; then
   if ! cmp -s "$HERE/runc-wrapper.sh" "$WRAPPER" 2>/dev/null; then
     log "runtime wrapper: this host's capability bounding set lacks CAP_SYS_RESOURCE; installing $WRAPPER"
-    install -D -m 0755 "$HERE/runc-wrapper.sh" "$WRAPPER"
+    # Renamed into place: a dockerd may be running it right now.
+    install -D -m 0755 "$HERE/runc-wrapper.sh" "$WRAPPER.new.$$"
+    mv "$WRAPPER.new.$$" "$WRAPPER"
   else
     log "runtime wrapper: installed ($WRAPPER)"
   fi
@@ -113,7 +122,7 @@ fi
 #   dns 127.0.0.1    the embedded DNS of user networks never forwards to the
 #                    host's (external) resolver
 DAEMON_JSON="$DOCKER_DIR/daemon.json"
-cat > "$DAEMON_JSON.new" <<JSON
+cat > "$DAEMON_JSON.new.$$" <<JSON
 {
   "bridge": "none",
   "ip-forward": false,
@@ -128,7 +137,7 @@ cat > "$DAEMON_JSON.new" <<JSON
   "features": {"buildkit": false}$RUNTIME_JSON
 }
 JSON
-mv "$DAEMON_JSON.new" "$DAEMON_JSON"
+mv "$DAEMON_JSON.new.$$" "$DAEMON_JSON"
 
 start_dockerd() {
   if docker info >/dev/null 2>&1; then
@@ -143,8 +152,10 @@ start_dockerd() {
   log "dockerd: starting (config $DAEMON_JSON, log $DOCKER_DIR/dockerd.log)"
   # A dead-end proxy: any registry access dockerd might attempt (a pull of a
   # missing image) fails at once on loopback instead of leaving the machine.
-  HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
-  http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy= \
+  # Without the set-up's lock fds: dockerd outlives this script.
+  without_cache_locks env \
+    HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
+    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy= \
     nohup setsid dockerd --config-file "$DAEMON_JSON" >>"$DOCKER_DIR/dockerd.log" 2>&1 </dev/null &
   local i
   for i in $(seq 1 60); do
@@ -154,7 +165,8 @@ start_dockerd() {
   docker info >/dev/null 2>&1 || { tail -20 "$DOCKER_DIR/dockerd.log" >&2; die "dockerd did not answer within 30s (log: $DOCKER_DIR/dockerd.log)"; }
   log "dockerd: running ($(docker version --format '{{.Server.Version}}'), pid $(cat "$DOCKER_DIR/dockerd.pid" 2>/dev/null))"
 }
-timed dockerd start_dockerd
+# Locked: two set-ups finding no engine would start two dockerds.
+timed dockerd with_cache_lock dockerd start_dockerd
 if [ "$DOCKER_ONLY" = 1 ]; then log "done (docker only): ${TIMINGS[*]}"; exit 0; fi
 
 # --- 4. kind CLI ----------------------------------------------------------------
@@ -164,16 +176,24 @@ build_kind() {
     log "kind $KIND_VERSION: cached ($KIND_BIN)"; return 0
   fi
   log "kind $KIND_VERSION: building sigs.k8s.io/kind from the Go module proxy"
-  mkdir -p "$KIND_CACHE/$KIND_VERSION/bin"
-  # `go install pkg@version` builds in module mode without touching any go.mod.
-  GOBIN="$KIND_CACHE/$KIND_VERSION/bin" CGO_ENABLED=0 GOFLAGS=-trimpath \
+  local new="$KIND_CACHE/$KIND_VERSION/bin.new"
+  rm -rf "$new"; mkdir -p "$KIND_CACHE/$KIND_VERSION/bin"
+  # `go install pkg@version` builds in module mode without touching any
+  # go.mod; into a directory of its own, renamed into place once checked.
+  GOBIN="$new" CGO_ENABLED=0 GOFLAGS=-trimpath \
     go install -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" \
     || die "go install sigs.k8s.io/kind@$KIND_VERSION failed (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
-  [[ "$("$KIND_BIN" version)" == "kind $KIND_VERSION "* ]] || die "built kind does not report $KIND_VERSION: $("$KIND_BIN" version)"
+  [[ "$("$new/kind" version)" == "kind $KIND_VERSION "* ]] || die "built kind does not report $KIND_VERSION: $("$new/kind" version)"
+  mv "$new/kind" "$KIND_BIN"; rmdir "$new"
   log "kind: $("$KIND_BIN" version)"
 }
-timed kind build_kind
-ln -sf "$KIND_BIN" "$KIND_CACHE/kind"
+link_kind() {
+  build_kind
+  # ln -sf is an unlink and a symlink: a second one between them fails.
+  ln -sfn "$KIND_BIN" "$KIND_CACHE/kind.new.$$"
+  mv -T "$KIND_CACHE/kind.new.$$" "$KIND_CACHE/kind"
+}
+timed kind with_cache_lock "kind-cli-$KIND_VERSION" link_kind
 
 # --- 5. node image --------------------------------------------------------------
 if [ "$BUILD_IMAGE" = 1 ]; then

@@ -328,3 +328,305 @@ async fn two_local_clusters_brought_up_at_once_both_come_up() {
         assert!(left.is_empty(), "down left of {name}: {left:?}");
     }
 }
+
+/// One of the four clusters of the test below: its provider, its name,
+/// and what `up` said of it.
+struct Made<'a> {
+    provider: &'a Provider,
+    name: String,
+    kubeconfig: PathBuf,
+    /// A local cluster's slot (its links and ports are named by it).
+    slot: Option<u8>,
+    /// A kind cluster's node container and network, by engine ID, and
+    /// the node's volumes (from its record).
+    engine: Option<KindEngine>,
+}
+
+#[derive(Debug, PartialEq)]
+struct KindEngine {
+    container_id: String,
+    network_id: String,
+    volumes: Vec<String>,
+}
+
+/// What the engine itself (`docker ps`, `docker network ls` by label and
+/// by name) holds under cluster `name`'s label and network name.
+fn engine_view(name: &str) -> (Vec<String>, bool) {
+    let labelled = common::labelled(unstuck::cluster::kind::docker::CLUSTER_LABEL, name);
+    let network = unstuck::cluster::kind::network_name(name);
+    let networks = common::docker(&[
+        "network",
+        "ls",
+        "--filter",
+        &format!("name=^{network}$"),
+        "--format",
+        "{{.Name}}",
+    ]);
+    (labelled, networks.lines().any(|n| n == network))
+}
+
+/// The engine IDs of kind cluster `name`'s node container and network,
+/// and its volumes as its record (in `records`) names them.
+fn kind_engine(name: &str, records: &Path) -> KindEngine {
+    use unstuck::cluster::kind::{KindState, network_name, node_container};
+    let node = node_container(name);
+    let inspect = |what: &str, format: &str, of: &str| {
+        common::docker(&[what, "inspect", "--format", format, of])
+            .trim()
+            .to_string()
+    };
+    let state = KindState::load(&records.join(name))
+        .expect("the kind record reads")
+        .unwrap_or_else(|| panic!("no record of kind cluster {name}"));
+    KindEngine {
+        container_id: inspect("container", "{{.Id}}", &node),
+        network_id: inspect("network", "{{.Id}}", &network_name(name)),
+        volumes: state.volumes,
+    }
+}
+
+/// The engine's volume names.
+fn engine_volumes() -> Vec<String> {
+    common::docker(&["volume", "ls", "--format", "{{.Name}}"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Four `cluster up` started within a second (issue 30), two local and
+/// two kind: all four come up; `cluster list` lists each with its own
+/// provider; the engine holds exactly one node container and one network
+/// for each kind cluster (the node on its own network only) and nothing
+/// for the local ones. Then each goes down in turn: nothing of it is
+/// left (processes, mounts, links, cgroups, directory; containers,
+/// network, volumes, record), and every other one still answers, the
+/// kind ones with the very same container and network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_clusters_of_two_providers_brought_up_at_once_keep_to_their_own() {
+    // kind records of the test's own, so that `list` shows exactly its
+    // kind clusters; local clusters share the root (it hands out slots).
+    let records = own_dir("kind-four");
+    let env = vec![("UNSTUCK_KIND_STATE_DIR", records.clone().into_os_string())];
+    let local = Provider {
+        name: "local",
+        env: env.clone(),
+    };
+    let kind = Provider { name: "kind", env };
+    let plan: Vec<(&Provider, String)> = vec![
+        (&local, common::cluster_name("it-four-local-a")),
+        (&kind, common::cluster_name("it-four-kind-a")),
+        (&local, common::cluster_name("it-four-local-b")),
+        (&kind, common::cluster_name("it-four-kind-b")),
+    ];
+    let _cleanup = [&local, &kind].map(|p| DownOnDrop {
+        provider: p,
+        names: plan
+            .iter()
+            .filter(|(q, _)| q.name == p.name)
+            .map(|(_, n)| n.clone())
+            .collect(),
+    });
+
+    let started = std::time::Instant::now();
+    let ups: Vec<_> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, (p, name))| {
+            let env: Vec<(String, OsString)> = p
+                .env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            let (provider, name) = (p.name, name.clone());
+            std::thread::spawn(move || {
+                // 0.25 s apart, all four within a second: each start-up
+                // sweep runs while the ones before it boot.
+                std::thread::sleep(Duration::from_millis(250 * i as u64));
+                let env: Vec<(&str, &OsStr)> = env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_os_str()))
+                    .collect();
+                let args = [
+                    "cluster",
+                    "up",
+                    "--provider",
+                    provider,
+                    "--timeout",
+                    "600",
+                    &name,
+                ];
+                common::unstuck_env(&args, &env)
+            })
+        })
+        .collect();
+    let mut made = Vec::new();
+    for ((p, name), up) in plan.iter().zip(ups) {
+        let o = up.join().expect("the up thread");
+        let text = common::output_text(&o);
+        assert!(o.status.success(), "cluster up {name} beside three: {text}");
+        for (_, other) in plan.iter().filter(|(_, n)| n != name) {
+            assert!(
+                !text.contains(&format!("'{other}'")),
+                "{name}'s up touched {other}: {text}"
+            );
+        }
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            stdout.contains(&format!("{} cluster '{name}' is up", p.name)),
+            "{stdout}"
+        );
+        let kubeconfig: PathBuf = stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("export KUBECONFIG="))
+            .unwrap_or_else(|| panic!("no kubeconfig in: {stdout}"))
+            .into();
+        made.push(Made {
+            provider: p,
+            name: name.clone(),
+            kubeconfig,
+            slot: None,
+            engine: None,
+        });
+    }
+    eprintln!(
+        "four clusters up in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // `cluster list`: each once, under its own provider, up; and no kind
+    // cluster but the test's two in its records.
+    let list = local.ok(&["cluster", "list"]);
+    eprintln!("{list}");
+    for m in &mut made {
+        let rows: Vec<&str> = list
+            .lines()
+            .filter(|l| l.split('\t').next() == Some(m.name.as_str()))
+            .collect();
+        assert_eq!(rows.len(), 1, "{} listed once: {list}", m.name);
+        let row: Vec<String> = rows[0].split('\t').map(str::to_owned).collect();
+        assert_eq!(row[1], m.provider.name, "{row:?}");
+        assert_eq!(row.last().map(String::as_str), Some("up"), "{row:?}");
+        m.slot = slot_of(&row);
+    }
+    let kind_listed: Vec<&str> = list
+        .lines()
+        .filter(|l| l.split('\t').nth(1) == Some("kind"))
+        .filter_map(|l| l.split('\t').next())
+        .collect();
+    let mut kind_made: Vec<&str> = made
+        .iter()
+        .filter(|m| m.provider.name == "kind")
+        .map(|m| m.name.as_str())
+        .collect();
+    kind_made.sort_unstable();
+    let mut kind_listed_sorted = kind_listed.clone();
+    kind_listed_sorted.sort_unstable();
+    assert_eq!(kind_listed_sorted, kind_made, "{list}");
+    let local_slots: Vec<_> = made.iter().filter_map(|m| m.slot).collect();
+    assert_eq!(local_slots.len(), 2, "both local clusters have a slot");
+    assert_ne!(local_slots[0], local_slots[1], "each its own slot");
+
+    // The engine, asked directly: a kind cluster's node and network, the
+    // node on that network alone; nothing under a local cluster's name.
+    let volumes = engine_volumes();
+    for m in &mut made {
+        let (labelled, has_network) = engine_view(&m.name);
+        if m.provider.name == "kind" {
+            let node = unstuck::cluster::kind::node_container(&m.name);
+            assert_eq!(labelled, vec![format!("container {node}")], "{}", m.name);
+            assert!(has_network, "kind cluster {} has its network", m.name);
+            let attached = common::docker(&[
+                "container",
+                "inspect",
+                "--format",
+                "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
+                &node,
+            ]);
+            assert_eq!(
+                attached.trim(),
+                unstuck::cluster::kind::network_name(&m.name),
+                "{node} is on its own network only"
+            );
+            let engine = kind_engine(&m.name, &records);
+            assert!(!engine.volumes.is_empty(), "{engine:?}");
+            for v in &engine.volumes {
+                assert!(volumes.contains(v), "volume {v} of {} exists", m.name);
+            }
+            eprintln!("kind cluster {}: {engine:?}", m.name);
+            m.engine = Some(engine);
+        } else {
+            assert!(
+                labelled.is_empty() && !has_network,
+                "the engine holds something of local cluster {}: {labelled:?}",
+                m.name
+            );
+        }
+    }
+
+    // Down one at a time: nothing of it is left, the others untouched.
+    for i in 0..made.len() {
+        let m = &made[i];
+        let down = m
+            .provider
+            .ok(&["cluster", "down", "--provider", m.provider.name, &m.name]);
+        assert!(
+            down.contains(&format!("{} cluster '{}' is down", m.provider.name, m.name))
+                && !down.contains("LEFT"),
+            "{down}"
+        );
+        let mut left = m.provider.leftovers(&m.name, m.slot).await;
+        if let Some(engine) = &m.engine {
+            let volumes = engine_volumes();
+            left.extend(
+                engine
+                    .volumes
+                    .iter()
+                    .filter(|v| volumes.contains(v))
+                    .map(|v| format!("volume {v}")),
+            );
+            if records.join(&m.name).exists() {
+                left.push(format!("record {}", records.join(&m.name).display()));
+            }
+        }
+        let (labelled, has_network) = engine_view(&m.name);
+        assert!(
+            left.is_empty() && labelled.is_empty() && !has_network,
+            "down left of {}: {left:?} {labelled:?} network: {has_network}",
+            m.name
+        );
+        assert!(local.row(&m.name).is_none(), "{} still listed", m.name);
+        for other in &made[i + 1..] {
+            let row = other.provider.row(&other.name);
+            assert_eq!(
+                row.as_ref().and_then(|r| r.last()).map(String::as_str),
+                Some("up"),
+                "{} is no longer up after {} went down: {row:?}",
+                other.name,
+                m.name
+            );
+            let client = local::client_for(&other.kubeconfig)
+                .await
+                .expect("a client");
+            client.apiserver_version().await.unwrap_or_else(|e| {
+                panic!(
+                    "{} stopped answering after {} went down: {e}",
+                    other.name, m.name
+                )
+            });
+            if let Some(before) = &other.engine {
+                assert_eq!(
+                    &kind_engine(&other.name, &records),
+                    before,
+                    "{}'s container or network changed when {} went down",
+                    other.name,
+                    m.name
+                );
+            }
+        }
+    }
+    let left: Vec<_> = std::fs::read_dir(&records)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "kind records left: {left:?}");
+    let _ = std::fs::remove_dir_all(&records);
+}

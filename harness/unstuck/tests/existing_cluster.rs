@@ -19,7 +19,11 @@
 //! The guard must refuse the cluster without the opt-in and with a wrong
 //! context; with `--allow-existing-cluster=<context>` the whole API-level
 //! suite must pass, and every production object must come out
-//! byte-identical (its full JSON, resourceVersion included).
+//! byte-identical (its full JSON, resourceVersion included). The suite
+//! runs in two halves (`--shard 1/2`, `--shard 2/2`), each on a cluster
+//! of its own with every production object: one run of the whole suite
+//! took 8-9 minutes, the slowest binary of CI, and ci/run-tests.sh runs
+//! the two halves as two jobs side by side.
 //!
 //! A second test (`foreign_finalizer`) lets another controller (the test
 //! itself) add its finalizer to a run's namespace and to an object in it
@@ -133,16 +137,32 @@ async fn refused(cmd: &mut tokio::process::Command) -> String {
     err
 }
 
+/// The first half of the suite, and the guard's refusals.
+/// (ci/run-tests.sh runs this test, by the `shard_1_of_2` in its name,
+/// as a job of its own beside the rest of this binary.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_suite_leaves_an_existing_clusters_objects_byte_identical() {
-    let cluster = common::up(&common::cluster_name("it-existing")).await;
+async fn the_suite_leaves_an_existing_clusters_objects_byte_identical_shard_1_of_2() {
+    suite_on_an_existing_cluster(1).await;
+}
+
+/// The second half of the suite, and the apply step's rules against a
+/// production object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_leaves_an_existing_clusters_objects_byte_identical_shard_2_of_2() {
+    suite_on_an_existing_cluster(2).await;
+}
+
+/// Half `shard` of 2 of the API-level suite on a cluster of its own.
+async fn suite_on_an_existing_cluster(shard: u8) {
+    let cluster = common::up(&common::cluster_name(&format!("it-existing-{shard}"))).await;
     let started = Instant::now();
-    let out = std::env::temp_dir().join(format!("unstuck-existing-{}", std::process::id()));
+    let out = std::env::temp_dir().join(format!("unstuck-existing-{shard}-{}", std::process::id()));
     let result = tokio::spawn(exercise(
         cluster.client(),
         cluster.kubeconfig(),
         cluster.layout().node_ip(),
         out.clone(),
+        shard,
     ))
     .await;
     let down = cluster.down().await;
@@ -156,7 +176,7 @@ async fn the_suite_leaves_an_existing_clusters_objects_byte_identical() {
     }
 }
 
-async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: PathBuf) {
+async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: PathBuf, shard: u8) {
     // `cluster up` marked the cluster as unstuck's own; now it is
     // someone else's.
     let context = make_it_someone_elses(&client, &kubeconfig).await;
@@ -222,47 +242,19 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
     )
     .await;
 
-    // The guard: no opt-in, a wrong context, the flag without a context.
-    let err = refused(&mut unstuck_run(
-        &kubeconfig,
-        &out,
-        &["--without-node-scenarios"],
-    ))
-    .await;
-    assert!(
-        err.contains(&format!("--allow-existing-cluster={context}"))
-            && err.contains("kube-system UID"),
-        "{err}"
-    );
-    let wrong = format!("--allow-existing-cluster=not-{context}");
-    let err = refused(&mut unstuck_run(
-        &kubeconfig,
-        &out,
-        &[&wrong, "--without-node-scenarios"],
-    ))
-    .await;
-    assert!(err.contains("does not name the current context"), "{err}");
-    let err = refused(&mut unstuck_run(
-        &kubeconfig,
-        &out,
-        &["--without-node-scenarios", "--allow-existing-cluster"],
-    ))
-    .await;
-    assert!(
-        err.contains(&format!("current context is '{context}'")),
-        "{err}"
-    );
-    // Node scenarios are refused by name on a --kubeconfig cluster.
     let allow = format!("--allow-existing-cluster={context}");
-    let err = refused(&mut unstuck_run(&kubeconfig, &out, &[&allow])).await;
-    assert!(
-        err.contains("busy-volume-mount") && err.contains("--without-node-scenarios"),
-        "{err}"
-    );
+    if shard == 1 {
+        the_guard_refuses(&kubeconfig, &out, &context).await;
+    }
 
-    // The whole API-level suite.
+    // This half of the API-level suite.
     let t = Instant::now();
-    let mut run = unstuck_run(&kubeconfig, &out, &[&allow, "--without-node-scenarios"]);
+    let shard_arg = format!("{shard}/2");
+    let mut run = unstuck_run(
+        &kubeconfig,
+        &out,
+        &[&allow, "--without-node-scenarios", "--shard", &shard_arg],
+    );
     let o = tokio::time::timeout(SUITE_TIMEOUT, run.output())
         .await
         .expect("the suite finishes in time")
@@ -271,8 +263,12 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     eprintln!(
-        "suite took {:.0} s\n{stdout}\n{stderr}",
+        "suite shard {shard_arg} took {:.0} s\n{stdout}\n{stderr}",
         suite_time.as_secs_f64()
+    );
+    assert!(
+        stderr.contains(&format!("shard {shard_arg}: ")),
+        "the run said which half it runs:\n{stderr}"
     );
     assert!(
         stderr.contains(&format!("context '{context}'")) && stderr.contains("kube-system UID"),
@@ -280,10 +276,12 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
     );
     assert!(
         o.status.success(),
-        "the suite failed on the existing cluster"
+        "the suite (shard {shard_arg}) failed on the existing cluster"
     );
 
-    create_never_overwrites(&client, &out).await;
+    if shard == 2 {
+        create_never_overwrites(&client, &out).await;
+    }
 
     // Production is untouched, byte for byte.
     wait_until("v1beta1.metrics.k8s.io still Available", || {
@@ -343,6 +341,46 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
         pv_names,
         vec!["unstuck-pvc-protection".to_string()],
         "PVs left"
+    );
+}
+
+/// The guard: no opt-in, a wrong context, the flag without a context;
+/// and node scenarios refused by name on a --kubeconfig cluster.
+async fn the_guard_refuses(kubeconfig: &Path, out: &Path, context: &str) {
+    let err = refused(&mut unstuck_run(
+        kubeconfig,
+        out,
+        &["--without-node-scenarios"],
+    ))
+    .await;
+    assert!(
+        err.contains(&format!("--allow-existing-cluster={context}"))
+            && err.contains("kube-system UID"),
+        "{err}"
+    );
+    let wrong = format!("--allow-existing-cluster=not-{context}");
+    let err = refused(&mut unstuck_run(
+        kubeconfig,
+        out,
+        &[&wrong, "--without-node-scenarios"],
+    ))
+    .await;
+    assert!(err.contains("does not name the current context"), "{err}");
+    let err = refused(&mut unstuck_run(
+        kubeconfig,
+        out,
+        &["--without-node-scenarios", "--allow-existing-cluster"],
+    ))
+    .await;
+    assert!(
+        err.contains(&format!("current context is '{context}'")),
+        "{err}"
+    );
+    let allow = format!("--allow-existing-cluster={context}");
+    let err = refused(&mut unstuck_run(kubeconfig, out, &[&allow])).await;
+    assert!(
+        err.contains("busy-volume-mount") && err.contains("--without-node-scenarios"),
+        "{err}"
     );
 }
 

@@ -191,3 +191,107 @@ fn ctrl_c_tears_down_the_shared_and_the_own_clusters() {
         "{node_case:#}"
     );
 }
+
+/// Four `unstuck run --filter` started together (issue 30), each on one
+/// small scenario with a `--out` of its own: each brings up a cluster of
+/// its own, passes, and its report names its own cluster and no other
+/// run's; afterwards nothing of any of the four is left.
+#[test]
+fn four_runs_side_by_side_each_keep_to_their_own_cluster() {
+    let picks = [
+        "orphan-finalizer-configmap",
+        "namespace-metadata-finalizer",
+        "namespace-spec-finalizer",
+        "uninstalled-crd-controller",
+    ];
+    let root = common::repo_root();
+    let (scenarios, fixtures) = (root.join("scenarios"), root.join("fixtures"));
+    let started = Instant::now();
+    let runs: Vec<(&str, PathBuf, Child, mpsc::Receiver<String>)> = picks
+        .iter()
+        .map(|pick| {
+            let out = std::env::temp_dir().join(format!(
+                "unstuck-side-by-side-{pick}-{}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&out);
+            let (child, rx) = common::spawn_unstuck(
+                &[
+                    "run",
+                    "--scenarios",
+                    scenarios.to_str().expect("a UTF-8 path"),
+                    "--fixtures",
+                    fixtures.to_str().expect("a UTF-8 path"),
+                    "--filter",
+                    pick,
+                    "--out",
+                    out.to_str().expect("a UTF-8 path"),
+                ],
+                &[],
+            );
+            (*pick, out, child, rx)
+        })
+        .collect();
+    let mut ended = Vec::new();
+    for (pick, out, mut child, rx) in runs {
+        let lines = read_until(&rx, "bringing up local cluster", Duration::from_secs(120));
+        let run = run_cluster(&lines);
+        let status = wait_exit(&mut child, Duration::from_secs(900));
+        ended.push((pick, out, run, status));
+    }
+    eprintln!(
+        "four runs ended after {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let names: Vec<&str> = ended.iter().map(|(_, _, run, _)| run.as_str()).collect();
+    for (i, name) in names.iter().enumerate() {
+        assert!(
+            !names[i + 1..].contains(name),
+            "two runs shared cluster {name}: {names:?}"
+        );
+    }
+    for (pick, out, run, status) in &ended {
+        let report = report(out);
+        assert!(
+            status.success(),
+            "unstuck run --filter {pick} beside three others failed (evidence in {}): {report:#}",
+            out.display()
+        );
+        let cluster = report["cluster"].as_str().unwrap_or_default();
+        assert!(
+            cluster.contains(&format!("'{run}'")),
+            "the report of {pick} names cluster '{cluster}', not its own '{run}'"
+        );
+        let text = report.to_string();
+        for other in names.iter().filter(|n| *n != run) {
+            assert!(
+                !text.contains(*other),
+                "the report of {pick} ({run}) names {other}, another run's cluster"
+            );
+        }
+        let ran: Vec<&str> = report["scenarios"]
+            .as_array()
+            .expect("a scenarios list")
+            .iter()
+            .filter_map(|s| s["name"].as_str())
+            .collect();
+        assert_eq!(ran, vec![*pick], "--filter {pick} ran only it");
+        assert_eq!(scenario(&report, pick)["outcome"]["result"], "passed");
+        eprintln!("{pick}: passed on {cluster}");
+    }
+    let left: Vec<String> = ended
+        .iter()
+        .flat_map(|(_, _, run, _)| {
+            let dir = local::state::state_root().join(run);
+            let mut left = left_behind(run);
+            if dir.exists() {
+                left.push(format!("directory {}", dir.display()));
+            }
+            left
+        })
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    for (_, out, _, _) in &ended {
+        let _ = std::fs::remove_dir_all(out);
+    }
+}
