@@ -210,8 +210,16 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
             .any(|x| x["target"]["name"] == NS && x["state"] == "Gone"),
         "{t}"
     );
-    // The widget's finalizer removal was never shown before the run: it
-    // was covered as what hung in the confirmed namespace.
+    // The widget's finalizer removal was not a step before the run: it was
+    // shown under "Expected in later rounds", and covered as that key in
+    // a namespace the confirmed plan targets.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Expected in later rounds") && stderr.contains(KEY),
+        "{t}"
+    );
+    // While it waits for the namespace controller's next pass, it says so.
+    assert!(stderr.contains("[doctor] waiting "), "{t}");
     assert!(
         report["applied"].as_array().unwrap().iter().any(|l| l
             .as_str()

@@ -87,9 +87,10 @@ pub struct DoctorArgs {
     #[arg(long)]
     pub apply: bool,
     /// With --apply: do not ask. Needed when no terminal can be asked
-    /// (CI). Covers the plan printed before it, and removing dead
-    /// finalizers from what later hangs in the Terminating namespaces that
-    /// plan is about; other steps a later round finds are left (exit 6).
+    /// (CI). Covers the plan printed before it, and removing the finalizer
+    /// keys it shows (in its steps and under "Expected in later rounds")
+    /// from what later hangs in the Terminating namespaces its steps
+    /// target; other steps a later round finds are left (exit 6).
     #[arg(long, short = 'y', requires = "apply")]
     pub yes: bool,
     /// With --apply, also change admission webhooks: a webhook that fails
@@ -307,6 +308,7 @@ fn options(args: &DoctorArgs, stuck_after: std::time::Duration) -> DoctorOptions
     opts.allow_webhook_changes = args.allow_webhook_changes;
     opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes.clone();
     opts.local_cluster = args.local_cluster.clone();
+    opts.progress = true;
     opts.diagnose.assume_dead = args.assume_dead.clone();
     opts.diagnose.allow_apiservice_removal = args.allow_apiservice_removal.clone();
     opts.diagnose.stuck_after = stuck_after;
@@ -371,7 +373,7 @@ fn ask_to_apply(
     if args.yes {
         // What --yes covers is what was printed before it.
         eprintln!(
-            "Applying to {} (--yes covers this plan, and removing dead finalizers from what later hangs in the Terminating namespaces it is about; other steps a later round finds are left):\n{}",
+            "Applying to {} (--yes covers this plan, and removing the finalizer keys it shows (in its steps and under \"Expected in later rounds\") from what later hangs in the Terminating namespaces its steps target; other steps a later round finds are left):\n{}",
             target.line(),
             plan_steps_text(shown)
         );

@@ -68,6 +68,10 @@ pub struct DoctorOptions {
     /// What `apply` may change ([`consent`]); by default nothing was
     /// confirmed, so every step that changes the cluster is left.
     pub consent: Consent,
+    /// Say on stderr what the run is waiting for, and how long at most
+    /// (`unstuck doctor --apply` waits up to minutes for the cluster to
+    /// settle; a person should not face silence).
+    pub progress: bool,
 }
 
 impl DoctorOptions {
@@ -83,6 +87,7 @@ impl DoctorOptions {
             allow_crd_conversion_changes: Vec::new(),
             local_cluster: None,
             consent: Consent::default(),
+            progress: false,
         }
     }
 }

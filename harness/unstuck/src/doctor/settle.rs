@@ -86,14 +86,35 @@ pub async fn wait_for_change(
     before: &BTreeSet<String>,
     deadline: Instant,
 ) -> bool {
-    let until = deadline.min(Instant::now() + SETTLE_WAIT);
+    let start = Instant::now();
+    let until = deadline.min(start + SETTLE_WAIT);
+    if opts.progress {
+        eprintln!(
+            "[doctor] waiting up to {} s for the cluster to move (a namespace's controller comes back after its backoff) ...",
+            until.saturating_duration_since(start).as_secs()
+        );
+    }
     loop {
         tokio::time::sleep(POLL).await;
         if Instant::now() >= until {
+            if opts.progress {
+                eprintln!(
+                    "[doctor] nothing moved in {} s; done waiting",
+                    start.elapsed().as_secs()
+                );
+            }
             return false;
         }
         match collect_in(client, &opts.scope.collect_scope()).await {
-            Ok((snapshot, _)) if fingerprint(&snapshot, &opts.scope) != *before => return true,
+            Ok((snapshot, _)) if fingerprint(&snapshot, &opts.scope) != *before => {
+                if opts.progress {
+                    eprintln!(
+                        "[doctor] the cluster moved after {} s; looking again",
+                        start.elapsed().as_secs()
+                    );
+                }
+                return true;
+            }
             Ok(_) => {}
             // A failed read is no answer: keep waiting until the bound.
             Err(e) => tracing::warn!("reading the cluster while waiting for it to move: {e}"),
@@ -161,6 +182,12 @@ pub async fn look_again(
         && let Some(wait) = ageing(&last.snapshot, opts, left)
     {
         waits.ageing += 1;
+        if opts.progress {
+            eprintln!(
+                "[doctor] waiting {} s for objects that began deleting during this run to age past --stuck-after ...",
+                wait.as_secs().max(1)
+            );
+        }
         tokio::time::sleep(wait).await;
         return true;
     }
