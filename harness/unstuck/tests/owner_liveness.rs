@@ -11,9 +11,14 @@
 //! `db.quarry-lab.dev`, its Lease `08db1feb.quarry-lab.dev`. The doctor,
 //! with `--apply --yes`, must leave it alone, with and without the Lease,
 //! and name the pod, its ServiceAccount and the binding that lets it act.
-//! Then the operator is uninstalled (its Deployment and RBAC deleted, its
-//! pod gone), and once its last write is over two minutes old the same
-//! doctor argues the owner dead and strips the key: the object goes.
+//! Then the operator moves out of the cluster (issue 26): its Deployment
+//! is deleted, no pod runs as its ServiceAccount, and the test itself,
+//! outside, writes to the object with that account's token, as a
+//! controller in a management cluster would. The doctor still leaves the
+//! key, naming the identity and its binding. Then the operator is
+//! uninstalled (its RBAC and account deleted, nothing writing), and once
+//! its last write is over two minutes old the same doctor argues the
+//! owner dead and strips the key: the object goes.
 //! Needs root and the components built by ci/setup.sh (CI runs both).
 
 use std::{process::Output, time::Duration};
@@ -172,6 +177,58 @@ async fn ready_operator(client: &Client, lease: bool) -> String {
     )
     .await
     .expect("operator ready")
+}
+
+async fn operator_pods_gone(client: &Client) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    wait::until(
+        "the operator's pods gone",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || async {
+            match pods
+                .list(&ListParams::default().labels("app=quarry-agent"))
+                .await
+            {
+                Ok(l) if l.items.is_empty() => Poll::Ready(()),
+                Ok(l) => Poll::Pending(format!("{} pods", l.items.len())),
+                Err(e) => Poll::Pending(e.to_string()),
+            }
+        },
+    )
+    .await
+    .expect("pods gone");
+}
+
+/// A client that acts as ServiceAccount `NS/name` from outside the
+/// cluster: the admin kubeconfig's server and CA, the account's token
+/// from the TokenRequest API.
+async fn token_client(client: &Client, admin_kubeconfig: &str, name: &str) -> Client {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    let request: TokenRequest = from_json(serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": 3600}
+    }));
+    let token = Api::<ServiceAccount>::namespaced(client.clone(), NS)
+        .create_subresource::<TokenRequest, TokenRequest>(
+            "token",
+            name,
+            &PostParams::default(),
+            &request,
+        )
+        .await
+        .expect("TokenRequest")
+        .status
+        .expect("a token")
+        .token;
+    let mut kc = kube::config::Kubeconfig::read_from(admin_kubeconfig).expect("admin kubeconfig");
+    for a in &mut kc.auth_infos {
+        a.auth_info = Some(from_json(serde_json::json!({"token": token})));
+    }
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("a config with the token");
+    Client::try_from(config).expect("a client with the token")
 }
 
 /// Waits until the operator has written `status.step` at least twice
@@ -403,11 +460,49 @@ async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_
     // would have skipped. (Here it is told to hold on: the next phase
     // needs the object.)
 
-    // 3. Uninstalled: the Deployment and its RBAC deleted, the pod gone.
+    // 3. Outside the cluster: no pod runs as the operator's account, and
+    // the test writes to the object with that account's token.
     deployments
         .delete(OPERATOR, &DeleteParams::foreground())
         .await
         .expect("delete the operator");
+    operator_pods_gone(&client).await;
+    let outside = token_client(&client, &kc, OPERATOR).await;
+    for step in 1..=2 {
+        let by_remote = PatchParams {
+            field_manager: Some("quarry-agent-remote".into()),
+            ..PatchParams::default()
+        };
+        crs(&outside)
+            .patch_status(
+                CR,
+                &by_remote,
+                &Patch::Merge(serde_json::json!({
+                    "status": {"state": "stopping-remotely", "remoteStep": step}
+                })),
+            )
+            .await
+            .expect("a write from outside, as the operator's account");
+    }
+    let o = doctor(&kc);
+    let (v, text) = report(&o);
+    assert!(
+        still_held(&client).await,
+        "stripped while acting from outside:\n{text}"
+    );
+    let found = cr_findings(&v);
+    assert!(
+        found.iter().any(
+            |(k, e)| (k == "UnknownFinalizerOwner" || k == "WaitingOnLiveController")
+                && e.contains(&format!("ServiceAccount {NS}/{OPERATOR}"))
+                && e.contains(&format!("ClusterRoleBinding {OPERATOR}"))
+                && e.contains(&format!("--assume-dead {KEY}"))
+        ),
+        "the identity acting from outside is not named:\n{text}"
+    );
+    assert_eq!(o.status.code(), Some(7), "still stuck:\n{text}");
+
+    // 4. Uninstalled: its RBAC and account deleted, nothing writing.
     Api::<ClusterRoleBinding>::all(client.clone())
         .delete(OPERATOR, &DeleteParams::default())
         .await
@@ -420,24 +515,6 @@ async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_
         .delete(OPERATOR, &DeleteParams::default())
         .await
         .expect("delete the service account");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    wait::until(
-        "the operator's pods gone",
-        Duration::from_secs(120),
-        Duration::from_secs(1),
-        || async {
-            match pods
-                .list(&ListParams::default().labels("app=quarry-agent"))
-                .await
-            {
-                Ok(l) if l.items.is_empty() => Poll::Ready(()),
-                Ok(l) => Poll::Pending(format!("{} pods", l.items.len())),
-                Err(e) => Poll::Pending(e.to_string()),
-            }
-        },
-    )
-    .await
-    .expect("pods gone");
     // Its last write must be older than the two minutes that count as
     // "at work now"; until then the doctor still leaves it.
     let o = doctor(&kc);
