@@ -150,15 +150,21 @@ async fn exercise(client: Client, kubeconfig: PathBuf) {
 
     // With it, scoped to one namespace it blocks: saved, switched, and
     // every namespace goes.
+    // A bare flag names no CRD: a usage error, nothing looked at.
+    let bare = run(args(
+        &base(&apply_dir),
+        &["--apply", "--yes", "--allow-crd-conversion-changes"],
+    ));
+    assert_eq!(
+        bare.status.code(),
+        Some(2),
+        "{}",
+        common::output_text(&bare)
+    );
+    let named = format!("--allow-crd-conversion-changes={CRD}");
     let switched = run(args(
         &base(&apply_dir),
-        &[
-            "--apply",
-            "--yes",
-            "--allow-crd-conversion-changes",
-            "-n",
-            BLOCKED[0],
-        ],
+        &["--apply", "--yes", named.as_str(), "-n", BLOCKED[0]],
     ));
     eprintln!("{}", common::output_text(&switched));
     assert_eq!(

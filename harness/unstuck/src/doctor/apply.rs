@@ -376,8 +376,8 @@ pub fn not_consented(step: &PlannedStep) -> AppliedStep {
             step.action.name(),
             &c.api_path(),
             &format!(
-                "changing a CRD's conversion needs --allow-crd-conversion-changes besides --apply (objects are then read in every version with only apiVersion rewritten until it is restored); or restore Service {}",
-                c.service
+                "changing a CRD's conversion needs --allow-crd-conversion-changes={} besides --apply, once you know what its webhook did (objects are then read in every version with only apiVersion rewritten until it is restored); or restore Service {}",
+                c.crd, c.service
             ),
         ),
         Action::SetWebhookFailurePolicy(w) => {

@@ -3,7 +3,9 @@
 //! because some fields, such as `spec.finalizers`, can only be set when a
 //! namespace is created).
 
-use k8s_openapi::api::core::v1::Namespace;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::Api;
 
 use super::{ScenarioRun, StepError};
@@ -24,11 +26,13 @@ pub(in crate::runner) async fn create(run: &mut ScenarioRun<'_>) -> Result<(), S
             }
         }
     }
+    let mut made_here = Vec::new();
     for real in run.names.namespaces().real_names() {
         if from_fixtures.contains(&real) {
             // Created (and recorded) by its apply step.
             continue;
         }
+        made_here.push(real.clone());
         let obj: Namespace = serde_json::from_value(serde_json::json!({
             "metadata": {"name": real, "labels": {"unstuck.dev/scenario": run.scenario.name.as_str()}}
         }))
@@ -49,5 +53,30 @@ pub(in crate::runner) async fn create(run: &mut ScenarioRun<'_>) -> Result<(), S
             keys: Default::default(),
         });
     }
+    for ns in made_here {
+        default_service_account(run, &ns).await;
+    }
     Ok(())
+}
+
+/// Waits (at most a minute) for the namespace's `default` ServiceAccount:
+/// a pod that names none is refused until the controller has made it
+/// ("error looking up service account .../default"), and on a loaded
+/// cluster that takes seconds. Past the bound the apply step fails with
+/// the API server's own words.
+async fn default_service_account(run: &ScenarioRun<'_>, ns: &str) {
+    let api: Api<ServiceAccount> = Api::namespaced(run.ctx.client.clone(), ns);
+    let _ = crate::wait::until(
+        format!("ServiceAccount {ns}/default"),
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || async {
+            match api.get_opt("default").await {
+                Ok(Some(_)) => crate::wait::Poll::Ready(()),
+                Ok(None) => crate::wait::Poll::Pending("not made yet".into()),
+                Err(e) => crate::wait::Poll::Pending(e.to_string()),
+            }
+        },
+    )
+    .await;
 }
