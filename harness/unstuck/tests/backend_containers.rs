@@ -241,6 +241,8 @@ fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
     let (mut child, rx) = common::spawn_run(&scenarios, &scenarios.with_extension("out"));
     let pid = child.id().to_string();
     wait_for_container(&mut child, &rx);
+    // From the kill to this gc's report, no other sweep may run.
+    let _sweeps = common::sweep_lock();
     signal(&child, libc::SIGKILL);
     let _ = wait_exit(&mut child, Duration::from_secs(60));
     // A killed harness runs no drop: its backend is still there, and the
@@ -272,6 +274,7 @@ fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_leaves_a_live_owners_backend_alone() {
     let run = format!("s{}", std::process::id());
+    let _sweeps = common::sweep_lock();
     let b = start_backend(&spec(&run, "live", BackendFault::Hang))
         .await
         .expect("backend starts");

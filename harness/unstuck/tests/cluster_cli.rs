@@ -182,7 +182,10 @@ async fn the_cluster_commands_work_on(p: &Provider) {
     );
 
     // `gc` removes the stale one and leaves the kept one.
-    let gc = p.ok(&["cluster", "gc"]);
+    let gc = {
+        let _sweeps = common::sweep_lock();
+        p.ok(&["cluster", "gc"])
+    };
     assert!(
         gc.contains(&format!("removed stale {} cluster '{held}'", p.name)),
         "{gc}"

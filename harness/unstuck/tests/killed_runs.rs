@@ -287,7 +287,10 @@ fn left_after_gc(point: &Point, cluster: &str, slot: u8, run_pid: u32) -> Vec<St
         settled();
     }
     let gc_started = Instant::now();
-    let gc = common::unstuck_env(&["cluster", "gc"], &[] as &[(&str, &str)]);
+    let gc = {
+        let _sweeps = common::sweep_lock();
+        common::unstuck_env(&["cluster", "gc"], &[] as &[(&str, &str)])
+    };
     eprintln!(
         "{}: cluster gc took {:.1} s: {}",
         point.name,

@@ -380,6 +380,18 @@ pub fn docker(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Held by every test that sweeps stale containers (`cluster gc`, the
+/// sweep itself) or says what a sweep of its own removed: test binaries
+/// run side by side, and one binary's `cluster gc` removes another's
+/// deliberately killed run before that one's gc can name it (CI of
+/// 2026-12-07: "gc did not say container ..." with nothing left). A
+/// `flock`, so it holds across threads and processes alike.
+#[allow(dead_code)]
+pub fn sweep_lock() -> std::fs::File {
+    let path = std::env::temp_dir().join("unstuck-test-sweep.lock");
+    unstuck::host::lock_file(&path).unwrap_or_else(|e| panic!("locking {}: {e}", path.display()))
+}
+
 /// The containers and networks labelled `label=value`, asked of the
 /// engine directly (not through the code under test).
 #[allow(dead_code)]
