@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::{
     coordination::v1::Lease,
-    core::v1::{ConfigMap, Event, Node as K8sNode, NodeCondition, Pod},
+    core::v1::{Event, Node as K8sNode, NodeCondition, Pod},
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams},
 };
 use unstuck::{
     cluster::local::{self, LocalCluster, LocalNode},
@@ -36,31 +36,6 @@ use unstuck_core::doctor::{
 };
 
 mod common;
-
-/// Creates `default/<name>` with an emptyDir `data` at /data and a
-/// ConfigMap volume `cfg` mounted by subPath, and waits until it runs.
-async fn running_pod(client: &Client, name: &str) -> Pod {
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let cm: ConfigMap = common::from_json(serde_json::json!({
-        "metadata": {"name": format!("{name}-cfg")}, "data": {"x": "1"}
-    }));
-    cms.create(&PostParams::default(), &cm).await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod: Pod = common::from_json(serde_json::json!({
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "c", "image": local::config::TEST_IMAGE, "imagePullPolicy": "Never",
-                            "command": ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
-                            "volumeMounts": [{"name": "data", "mountPath": "/data"},
-                                             {"name": "cfg", "mountPath": "/etc/cfg/x", "subPath": "x"}]}],
-            "volumes": [{"name": "data", "emptyDir": {}},
-                        {"name": "cfg", "configMap": {"name": format!("{name}-cfg")}}]
-        }
-    }));
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    common::wait_running(&pods, name).await
-}
 
 async fn delete(client: &Client, name: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -160,7 +135,7 @@ async fn busy_case(
     let cluster = common::up(&common::cluster_name(cluster_name)).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
-    let pod = running_pod(&client, "busy").await;
+    let pod = common::running_pod_with_volumes(&client, "busy").await;
     let uid = pod.metadata.uid.clone().unwrap();
 
     let busy = busy_mount::inject(
@@ -264,7 +239,7 @@ async fn busy_case(
 
 /// Wedges pod `name`'s shim, and returns the fault.
 async fn wedge(client: &Client, node: &LocalNode, name: &str) -> (WedgedShim, String) {
-    let pod = running_pod(client, name).await;
+    let pod = common::running_pod_with_volumes(client, name).await;
     let injected = wedge_shim::inject(client, node, "default", name)
         .await
         .expect("inject wedged shim");
@@ -442,7 +417,7 @@ async fn a_wedged_shim_keeps_a_pod_terminating_until_the_doctor_kills_it_or_rest
 /// Runs pod `name`, deletes it, and waits until the kubelet has finished
 /// it: the node works.
 async fn run_and_delete(client: &Client, name: &str) {
-    running_pod(client, name).await;
+    common::running_pod_with_volumes(client, name).await;
     delete(client, name).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     wait::until(
@@ -515,7 +490,7 @@ async fn a_stopped_kubelet_keeps_a_pod_terminating_until_the_doctor_starts_it_ag
     let cluster = common::up(&common::cluster_name("it-node-kubelet")).await;
     let client = cluster.client();
     let node = LocalNode::of(&cluster);
-    let pod = running_pod(&client, "lost").await;
+    let pod = common::running_pod_with_volumes(&client, "lost").await;
     let uid = pod.metadata.uid.clone().unwrap();
     let kubelet_log = cluster.layout().log_file("kubelet");
     let kcm_log = cluster.layout().log_file("kube-controller-manager");

@@ -27,7 +27,10 @@
 //!   wedged runtime: kill the stopped shim, then restart the runtime;
 //!   kubelet down (the node lost to the control plane): start the kubelet
 //!   again; a force delete of the pod object always last, and loud.
+//! - [`consent`](shown_covers): whether the ladder a person was shown
+//!   covers a rung a fresh look plans during `--apply`.
 
+pub mod consent;
 pub mod diagnose;
 pub mod freezer;
 pub mod kernel;
@@ -43,6 +46,7 @@ use k8s_openapi::api::core::v1::{Event, NodeCondition, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use consent::{Covered, covered, shown_covers};
 pub use diagnose::{
     BusyVolume, DiagnoseNodeOptions, NodeCause, NodeFinding, ProcessTarget, diagnose_pod,
     is_cni_teardown_failure,

@@ -214,7 +214,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     if let (Some(path), Some(round)) = (&args.save_snapshot, looked.rounds.first()) {
         super::save_snapshot::write(path, &round.snapshot)?;
     }
-    let looked_nodes = node_doctor(&client, &args, stuck_after.as_std(), false).await?;
+    let looked_nodes = node_look(&client, &args, stuck_after.as_std()).await?;
 
     let would_change = looked
         .rounds
@@ -270,7 +270,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         };
         doctor::run_asking(&client, &opts, first, &mut ask).await?
     };
-    let nodes = node_doctor(&client, &args, stuck_after.as_std(), true).await?;
+    let nodes = node_apply(&client, &args, stuck_after.as_std(), &looked_nodes).await?;
     let mut report = report;
     doctor::outcome::count_node_heals(&mut report.outcomes, &nodes);
     let view = View::new(target, &report, &nodes);
@@ -373,9 +373,10 @@ fn ask_to_apply(
     if args.yes {
         // What --yes covers is what was printed before it.
         eprintln!(
-            "Applying to {} (--yes covers this plan, and removing the finalizer keys it shows (in its steps and under \"Expected in later rounds\") from what later hangs in the Terminating namespaces its steps target; other steps a later round finds are left):\n{}",
+            "Applying to {} (--yes covers this plan, and removing the finalizer keys it shows (in its steps and under \"Expected in later rounds\") from what later hangs in the Terminating namespaces its steps target; other steps a later round finds are left; on a node, only the pods and rungs listed):\n{}{}",
             target.line(),
-            plan_steps_text(shown)
+            plan_steps_text(shown),
+            node_plan_text(looked_nodes)
         );
         return None;
     }
@@ -407,15 +408,16 @@ fn exit_after_apply(
         .flat_map(|r| &r.applied)
         .any(|a| a.outcome.is_failure())
         || nodes.iter().any(|n| {
-            !matches!(
-                n.outcome,
-                HealOutcome::Recovered | HealOutcome::NotStuck | HealOutcome::PodNotFound
-            )
+            !n.outcome.is_left()
+                && !matches!(
+                    n.outcome,
+                    HealOutcome::Recovered | HealOutcome::NotStuck | HealOutcome::PodNotFound
+                )
         });
     let still_found = report.rounds.last().is_some_and(|r| !r.findings.is_empty());
     if failed {
         exit::REMEDY_FAILED
-    } else if !report.left().is_empty() {
+    } else if !report.left().is_empty() || nodes.iter().any(|n| n.outcome.is_left()) {
         exit::LEFT
     } else if report
         .outcomes
@@ -530,12 +532,12 @@ fn named_kubeconfig(args: &DoctorArgs) -> Result<Option<PathBuf>> {
     Ok(Some(c.kubeconfig))
 }
 
-/// The node half of `unstuck doctor --local-cluster NAME`.
-async fn node_doctor(
+/// The node half of `unstuck doctor --local-cluster NAME`, looking
+/// only: each stuck pod's diagnosis and ladder.
+async fn node_look(
     client: &kube::Client,
     args: &DoctorArgs,
     stuck_after: std::time::Duration,
-    apply: bool,
 ) -> Result<Vec<NodeDoctorReport>> {
     use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
     let Some((p, name)) = named_cluster(args) else {
@@ -543,8 +545,6 @@ async fn node_doctor(
     };
     let node = p.node(name).await?;
     let opts = HealOptions {
-        apply,
-        allow_force: false,
         stuck_after,
         ..HealOptions::default()
     };
@@ -556,4 +556,76 @@ async fn node_doctor(
         reports.push(heal_pod(client, node.as_ref(), &p.namespace, &p.name, &opts).await?);
     }
     Ok(reports)
+}
+
+/// The node half with `--apply`: the node is a person's own machine, so
+/// consent is what [`node_look`] showed. Each pod shown is healed with
+/// only the rungs its shown ladder covers; a pod stuck now that was not
+/// shown is diagnosed and said, and nothing is done to it.
+async fn node_apply(
+    client: &kube::Client,
+    args: &DoctorArgs,
+    stuck_after: std::time::Duration,
+    shown: &[NodeDoctorReport],
+) -> Result<Vec<NodeDoctorReport>> {
+    use unstuck::doctor::node::{HealOptions, ShownPod, heal_pod, stuck_pods};
+    let Some((p, name)) = named_cluster(args) else {
+        return Ok(Vec::new());
+    };
+    let node = p.node(name).await?;
+    let mut reports = Vec::new();
+    for (pod, consent) in shown
+        .iter()
+        .filter_map(|r| Some((r.pod.as_str(), ShownPod::of(r)?)))
+    {
+        let Some((ns, pod_name)) = pod.split_once('/') else {
+            continue;
+        };
+        let opts = HealOptions {
+            apply: true,
+            stuck_after,
+            shown: Some(consent),
+            ..HealOptions::default()
+        };
+        reports.push(heal_pod(client, node.as_ref(), ns, pod_name, &opts).await?);
+    }
+    let look = HealOptions {
+        stuck_after,
+        ..HealOptions::default()
+    };
+    for p in stuck_pods(client, node.name(), stuck_after).await? {
+        let known = |r: &NodeDoctorReport| r.uid.as_deref() == Some(p.uid.as_str());
+        if (!args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace))
+            || reports.iter().any(known)
+        {
+            continue;
+        }
+        let mut r = heal_pod(client, node.as_ref(), &p.namespace, &p.name, &look).await?;
+        if r.outcome == HealOutcome::DryRun {
+            r.outcome = HealOutcome::NotShown;
+        }
+        reports.push(r);
+    }
+    Ok(reports)
+}
+
+/// The node ladders of a dry run, as `--yes` covers them.
+fn node_plan_text(nodes: &[NodeDoctorReport]) -> String {
+    let mut out = String::new();
+    for n in nodes.iter().filter(|n| !n.plan.is_empty()) {
+        out.push_str(&format!("\non node {}, pod {}:", n.node, n.pod));
+        for s in &n.plan {
+            out.push_str(&format!(
+                "\n  {}{}: {}",
+                if s.force {
+                    "[FORCE, only with permission] "
+                } else {
+                    ""
+                },
+                s.remedy.name(),
+                s.why
+            ));
+        }
+    }
+    out
 }

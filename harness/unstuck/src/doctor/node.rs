@@ -78,6 +78,31 @@ pub struct HealOptions {
     /// `RestartRuntime`, `ReleaseHolder`, `LazyUnmount`, ...): for a node where, say, killing
     /// processes is not acceptable. The ladder goes on with the next rung.
     pub skip: Vec<String>,
+    /// What a person was shown for this pod before saying yes: with it,
+    /// only that pod (by UID) is healed and only rungs the shown ladder
+    /// covers are taken ([`unstuck_core::doctor::node::shown_covers`]); a
+    /// rung it does not cover ends the heal as
+    /// [`HealOutcome::StepNotShown`]. `None` on clusters unstuck made
+    /// for a run of its own, where the harness climbs the whole ladder.
+    pub shown: Option<ShownPod>,
+}
+
+/// The pod and ladder a dry run printed.
+#[derive(Clone, Debug)]
+pub struct ShownPod {
+    pub uid: String,
+    pub steps: Vec<NodeStep>,
+}
+
+impl ShownPod {
+    /// What `report` (a dry run's) showed, if it showed a stuck pod.
+    pub fn of(report: &NodeDoctorReport) -> Option<Self> {
+        Some(Self {
+            uid: report.uid.clone()?,
+            steps: report.plan.clone(),
+        })
+        .filter(|s| !s.steps.is_empty())
+    }
 }
 
 impl Default for HealOptions {
@@ -92,6 +117,7 @@ impl Default for HealOptions {
             log_tail_bytes: 16 << 20,
             max_steps: 8,
             skip: Vec::new(),
+            shown: None,
         }
     }
 }
@@ -111,6 +137,20 @@ pub enum HealOutcome {
     GoneWithLeftovers,
     /// The ladder ran out (or needed force that was not allowed).
     GaveUp,
+    /// The next rung a fresh look planned was not in the plan the person
+    /// confirmed (another holder, another shim, a stronger remedy): left
+    /// as it was; the doctor's next dry run shows it.
+    StepNotShown,
+    /// Stuck, but not in the plan the person confirmed (it became stuck
+    /// after it was shown): nothing was done to it.
+    NotShown,
+}
+
+impl HealOutcome {
+    /// Left for a person to review, not failed: a yes did not cover it.
+    pub fn is_left(self) -> bool {
+        matches!(self, HealOutcome::StepNotShown | HealOutcome::NotShown)
+    }
 }
 
 /// What one remedy did.

@@ -138,6 +138,32 @@ where
 
 /// An object from its JSON, for the objects tests create.
 #[allow(dead_code)]
+/// Creates `default/<name>` with an emptyDir `data` at /data and a
+/// ConfigMap volume `cfg` mounted by subPath, and waits until it runs.
+pub async fn running_pod_with_volumes(client: &kube::Client, name: &str) -> Pod {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = from_json(serde_json::json!({
+        "metadata": {"name": format!("{name}-cfg")}, "data": {"x": "1"}
+    }));
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = from_json(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": unstuck::cluster::local::config::TEST_IMAGE, "imagePullPolicy": "Never",
+                            "command": ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"},
+                                             {"name": "cfg", "mountPath": "/etc/cfg/x", "subPath": "x"}]}],
+            "volumes": [{"name": "data", "emptyDir": {}},
+                        {"name": "cfg", "configMap": {"name": format!("{name}-cfg")}}]
+        }
+    }));
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_running(&pods, name).await
+}
+
+#[allow(dead_code)]
 pub fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("a valid object")
 }

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 use kube::{Api, Client};
 use unstuck_core::doctor::node::{
-    DiagnoseNodeOptions, NodeFinding, NodeRemedy, NodeStep, diagnose_pod, plan_node,
+    Covered, DiagnoseNodeOptions, NodeFinding, NodeRemedy, NodeStep, covered, diagnose_pod,
+    plan_node,
 };
 
 use unstuck_core::doctor::snapshot::status_container_ids;
@@ -37,6 +38,8 @@ pub async fn heal_pod(
         stuck_after: opts.stuck_after,
     };
     let mut report = new_report(node, namespace, name);
+    // A shown pod is that pod: one made since with its name was not shown.
+    report.uid = opts.shown.as_ref().map(|s| s.uid.clone());
     // Runtime and container IDs seen over the whole heal, for the proof.
     let mut ids: Vec<String> = Vec::new();
     let mut tried: Vec<&'static str> = Vec::new();
@@ -101,10 +104,27 @@ pub async fn heal_pod(
         }) else {
             break;
         };
+        let (step, left_out) = match opts.shown.as_ref().map(|s| covered(&s.steps, &step)) {
+            None | Some(Covered::Whole) => (step, Vec::new()),
+            Some(Covered::Part { step, left }) => (step, left),
+            Some(Covered::Not) => {
+                report.steps.push(not_shown(step, &finding, start));
+                report.outcome = HealOutcome::StepNotShown;
+                report.timings.total_ms = start.elapsed().as_millis();
+                return Ok(report);
+            }
+        };
         tried.push(step.remedy.name());
         let Some(now_gone) = take_step(&at, node, step, &finding, &mut report).await? else {
             break;
         };
+        if let Some(taken) = report.steps.last_mut() {
+            taken.actions.extend(
+                left_out
+                    .iter()
+                    .map(|l| format!("left: {l}, not in the plan you confirmed")),
+            );
+        }
         gone = now_gone;
         if gone {
             break;
@@ -116,6 +136,23 @@ pub async fn heal_pod(
     }
     report.timings.total_ms = start.elapsed().as_millis();
     Ok(report)
+}
+
+/// A rung the plan shown did not cover, recorded as not taken.
+fn not_shown(step: NodeStep, finding: &NodeFinding, start: Instant) -> AppliedNodeStep {
+    AppliedNodeStep {
+        finding_summary: finding.summary.clone(),
+        ok: false,
+        actions: vec![format!(
+            "not taken: {} ({}) was not in the plan you confirmed; the pod is left as it is (run the doctor again to review it)",
+            step.remedy.name(),
+            step.why
+        )],
+        step,
+        started_at_ms: start.elapsed().as_millis(),
+        took_ms: 0,
+        pod_gone: false,
+    }
 }
 
 /// The pod left: when, the proof that the node let go of it, and the
