@@ -2,25 +2,28 @@
 //! [`unstuck::doctor`]. Says which cluster it is on before anything else,
 //! asks before it changes anything, and ends with an exit code a CI gate
 //! can read.
+//!
+//! - [`ask`]: consent: the question on a terminal, what `--yes` prints.
+//! - [`node`]: the node half of `--local-cluster`/`--kind-cluster`.
 
-use std::{
-    io::{BufRead as _, IsTerminal as _, Write as _},
-    path::PathBuf,
-    process::ExitCode,
-};
+mod ask;
+mod node;
+
+use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
-use unstuck::cluster::provider::{AnyProvider, CreateOptions, ProviderKind, provider};
-use unstuck::components::DEFAULT_K8S_VERSION;
-use unstuck::core::doctor::{Plan, PlannedStep};
+use unstuck::core::doctor::Plan;
 use unstuck::doctor::{
     self, DoctorOptions, DoctorReport, Scope,
-    consent::{Answer, AskAgain, Consent, MAX_PLAN_AGE},
+    consent::Consent,
     node::{HealOutcome, NodeDoctorReport},
     render::{Format, View},
     target::{self, Target},
 };
+
+use ask::{AskOnTerminal, ask_to_apply};
+use node::{named_kubeconfig, node_apply, node_look};
 
 /// Exit codes, documented in `--help` and the README.
 pub mod exit {
@@ -361,42 +364,6 @@ fn show_look(
     })
 }
 
-/// Gets consent for the `shown` plan: --yes, or a yes on the terminal.
-/// Returns the exit code when it is not given.
-fn ask_to_apply(
-    args: &DoctorArgs,
-    target: &Target,
-    looked: &DoctorReport,
-    looked_nodes: &[NodeDoctorReport],
-    shown: &Plan,
-) -> Option<ExitCode> {
-    if args.yes {
-        // What --yes covers is what was printed before it.
-        eprintln!(
-            "Applying to {} (--yes covers this plan, and removing the finalizer keys it shows (in its steps and under \"Expected in later rounds\") from what later hangs in the Terminating namespaces its steps target; other steps a later round finds are left; on a node, only the pods and rungs listed):\n{}{}",
-            target.line(),
-            plan_steps_text(shown),
-            node_plan_text(looked_nodes)
-        );
-        return None;
-    }
-    match confirm(target, looked, looked_nodes) {
-        Confirmation::Yes => None,
-        Confirmation::No => {
-            eprintln!("declined: nothing was changed");
-            Some(ExitCode::from(exit::DECLINED))
-        }
-        Confirmation::NoTerminal => {
-            eprintln!(
-                "refusing to --apply without confirmation: no terminal to ask on ({}).\n  \
-                 Nothing was changed. Re-run with --yes to apply without asking.",
-                target.line()
-            );
-            Some(ExitCode::from(exit::DECLINED))
-        }
-    }
-}
-
 fn exit_after_apply(
     report: &DoctorReport,
     nodes: &[NodeDoctorReport],
@@ -430,202 +397,4 @@ fn exit_after_apply(
     } else {
         exit::CLEAN
     }
-}
-
-enum Confirmation {
-    Yes,
-    No,
-    NoTerminal,
-}
-
-/// Shows the target and the plan on the terminal and asks.
-fn confirm(target: &Target, report: &DoctorReport, nodes: &[NodeDoctorReport]) -> Confirmation {
-    if !std::io::stdin().is_terminal() {
-        return Confirmation::NoTerminal;
-    }
-    let view = View::new(target.clone(), report, nodes);
-    let mut err = std::io::stderr();
-    let _ = write!(
-        err,
-        "{}\nApply this plan to {}? Type 'yes' to go on: ",
-        view.render(Format::Terminal),
-        target.line()
-    );
-    let _ = err.flush();
-    let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return Confirmation::No;
-    }
-    if answer.trim() == "yes" {
-        Confirmation::Yes
-    } else {
-        Confirmation::No
-    }
-}
-
-/// A plan's steps with their exact API calls, without the dry-run
-/// heading (which would say nothing is changed).
-fn plan_steps_text(plan: &Plan) -> String {
-    let rendered = plan.render_dry_run();
-    rendered.lines().skip(1).collect::<Vec<_>>().join("\n")
-}
-
-/// Asks on the terminal about steps a later round found that the plan
-/// confirmed did not hold.
-struct AskOnTerminal {
-    target: Target,
-}
-
-impl AskAgain for AskOnTerminal {
-    fn ask(&mut self, steps: &[PlannedStep]) -> Answer {
-        if !std::io::stdin().is_terminal() {
-            return Answer::NotAsked;
-        }
-        let plan = Plan {
-            steps: steps.to_vec(),
-            ..Default::default()
-        };
-        let shown_at = Timestamp::now();
-        let mut err = std::io::stderr();
-        let _ = write!(
-            err,
-            "\nA later round found step(s) that were not in the plan you confirmed:\n{}\nApply these too, to {}? Type 'yes' within {} min to go on (anything else leaves them): ",
-            plan_steps_text(&plan),
-            self.target.line(),
-            MAX_PLAN_AGE.as_secs() / 60
-        );
-        let _ = err.flush();
-        let mut answer = String::new();
-        if std::io::stdin().lock().read_line(&mut answer).is_err() || answer.trim() != "yes" {
-            return Answer::No;
-        }
-        Answer::Yes {
-            shown_at,
-            answered_at: Timestamp::now(),
-        }
-    }
-}
-
-/// The cluster unstuck made that `--local-cluster`/`--kind-cluster`
-/// names, with its provider; `None` for neither.
-fn named_cluster(args: &DoctorArgs) -> Option<(AnyProvider, &str)> {
-    let (kind, name) = match (&args.local_cluster, &args.kind_cluster) {
-        (Some(name), _) => (ProviderKind::Local, name),
-        (None, Some(name)) => (ProviderKind::Kind, name),
-        (None, None) => return None,
-    };
-    let p = provider(kind, CreateOptions::owned(DEFAULT_K8S_VERSION, None));
-    Some((p, name.as_str()))
-}
-
-/// The kubeconfig of the cluster `--local-cluster`/`--kind-cluster` names.
-fn named_kubeconfig(args: &DoctorArgs) -> Result<Option<PathBuf>> {
-    let Some((p, name)) = named_cluster(args) else {
-        return Ok(None);
-    };
-    let c = p.status(name).ok_or_else(|| {
-        anyhow::anyhow!(
-            "no {} cluster named '{name}' made by unstuck; `unstuck cluster list` shows them",
-            p.kind()
-        )
-    })?;
-    Ok(Some(c.kubeconfig))
-}
-
-/// The node half of `unstuck doctor --local-cluster NAME`, looking
-/// only: each stuck pod's diagnosis and ladder.
-async fn node_look(
-    client: &kube::Client,
-    args: &DoctorArgs,
-    stuck_after: std::time::Duration,
-) -> Result<Vec<NodeDoctorReport>> {
-    use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
-    let Some((p, name)) = named_cluster(args) else {
-        return Ok(Vec::new());
-    };
-    let node = p.node(name).await?;
-    let opts = HealOptions {
-        stuck_after,
-        ..HealOptions::default()
-    };
-    let mut reports = Vec::new();
-    for p in stuck_pods(client, node.name(), stuck_after).await? {
-        if !args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace) {
-            continue;
-        }
-        reports.push(heal_pod(client, node.as_ref(), &p.namespace, &p.name, &opts).await?);
-    }
-    Ok(reports)
-}
-
-/// The node half with `--apply`: the node is a person's own machine, so
-/// consent is what [`node_look`] showed. Each pod shown is healed with
-/// only the rungs its shown ladder covers; a pod stuck now that was not
-/// shown is diagnosed and said, and nothing is done to it.
-async fn node_apply(
-    client: &kube::Client,
-    args: &DoctorArgs,
-    stuck_after: std::time::Duration,
-    shown: &[NodeDoctorReport],
-) -> Result<Vec<NodeDoctorReport>> {
-    use unstuck::doctor::node::{HealOptions, ShownPod, heal_pod, stuck_pods};
-    let Some((p, name)) = named_cluster(args) else {
-        return Ok(Vec::new());
-    };
-    let node = p.node(name).await?;
-    let mut reports = Vec::new();
-    for (pod, consent) in shown
-        .iter()
-        .filter_map(|r| Some((r.pod.as_str(), ShownPod::of(r)?)))
-    {
-        let Some((ns, pod_name)) = pod.split_once('/') else {
-            continue;
-        };
-        let opts = HealOptions {
-            apply: true,
-            stuck_after,
-            shown: Some(consent),
-            ..HealOptions::default()
-        };
-        reports.push(heal_pod(client, node.as_ref(), ns, pod_name, &opts).await?);
-    }
-    let look = HealOptions {
-        stuck_after,
-        ..HealOptions::default()
-    };
-    for p in stuck_pods(client, node.name(), stuck_after).await? {
-        let known = |r: &NodeDoctorReport| r.uid.as_deref() == Some(p.uid.as_str());
-        if (!args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace))
-            || reports.iter().any(known)
-        {
-            continue;
-        }
-        let mut r = heal_pod(client, node.as_ref(), &p.namespace, &p.name, &look).await?;
-        if r.outcome == HealOutcome::DryRun {
-            r.outcome = HealOutcome::NotShown;
-        }
-        reports.push(r);
-    }
-    Ok(reports)
-}
-
-/// The node ladders of a dry run, as `--yes` covers them.
-fn node_plan_text(nodes: &[NodeDoctorReport]) -> String {
-    let mut out = String::new();
-    for n in nodes.iter().filter(|n| !n.plan.is_empty()) {
-        out.push_str(&format!("\non node {}, pod {}:", n.node, n.pod));
-        for s in &n.plan {
-            out.push_str(&format!(
-                "\n  {}{}: {}",
-                if s.force {
-                    "[FORCE, only with permission] "
-                } else {
-                    ""
-                },
-                s.remedy.name(),
-                s.why
-            ));
-        }
-    }
-    out
 }
