@@ -198,6 +198,7 @@ async fn per_case_times(root: &Path, cluster: &LocalCluster, version: &str) {
         provider: Default::default(),
         shard: None,
         cluster_exits: cluster.component_exits(),
+        journal: None,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let report = run_suite(&opts, scenarios, never).await;

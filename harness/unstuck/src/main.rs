@@ -121,8 +121,15 @@ enum ClusterCommand {
         #[arg(long, value_enum, env = "UNSTUCK_PROVIDER", default_value_t = ProviderKind::Local)]
         provider: ProviderKind,
     },
-    /// Remove clusters (local and kind) whose harness died.
-    Gc,
+    /// Remove clusters (local and kind) whose harness died, and the
+    /// containers beside them; with --kubeconfig, instead, what killed
+    /// `unstuck run --kubeconfig` runs left on that cluster (found by what
+    /// each wrote down before it added anything).
+    Gc {
+        /// A cluster unstuck did not create, where runs were killed.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+    },
 }
 
 /// `pub` so that the kubectl plugin binary (`kubectl-unstuck`) can run
@@ -267,7 +274,14 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
             println!("{kind} cluster '{name}' is down: {teardown}");
             Ok(exit_of(&teardown))
         }
-        ClusterCommand::Gc => {
+        ClusterCommand::Gc {
+            kubeconfig: Some(kubeconfig),
+        } => Ok(if cmd::gc_existing::gc(&kubeconfig).await? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }),
+        ClusterCommand::Gc { kubeconfig: None } => {
             let mut failed = !unstuck::containers::gc().await;
             for p in all() {
                 match p.sweep_stale().await {

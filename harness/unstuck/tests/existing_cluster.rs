@@ -43,9 +43,8 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
+    api::{ApiResource, DynamicObject, ListParams},
 };
-use unstuck::cluster::identity;
 
 #[path = "existing_cluster/backend.rs"]
 mod backend;
@@ -97,34 +96,6 @@ fn unstuck_run_with(
         .args(extra)
         .kill_on_drop(true);
     cmd
-}
-
-/// Makes a cluster unstuck brought up count as someone else's: its
-/// marker, copied from another cluster, names a kube-system UID this one
-/// does not have. Returns the kubeconfig's context.
-async fn make_it_someone_elses(client: &Client, kubeconfig: &Path) -> String {
-    let (context, server) = identity::kubeconfig_context(kubeconfig).expect("kubeconfig");
-    let (target, marked) = identity::identify(client, context.clone(), server.clone())
-        .await
-        .expect("identify");
-    assert!(
-        marked,
-        "no valid marker on a cluster unstuck brought up: {target}"
-    );
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(client.clone(), identity::MARKER_NAMESPACE);
-    cms.patch(
-        identity::MARKER_NAME,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"data": {identity::UID_KEY: "6f0c1a52-0000-4000-8000-000000000000"}})),
-    )
-    .await
-    .expect("giving the marker another cluster's UID");
-    let (_, marked) = identity::identify(client, context.clone(), server)
-        .await
-        .expect("identify");
-    assert!(!marked, "a marker with another cluster's UID counted");
-    context
 }
 
 async fn refused(cmd: &mut tokio::process::Command) -> String {
@@ -179,7 +150,7 @@ async fn suite_on_an_existing_cluster(shard: u8) {
 async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: PathBuf, shard: u8) {
     // `cluster up` marked the cluster as unstuck's own; now it is
     // someone else's.
-    let context = make_it_someone_elses(&client, &kubeconfig).await;
+    let context = common::make_it_someone_elses(&client, &kubeconfig).await;
 
     let port = start_backend(node_ip).await;
     let docs = production(node_ip, port);
@@ -247,14 +218,30 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
         the_guard_refuses(&kubeconfig, &out, &context).await;
     }
 
-    // This half of the API-level suite.
-    let t = Instant::now();
+    // This half of the API-level suite. Its scenarios that register
+    // something cluster-wide are refused until they are named; the
+    // refusal gives the flag that names them.
     let shard_arg = format!("{shard}/2");
-    let mut run = unstuck_run(
-        &kubeconfig,
-        &out,
-        &[&allow, "--without-node-scenarios", "--shard", &shard_arg],
+    let base = [
+        allow.as_str(),
+        "--without-node-scenarios",
+        "--shard",
+        &shard_arg,
+    ];
+    let err = refused(&mut unstuck_run(&kubeconfig, &out, &base)).await;
+    let opt_in = err
+        .split_whitespace()
+        .find(|w| w.starts_with("--allow-cluster-wide="))
+        .unwrap_or_else(|| panic!("no --allow-cluster-wide in the refusal:\n{err}"))
+        .to_owned();
+    assert!(
+        err.contains("APIService") || err.contains("WebhookConfiguration"),
+        "the refusal does not say what they add:\n{err}"
     );
+    let t = Instant::now();
+    let mut with_opt_in = base.to_vec();
+    with_opt_in.push(&opt_in);
+    let mut run = unstuck_run(&kubeconfig, &out, &with_opt_in);
     let o = tokio::time::timeout(SUITE_TIMEOUT, run.output())
         .await
         .expect("the suite finishes in time")
@@ -478,6 +465,7 @@ steps:
         out_dir: out.join("reapply-own"),
         node: None,
         cluster_exits: Default::default(),
+        journal: None,
     };
     let report = run_scenario(&ctx, &scenario).await;
     assert_eq!(report.outcome, Outcome::Passed, "{:#?}", report.steps);

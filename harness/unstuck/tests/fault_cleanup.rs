@@ -79,6 +79,7 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
         out_dir: out.join(name),
         node: Some(Arc::new(LocalNode::of(&cluster)) as Arc<AnyNode>),
         cluster_exits: cluster.component_exits(),
+        journal: None,
     };
     // The busy mount keeps the pod, so this gate fails.
     let cannot_pass = "  - expect: {phase: symptom, timeout: 5s, that: [{gone: {kind: Pod, name: web, namespace: app}}]}";

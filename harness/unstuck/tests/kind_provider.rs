@@ -83,6 +83,7 @@ async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing(
         out_dir: out.join(scenario),
         node: Some(node.clone()),
         cluster_exits: cluster.component_exits(),
+        journal: None,
     };
 
     // One API-level case and one node-level case, side by side as a run

@@ -171,6 +171,10 @@ async fn apply_yes_heals_only_the_pod_shown_and_says_what_it_left_on_the_node() 
         text.contains("pod default/later -> NotShown"),
         "later not said as left:\n{text}"
     );
+    assert!(
+        text.contains("1 pod(s) on a node left"),
+        "the closing line does not say a pod was left:\n{text}"
+    );
     assert_eq!(status.code(), Some(6), "{text}");
     let procs = node.processes().await.unwrap();
     assert!(

@@ -15,7 +15,9 @@
 //! is deleted, no pod runs as its ServiceAccount, and the test itself,
 //! outside, writes to the object with that account's token, as a
 //! controller in a management cluster would. The doctor still leaves the
-//! key, naming the identity and its binding. Then the operator is
+//! key, naming the identity and its binding. The same once the owner is
+//! bound as a User instead (the test writes impersonating it). Then the
+//! operator is
 //! uninstalled (its RBAC and account deleted, nothing writing), and once
 //! its last write is over two minutes old the same doctor argues the
 //! owner dead and strips the key: the object goes.
@@ -45,6 +47,9 @@ const NS: &str = "it-quarry";
 const KEY: &str = "delete-pxc-pods-in-order";
 const OPERATOR: &str = "quarry-agent";
 const CR: &str = "cluster1";
+/// The owner acting from outside as a User, and its binding.
+const REMOTE_USER: &str = "mgmt-quarry-operator";
+const REMOTE_BINDING: &str = "quarry-agent-remote-user";
 
 fn crs(client: &Client) -> Api<DynamicObject> {
     let ar = ApiResource {
@@ -229,6 +234,50 @@ async fn token_client(client: &Client, admin_kubeconfig: &str, name: &str) -> Cl
         .await
         .expect("a config with the token");
     Client::try_from(config).expect("a client with the token")
+}
+
+/// A client that acts as User `name` from outside the cluster: the admin
+/// kubeconfig, impersonating the User (RBAC then judges the User alone).
+async fn user_client(admin_kubeconfig: &str, name: &str) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig).expect("admin kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("the admin config");
+    config.auth_info.impersonate = Some(name.to_owned());
+    Client::try_from(config).expect("an impersonating client")
+}
+
+/// Two status writes by `manager`, as `client`'s identity; retried while
+/// a new binding is not yet in the authorizer's cache.
+async fn write_as(client: &Client, manager: &str) {
+    let by = PatchParams {
+        field_manager: Some(manager.into()),
+        ..PatchParams::default()
+    };
+    for step in 1..=2 {
+        wait::until(
+            "a status write from outside",
+            Duration::from_secs(30),
+            Duration::from_secs(1),
+            || async {
+                match crs(client)
+                    .patch_status(
+                        CR,
+                        &by,
+                        &Patch::Merge(serde_json::json!({
+                            "status": {"state": "stopping-remotely", "remoteStep": step}
+                        })),
+                    )
+                    .await
+                {
+                    Ok(_) => Poll::Ready(()),
+                    Err(e) => Poll::Pending(e.to_string()),
+                }
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 /// Waits until the operator has written `status.step` at least twice
@@ -468,22 +517,7 @@ async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_
         .expect("delete the operator");
     operator_pods_gone(&client).await;
     let outside = token_client(&client, &kc, OPERATOR).await;
-    for step in 1..=2 {
-        let by_remote = PatchParams {
-            field_manager: Some("quarry-agent-remote".into()),
-            ..PatchParams::default()
-        };
-        crs(&outside)
-            .patch_status(
-                CR,
-                &by_remote,
-                &Patch::Merge(serde_json::json!({
-                    "status": {"state": "stopping-remotely", "remoteStep": step}
-                })),
-            )
-            .await
-            .expect("a write from outside, as the operator's account");
-    }
+    write_as(&outside, "quarry-agent-remote").await;
     let o = doctor(&kc);
     let (v, text) = report(&o);
     assert!(
@@ -502,11 +536,49 @@ async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_
     );
     assert_eq!(o.status.code(), Some(7), "still stuck:\n{text}");
 
-    // 4. Uninstalled: its RBAC and account deleted, nothing writing.
-    Api::<ClusterRoleBinding>::all(client.clone())
+    // 3b. The same owner bound as a User (a management cluster's
+    // controller with a certificate of its own): the account's binding
+    // goes, a User's takes its place, and the test writes as that User
+    // (impersonated: the API server checks the User's rights, not the
+    // admin's).
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+    bindings
         .delete(OPERATOR, &DeleteParams::default())
         .await
-        .expect("delete the binding");
+        .expect("delete the account's binding");
+    apply_json(
+        &bindings,
+        serde_json::json!({"metadata": {"name": REMOTE_BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": OPERATOR},
+            "subjects": [{"kind": "User", "name": REMOTE_USER, "apiGroup": "rbac.authorization.k8s.io"}]}),
+    )
+    .await;
+    let as_user = user_client(&kc, REMOTE_USER).await;
+    write_as(&as_user, "quarry-agent-mgmt").await;
+    let o = doctor(&kc);
+    let (v, text) = report(&o);
+    assert!(
+        still_held(&client).await,
+        "stripped while a User acts from outside:\n{text}"
+    );
+    assert!(
+        cr_findings(&v)
+            .iter()
+            .any(
+                |(k, e)| (k == "UnknownFinalizerOwner" || k == "WaitingOnLiveController")
+                    && e.contains(&format!("User {REMOTE_USER}"))
+                    && e.contains(&format!("ClusterRoleBinding {REMOTE_BINDING}"))
+                    && e.contains(&format!("--assume-dead {KEY}"))
+            ),
+        "the User acting from outside is not named with its binding:\n{text}"
+    );
+    assert_eq!(o.status.code(), Some(7), "still stuck:\n{text}");
+
+    // 4. Uninstalled: its RBAC and account deleted, nothing writing.
+    bindings
+        .delete(REMOTE_BINDING, &DeleteParams::default())
+        .await
+        .expect("delete the User's binding");
     Api::<ClusterRole>::all(client.clone())
         .delete(OPERATOR, &DeleteParams::default())
         .await

@@ -172,6 +172,7 @@ async fn a_scenario_on_a_cluster_that_stays_takes_away_what_it_put_there() {
         out_dir: out_dir.clone(),
         node: Some(node.clone()),
         cluster_exits: cluster.component_exits(),
+        journal: None,
     };
     let report = run_scenario(&ctx, scenario).await;
     let pulled_while = report

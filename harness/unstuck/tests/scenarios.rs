@@ -98,6 +98,7 @@ fn main() -> ExitCode {
                 out_dir: out_dir.join(scenario.name.as_str()),
                 node: Some(node.clone()),
                 cluster_exits: cluster.component_exits(),
+                journal: None,
             };
             let (handle, reports) = (rt.handle().clone(), reports.clone());
             let own = own.clone();

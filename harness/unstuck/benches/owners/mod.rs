@@ -9,7 +9,12 @@
 //! kube-controller-manager runs. Each recording is also asked again with
 //! every name taken away (managers, leases and holders renamed to words
 //! no key carries), as a live operator whose names share nothing with its
-//! key would look: a verdict that then turns `Dead` rested on names.
+//! key would look: a verdict that then turns `Dead` rested on names. And
+//! once more with every owner moved out of the cluster (no pod and no
+//! workload outside kube-system; RBAC, writes and events kept), as a
+//! management cluster's controller would act: a key whose owner was
+//! `Alive` inside and turns `Dead` outside counts as a live owner judged
+//! `Dead`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -189,6 +194,44 @@ fn without_names(s: &Snapshot) -> Snapshot {
     s
 }
 
+/// The snapshot as if every owner ran outside the cluster (a management
+/// cluster's controller, a cloud provider's): no pod and no workload
+/// outside `kube-system` any more; RBAC, writes and events as recorded.
+fn moved_outside(s: &Snapshot) -> Snapshot {
+    let mut s = s.clone();
+    let inside = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.namespace.as_deref() == Some("kube-system")
+    };
+    s.pods.retain(|x| inside(&x.metadata));
+    s.deployments.retain(|x| inside(&x.metadata));
+    s.stateful_sets.retain(|x| inside(&x.metadata));
+    s.daemon_sets.retain(|x| inside(&x.metadata));
+    s.replica_sets.retain(|x| inside(&x.metadata));
+    s.jobs.retain(|x| inside(&x.metadata));
+    s.cron_jobs.retain(|x| inside(&x.metadata));
+    s
+}
+
+/// The keys of `s` whose owner is judged `Alive` as recorded.
+fn alive_keys(s: &Snapshot) -> BTreeSet<String> {
+    let owners = OwnerCache::new(s);
+    let mut out = BTreeSet::new();
+    for r in records(s) {
+        for key in r.finalizers() {
+            let v = owners.verdict(&OwnerQuery {
+                finalizer: key,
+                kind: &r.kind,
+                record: Some(&r),
+                assume_dead: &[],
+            });
+            if matches!(v.verdict, OwnerVerdict::Alive { .. }) {
+                out.insert(key.to_owned());
+            }
+        }
+    }
+    out
+}
+
 /// The keys each scenario runs a live controller for, by scenario name.
 fn live_keys(scenarios: &[Scenario]) -> BTreeMap<String, BTreeSet<String>> {
     scenarios
@@ -230,7 +273,8 @@ fn recorded_verdicts(root: &std::path::Path, live: &BTreeMap<String, BTreeSet<St
         }
     }
     files.sort();
-    let (mut as_recorded, mut nameless) = (Tally::default(), Tally::default());
+    let (mut as_recorded, mut nameless, mut outside) =
+        (Tally::default(), Tally::default(), Tally::default());
     let mut count = 0;
     for f in &files {
         let Ok(s) =
@@ -253,6 +297,16 @@ fn recorded_verdicts(root: &std::path::Path, live: &BTreeMap<String, BTreeSet<St
             |_| true,
             &mut nameless,
         );
+        // An owner alive in the cluster, moved out of it, is still live.
+        let mut moved = keys.clone();
+        moved.extend(alive_keys(&s));
+        tally(
+            &moved_outside(&s),
+            &moved,
+            &format!("{stem} (owners outside)"),
+            |_| true,
+            &mut outside,
+        );
     }
     println!(
         "{}",
@@ -261,6 +315,10 @@ fn recorded_verdicts(root: &std::path::Path, live: &BTreeMap<String, BTreeSet<St
     println!(
         "{}",
         nameless.line(&format!("{count} recorded snapshots, names taken away"))
+    );
+    println!(
+        "{}",
+        outside.line(&format!("{count} recorded snapshots, owners moved outside"))
     );
 }
 
@@ -295,6 +353,7 @@ async fn scenario_verdicts(
         provider: Default::default(),
         shard: None,
         cluster_exits: cluster.component_exits(),
+        journal: None,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let report = run_suite(&opts, scenarios.to_vec(), never).await;

@@ -1,6 +1,7 @@
 //! The subcommands that have outgrown main.rs.
 
 pub mod doctor;
+pub mod gc_existing;
 pub mod new_scenario;
 pub mod report;
 pub mod run;

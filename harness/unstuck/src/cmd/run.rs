@@ -47,6 +47,13 @@ pub struct RunArgs {
     /// kubeconfig's current context, exactly.
     #[arg(long, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "")]
     allow_existing_cluster: Option<String>,
+    /// On a --kubeconfig cluster, run these scenarios although they
+    /// register something every request or discovery in the cluster goes
+    /// through (an APIService, an admission webhook or policy): by name,
+    /// repeatable or comma-separated. Without it they are refused, and
+    /// the refusal lists them and what each adds.
+    #[arg(long, value_name = "SCENARIO", value_delimiter = ',')]
+    allow_cluster_wide: Vec<String>,
     /// Leave out the scenarios that inject node faults (they need the
     /// node access the local and kind providers give; on a --kubeconfig
     /// cluster they are refused otherwise).
@@ -94,6 +101,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         );
     }
     let scenarios = select_scenarios(&args, existing.is_some())?;
+    if existing.is_some() {
+        refuse_cluster_wide(&args, &scenarios)?;
+    }
     let stamp = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
@@ -249,6 +259,50 @@ fn select_scenarios(
     Ok(scenarios)
 }
 
+/// On a cluster unstuck did not create, a scenario that registers
+/// something cluster-wide runs only when `--allow-cluster-wide` names it;
+/// a name there that is no scenario of this run is refused too (a typo
+/// would otherwise allow nothing, silently).
+fn refuse_cluster_wide(
+    args: &RunArgs,
+    scenarios: &[unstuck::core::scenario::Scenario],
+) -> Result<()> {
+    use unstuck::runner::reach::cluster_wide;
+    let unknown: Vec<&str> = args
+        .allow_cluster_wide
+        .iter()
+        .filter(|n| !scenarios.iter().any(|s| s.name.as_str() == n.as_str()))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "--allow-cluster-wide names no scenario of this run: {}\n  `unstuck scenarios` lists them",
+            unknown.join(", ")
+        );
+    }
+    let refused: Vec<(&str, Vec<String>)> = scenarios
+        .iter()
+        .filter(|s| !args.allow_cluster_wide.iter().any(|n| n == s.name.as_str()))
+        .map(|s| (s.name.as_str(), cluster_wide(s, &args.fixtures)))
+        .filter(|(_, adds)| !adds.is_empty())
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = refused
+        .iter()
+        .map(|(name, adds)| format!("  {name}: adds {}", adds.join(", ")))
+        .collect();
+    let names: Vec<&str> = refused.iter().map(|(n, _)| *n).collect();
+    anyhow::bail!(
+        "these scenarios register something every request or discovery on this cluster goes through, for as long as they run (a dead APIService blocks every namespace deletion; a failing webhook rejects everyone's writes it matches):\n{}\n  \
+         Run them here only if that is acceptable: --allow-cluster-wide={}\n  \
+         (or leave them out with --filter). What they add is written down before it is added; after a killed run, `unstuck cluster gc --kubeconfig ...` removes it.",
+        lines.join("\n"),
+        names.join(",")
+    );
+}
+
 /// The suite on a cluster unstuck did not make (`--kubeconfig`), which
 /// the caller has checked may be changed.
 async fn existing_suite(
@@ -262,6 +316,20 @@ async fn existing_suite(
 ) -> unstuck::report::RunReport {
     use unstuck::runner::suite::{SuiteOptions, run_suite};
     eprintln!("[unstuck] running on {target}");
+    let journal = unstuck::runner::journal::JournalTarget {
+        dir: unstuck::runner::journal::journal_dir(),
+        cluster: unstuck::runner::journal::ClusterRef {
+            kube_system_uid: target.kube_system_uid.clone(),
+            server: target.server.clone(),
+            context: target.context.clone(),
+        },
+    };
+    // What killed runs left here first: their cluster-wide blockers would
+    // break this run's scenarios too.
+    super::gc_existing::report(
+        &unstuck::runner::journal::sweep(&client, &journal.dir, &target.kube_system_uid).await,
+        target,
+    );
     let version = client
         .apiserver_version()
         .await
@@ -282,6 +350,7 @@ async fn existing_suite(
         shard: args.shard.as_ref().map(|s| s.to_string()),
         // Not ours to watch: its components are whoever runs them.
         cluster_exits: Default::default(),
+        journal: Some(journal),
     };
     run_suite(&opts, scenarios, cancel_rx).await
 }
@@ -356,6 +425,7 @@ async fn provider_suite(
             provider: info.clone(),
             shard: None,
             cluster_exits: cluster.component_exits(),
+            journal: None,
         };
         let positions: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
         let run = run_suite(&opts, shared.into_iter().map(|(_, s)| s).collect(), cancel).await;

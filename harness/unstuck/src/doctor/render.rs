@@ -220,13 +220,21 @@ fn closing_line(report: &DoctorReport, nodes: &[NodeDoctorReport]) -> String {
             .iter()
             .filter(|t| t.state == super::settle::TargetState::Gone)
             .count();
+        let pods_left = nodes.iter().filter(|n| n.outcome.is_left()).count();
         return format!(
-            "applied in {} round(s): {gone} of {} stuck target(s) gone{}",
+            "applied in {} round(s): {gone} of {} stuck target(s) gone{}{}",
             report.rounds.len(),
             report.outcomes.len(),
             if left > 0 {
                 format!(
                     "; {left} step(s) left, not in the confirmed plan: run the doctor again to review them"
+                )
+            } else {
+                String::new()
+            },
+            if pods_left > 0 {
+                format!(
+                    "; {pods_left} pod(s) on a node left (NotShown, StepNotShown above), not in the confirmed plan: run the doctor again to review them"
                 )
             } else {
                 String::new()

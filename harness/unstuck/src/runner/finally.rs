@@ -81,4 +81,12 @@ async fn cleanup_all(run: &mut ScenarioRun<'_>) {
     run.report.cleanup = cleanup::cleanup(&run.ctx.client, &run.created).await;
     run.report.cleanup.reverted = reverted;
     run.report.cleanup.leaked.extend(not_reverted);
+    // Kept while anything of the run's is still there: `cluster gc
+    // --kubeconfig` (or the next run) takes it up once this process is gone.
+    if let Some(j) = run.journal.take() {
+        let c = &run.report.cleanup;
+        if c.failed.is_empty() && c.leaked.is_empty() {
+            j.finish();
+        }
+    }
 }

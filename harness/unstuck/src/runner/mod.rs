@@ -19,9 +19,11 @@ mod controller;
 pub mod create;
 mod doctor_step;
 mod finally;
+pub mod journal;
 pub mod names;
 pub mod objects;
 pub mod progress;
+pub mod reach;
 mod scenario_run;
 mod step;
 pub mod suite;
@@ -62,6 +64,10 @@ pub struct RunContext {
     /// (restarted by the local provider's supervisor): a scenario's report
     /// names the ones that exited during it.
     pub cluster_exits: ExitLog,
+    /// On a cluster unstuck did not create: where each scenario writes
+    /// down what it is about to add ([`journal`]), so that a killed run's
+    /// objects can be found and removed.
+    pub journal: Option<journal::JournalTarget>,
 }
 
 /// A short random id for this run's namespaces.
@@ -81,7 +87,8 @@ pub fn run_id() -> String {
 /// An object this run created, for cleanup: cleanup acts on it only
 /// while the object of that name still has this UID, and removes only
 /// the finalizer keys its manifest carried.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Created {
     pub api_version: String,
     pub kind: String,

@@ -49,6 +49,9 @@ pub(super) struct ScenarioRun<'a> {
     pub(super) registries: Vec<super::step::registry::ScenarioRegistry>,
     /// Live controllers the scenario started; they run through cleanup.
     pub(super) controllers: Vec<controller::LiveController>,
+    /// What this scenario adds to a cluster unstuck did not create,
+    /// written before it is added ([`RunContext::journal`]).
+    pub(super) journal: Option<super::journal::Journal>,
 }
 
 /// Runs one scenario to its verdict; cleanup always runs.
@@ -68,6 +71,10 @@ pub async fn run_scenario_until(
     let exits_before = ctx.cluster_exits.len();
     let names = Names::for_scenario(scenario, &ctx.fixtures_dir, &super::run_id());
     let ns = names.namespaces().clone();
+    let journal = ctx
+        .journal
+        .as_ref()
+        .map(|t| super::journal::Journal::new(&t.dir, &t.cluster, names.run(), &scenario.name));
     let mut run = ScenarioRun {
         ctx,
         scenario,
@@ -81,6 +88,7 @@ pub async fn run_scenario_until(
         backends: Vec::new(),
         registries: Vec::new(),
         controllers: Vec::new(),
+        journal,
     };
     if let Err(e) = std::fs::create_dir_all(&ctx.out_dir) {
         run.report
@@ -98,6 +106,15 @@ pub async fn run_scenario_until(
 }
 
 impl ScenarioRun<'_> {
+    /// Writes down what the run created, and `about_to`, before it is
+    /// created (on a cluster unstuck did not create; a no-op otherwise).
+    pub(super) fn journal(&mut self, about_to: Option<&Created>) -> Result<(), StepError> {
+        match &mut self.journal {
+            Some(j) => j.record(&self.created, about_to).map_err(StepError::from),
+            None => Ok(()),
+        }
+    }
+
     /// The steps, within the scenario's timeout and until `cancel`.
     async fn steps_until(&mut self, mut cancel: watch::Receiver<bool>) -> Outcome {
         let deadline = self.scenario.timeout.as_std();

@@ -43,6 +43,8 @@ pub struct SuiteOptions {
     pub shard: Option<String>,
     /// The shared cluster's control-plane exits (see [`RunContext`]).
     pub cluster_exits: ExitLog,
+    /// See [`RunContext::journal`].
+    pub journal: Option<super::journal::JournalTarget>,
 }
 
 /// Gives parallel scenarios shared access and serial ones exclusive access.
@@ -127,6 +129,7 @@ impl OwnClusters {
             out_dir: out_dir.clone(),
             node: Some(cluster.node()),
             cluster_exits: cluster.component_exits(),
+            journal: None,
         };
         let mut report = run_scenario_until(&ctx, scenario, cancel).await;
         if let Err(e) = cluster.export_logs(&out_dir.join("cluster-logs")).await {
@@ -223,6 +226,7 @@ pub async fn run_suite(
             out_dir: out_dir.clone(),
             node: opts.node.clone(),
             cluster_exits: opts.cluster_exits.clone(),
+            journal: opts.journal.clone(),
         };
         let (gate, slots, cancel) = (gate.clone(), slots.clone(), cancel.clone());
         let own = opts.own_clusters.clone().filter(|_| scenario.runs_alone());

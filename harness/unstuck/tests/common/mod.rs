@@ -164,6 +164,37 @@ pub async fn running_pod_with_volumes(client: &kube::Client, name: &str) -> Pod 
 }
 
 #[allow(dead_code)]
+/// Makes a cluster unstuck brought up count as someone else's: its
+/// marker, copied from another cluster, names a kube-system UID this one
+/// does not have. Returns the kubeconfig's context.
+pub async fn make_it_someone_elses(client: &kube::Client, kubeconfig: &std::path::Path) -> String {
+    let (context, server) =
+        unstuck::cluster::identity::kubeconfig_context(kubeconfig).expect("kubeconfig");
+    let (target, marked) =
+        unstuck::cluster::identity::identify(client, context.clone(), server.clone())
+            .await
+            .expect("identify");
+    assert!(
+        marked,
+        "no valid marker on a cluster unstuck brought up: {target}"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), unstuck::cluster::identity::MARKER_NAMESPACE);
+    cms.patch(
+        unstuck::cluster::identity::MARKER_NAME,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"data": {unstuck::cluster::identity::UID_KEY: "6f0c1a52-0000-4000-8000-000000000000"}})),
+    )
+    .await
+    .expect("giving the marker another cluster's UID");
+    let (_, marked) = unstuck::cluster::identity::identify(client, context.clone(), server)
+        .await
+        .expect("identify");
+    assert!(!marked, "a marker with another cluster's UID counted");
+    context
+}
+
+#[allow(dead_code)]
 pub fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("a valid object")
 }

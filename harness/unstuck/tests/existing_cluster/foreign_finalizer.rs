@@ -154,7 +154,7 @@ fn finalizers_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMe
 }
 
 pub async fn exercise(client: Client, kubeconfig: PathBuf, out: PathBuf) {
-    let context = super::make_it_someone_elses(&client, &kubeconfig).await;
+    let context = crate::common::make_it_someone_elses(&client, &kubeconfig).await;
     let (scenarios, fixtures) = write_scenario(&out);
     let runs = out.join("runs");
     let allow = format!("--allow-existing-cluster={context}");

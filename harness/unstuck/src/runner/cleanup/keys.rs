@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 /// The finalizer keys one manifest carries, as it was sent.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ManifestKeys {
     /// `metadata.finalizers` of the object itself.
     pub own: Vec<String>,

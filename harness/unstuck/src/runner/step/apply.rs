@@ -56,6 +56,10 @@ pub(super) async fn run(
         doc["metadata"]["name"] = serde_json::Value::String(name.clone());
         if let Some(ns) = &real_ns {
             doc["metadata"]["namespace"] = serde_json::Value::String(ns.clone());
+        } else {
+            // The run's mark on what outlives its namespaces: how a sweep
+            // after a SIGKILL tells the run's object from another of that name.
+            label_run(&mut doc, run.names.run());
         }
         let api = api_for(&run.ctx.client, &ar, &caps, real_ns.as_deref());
         let label = format!(
@@ -67,11 +71,21 @@ pub(super) async fn run(
         );
         let is_it = |c: &Created| c.kind == kind && c.namespace == real_ns && c.name == name;
         let ours = run.created.iter().find(|c| is_it(c)).map(|c| c.uid.clone());
+        let keys = cleanup::keys::manifest_keys(&doc);
+        if ours.is_none() {
+            run.journal(Some(&Created {
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                namespace: real_ns.clone(),
+                name: name.clone(),
+                uid: String::new(),
+                keys: keys.clone(),
+            }))?;
+        }
         let made =
             create::create_or_replace_ours(&api, &doc, &name, &label, ours.as_deref()).await?;
         let again = ours.is_some() && !made.replaced;
-        // The keys as sent: what cleanup may take off this UID again.
-        let keys = cleanup::keys::manifest_keys(&doc);
+        // The keys as sent (`keys`): what cleanup may take off this UID again.
         match run.created.iter_mut().find(|c| is_it(c)) {
             Some(c) => {
                 c.uid = made.uid;
@@ -88,6 +102,7 @@ pub(super) async fn run(
                 keys,
             }),
         }
+        run.journal(None)?;
         evidence.push(format!(
             "{} {label}",
             if made.replaced {
@@ -100,4 +115,13 @@ pub(super) async fn run(
         ));
     }
     Ok(evidence)
+}
+
+/// Labels `doc` as run `run`'s ([`crate::runner::journal::RUN_LABEL`]).
+fn label_run(doc: &mut serde_json::Value, run: &str) {
+    let meta = &mut doc["metadata"];
+    if !meta["labels"].is_object() {
+        meta["labels"] = serde_json::json!({});
+    }
+    meta["labels"][crate::runner::journal::RUN_LABEL] = serde_json::Value::String(run.to_owned());
 }

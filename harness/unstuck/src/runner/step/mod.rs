@@ -29,6 +29,8 @@ pub type Evidence = Vec<String>;
 /// Why a step failed, with what it was doing.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    #[error(transparent)]
+    Journal(#[from] crate::runner::journal::JournalError),
     #[error("creating namespace {name}: {}", crate::kube_error::text(source))]
     CreateNamespace { name: String, source: kube::Error },
     #[error(transparent)]

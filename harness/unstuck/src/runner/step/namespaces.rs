@@ -34,9 +34,21 @@ pub(in crate::runner) async fn create(run: &mut ScenarioRun<'_>) -> Result<(), S
         }
         made_here.push(real.clone());
         let obj: Namespace = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": real, "labels": {"unstuck.dev/scenario": run.scenario.name.as_str()}}
+            "metadata": {"name": real, "labels": {
+                "unstuck.dev/scenario": run.scenario.name.as_str(),
+                crate::runner::journal::RUN_LABEL: run.names.run(),
+            }}
         }))
         .expect("static namespace");
+        let about_to = Created {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: real.clone(),
+            uid: String::new(),
+            keys: Default::default(),
+        };
+        run.journal(Some(&about_to))?;
         let made = api
             .create(&Default::default(), &obj)
             .await
@@ -52,6 +64,7 @@ pub(in crate::runner) async fn create(run: &mut ScenarioRun<'_>) -> Result<(), S
             uid: made.metadata.uid.unwrap_or_default(),
             keys: Default::default(),
         });
+        run.journal(None)?;
     }
     for ns in made_here {
         default_service_account(run, &ns).await;

@@ -1,0 +1,174 @@
+//! A run killed on a cluster unstuck did not create (issue 26, item 7):
+//! `unstuck run --kubeconfig` writes down what a scenario is about to add
+//! before it adds it, so that after a SIGKILL `unstuck cluster gc
+//! --kubeconfig` removes it: here scenario 03's dead APIService, which
+//! blocks every namespace deletion in the cluster for as long as it is
+//! there, and the scenario's namespace behind it. The cluster is a real
+//! local one made to count as someone else's. Needs root and
+//! ci/setup.sh's components.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::{
+    api::core::v1::Namespace, kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+};
+use kube::{Api, Client, api::ListParams};
+
+mod common;
+
+const SCENARIO: &str = "dead-metrics-apiservice";
+const RUN_LABEL: &str = "unstuck.dev/run";
+
+/// Names of the run-labelled objects of `api`, with whether each is
+/// deleting.
+async fn labelled<K>(api: &Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default().labels(RUN_LABEL))
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .map(|o| o.meta().name.clone().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_gc_removes_what_a_killed_run_added_to_an_existing_cluster() {
+    let cluster = common::up(&common::cluster_name("it-killed-existing")).await;
+    let client: Client = cluster.client();
+    let kubeconfig = cluster.kubeconfig();
+    let context = common::make_it_someone_elses(&client, &kubeconfig).await;
+    let journals = std::env::temp_dir().join(format!("unstuck-journals-{}", std::process::id()));
+    let out = std::env::temp_dir().join(format!("unstuck-killed-existing-{}", std::process::id()));
+    let env = [("UNSTUCK_JOURNAL_DIR", journals.as_os_str())];
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let allow = format!("--allow-existing-cluster={context}");
+    let out_arg = out.to_string_lossy().into_owned();
+    let scenarios = common::repo_root().join("scenarios");
+    let fixtures = common::repo_root().join("fixtures");
+    let (scenarios, fixtures) = (
+        scenarios.to_string_lossy().into_owned(),
+        fixtures.to_string_lossy().into_owned(),
+    );
+    let run_args = |extra: &[&str]| -> Vec<String> {
+        [
+            "run",
+            "--kubeconfig",
+            &kc,
+            &allow,
+            "--filter",
+            SCENARIO,
+            "--scenarios",
+            &scenarios,
+            "--fixtures",
+            &fixtures,
+            "--out",
+            &out_arg,
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+    };
+
+    // Not named: refused, saying what it would add and how to allow it.
+    let args = run_args(&[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = common::unstuck_env(&args, &env);
+    let text = common::output_text(&o);
+    assert!(!o.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("--allow-cluster-wide={SCENARIO}"))
+            && text.contains("APIService v1beta1.metrics.k8s.io"),
+        "{text}"
+    );
+    let typo = run_args(&["--allow-cluster-wide=dead-metrics"]);
+    let typo: Vec<&str> = typo.iter().map(String::as_str).collect();
+    let o = common::unstuck_env(&typo, &env);
+    assert!(
+        !o.status.success()
+            && common::output_text(&o).contains("--allow-cluster-wide names no scenario"),
+        "{}",
+        common::output_text(&o)
+    );
+    assert!(
+        labelled(&Api::<APIService>::all(client.clone()))
+            .await
+            .is_empty()
+    );
+
+    // Named: it runs; killed once its APIService is there.
+    let named = run_args(&[&format!("--allow-cluster-wide={SCENARIO}")]);
+    let named: Vec<&str> = named.iter().map(String::as_str).collect();
+    let (mut child, _rx) = common::spawn_unstuck(&named, &env);
+    let apiservices = Api::<APIService>::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while labelled(&apiservices).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the scenario never created its APIService"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let left_apiservices = labelled(&apiservices).await;
+    assert!(
+        left_apiservices.iter().any(|n| n.contains(".metrics-")),
+        "{left_apiservices:?}"
+    );
+    assert!(
+        !labelled(&namespaces).await.is_empty(),
+        "no namespace of the run"
+    );
+    let written: Vec<_> = std::fs::read_dir(&journals)
+        .expect("a journal was written")
+        .flatten()
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+
+    // gc: everything the run added goes, and says so.
+    let o = common::unstuck_env(&["cluster", "gc", "--kubeconfig", &kc], &env);
+    let text = common::output_text(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("(scenario {SCENARIO})"))
+            && text.contains("APIService v1beta1.metrics-"),
+        "gc did not say what it removed:\n{text}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (a, n) = (labelled(&apiservices).await, labelled(&namespaces).await);
+        if a.is_empty() && n.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left after gc: APIServices {a:?}, namespaces {n:?}\n{text}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        std::fs::read_dir(&journals).unwrap().count(),
+        0,
+        "the journal outlived a clean gc"
+    );
+    // A second gc has nothing to do.
+    let o = common::unstuck_env(&["cluster", "gc", "--kubeconfig", &kc], &env);
+    assert!(
+        o.status.success() && common::output_text(&o).contains("nothing left by killed runs"),
+        "{}",
+        common::output_text(&o)
+    );
+
+    let _ = std::fs::remove_dir_all(&journals);
+    let _ = std::fs::remove_dir_all(&out);
+    let layout = cluster.layout().clone();
+    let report = cluster.down().await;
+    assert!(report.errors.is_empty(), "{report}");
+    assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
+}
