@@ -38,6 +38,8 @@ const ARG_VALUE: &str = "zq-arg-value-90e4f";
 const TEMPLATE_ENV_VALUE: &str = "zq-template-env-3b8a0";
 
 const SNAP_NS: &str = "it-snap-vendor";
+/// A namespace the incident has nothing to do with.
+const UNRELATED_NS: &str = "it-snap-payroll";
 /// A key nothing serves.
 const SNAP_KEY: &str = "vault.zq-gone.dev/protect";
 
@@ -215,6 +217,52 @@ async fn saved_snapshot_holds_no_planted_value(client: &Client, kc: &str, dir: &
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "mode {mode:o}");
+
+    // Scoped to the incident's namespace: what the diagnosis of that
+    // namespace read, nothing of a namespace nobody used (issue 26).
+    common::create_namespace(client, UNRELATED_NS).await;
+    let unrelated: Api<Deployment> = Api::namespaced(client.clone(), UNRELATED_NS);
+    unrelated
+        .create(
+            &pp,
+            &common::from_json(serde_json::json!({
+                "metadata": {"name": "ledger-batch"},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "ledger"}},
+                    "template": {"metadata": {"labels": {"app": "ledger"}},
+                        "spec": {"containers": [{"name": "c", "image": "ledger:1"}]}}}
+            })),
+        )
+        .await
+        .expect("an unrelated deployment");
+    let scoped_file = dir.join("vendor-scoped.json");
+    let scoped = common::unstuck(&[
+        "doctor",
+        "--kubeconfig",
+        kc,
+        "--stuck-after",
+        "1s",
+        "-n",
+        SNAP_NS,
+        "--save-snapshot",
+        scoped_file.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        scoped.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&scoped)
+    );
+    let scoped_text = std::fs::read_to_string(&scoped_file).expect("the scoped snapshot");
+    for expected in ["vendor-db", "vendor-settings", SNAP_KEY] {
+        assert!(
+            scoped_text.contains(expected),
+            "{expected} is not in the scoped snapshot"
+        );
+    }
+    assert!(
+        !scoped_text.contains(UNRELATED_NS) && !scoped_text.contains("ledger-batch"),
+        "the scoped snapshot holds {UNRELATED_NS}"
+    );
 
     // Never over an existing file, and said before any work.
     let second = common::unstuck(&[

@@ -41,6 +41,7 @@ pub mod owner;
 pub mod plan;
 pub mod redact;
 pub mod rejected;
+pub mod scoped;
 pub mod snapshot;
 pub mod starting;
 pub mod webhook;

@@ -215,7 +215,13 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     // confirmation is asked for.
     let looked = doctor::run(&client, &opts).await?;
     if let (Some(path), Some(round)) = (&args.save_snapshot, looked.rounds.first()) {
-        super::save_snapshot::write(path, &round.snapshot)?;
+        // `-n`: only what the diagnosis of those namespaces reads.
+        let saved = if args.namespaces.is_empty() {
+            round.snapshot.clone()
+        } else {
+            unstuck::core::doctor::scoped::scoped(&round.snapshot, &args.namespaces)
+        };
+        super::save_snapshot::write(path, &saved)?;
     }
     let looked_nodes = node_look(&client, &args, stuck_after.as_std()).await?;
 
