@@ -45,8 +45,14 @@ impl RunReport {
     pub fn passed(&self) -> usize {
         self.scenarios.iter().filter(|s| s.passed()).count()
     }
+    /// Scenarios that ran to a failing verdict (not the interrupted ones).
     pub fn failed(&self) -> usize {
-        self.scenarios.len() - self.passed()
+        self.scenarios.len() - self.passed() - self.interrupted()
+    }
+
+    /// Scenarios the run was stopped in the middle of: no verdict.
+    pub fn interrupted(&self) -> usize {
+        self.scenarios.iter().filter(|s| s.interrupted()).count()
     }
 
     /// Writes report.json, junit.xml and summary.md into `dir`.
@@ -87,9 +93,11 @@ impl RunReport {
                 .map_or(String::new(), |s| format!(", shard {s}"))
         ));
         suite.add_property(("cluster", self.cluster.as_str()));
-        // One class per version and provider: in a merged matrix, a
-        // scenario's cases on two versions are told apart.
-        let classname = format!(
+        // A class per scenario, its file's name, under a package per
+        // provider and version: a CI's history follows each scenario, and
+        // in a merged matrix a scenario's cases on two versions are told
+        // apart.
+        let package = format!(
             "unstuck.{}.{}",
             self.provider.name,
             self.k8s_version.replace('.', "_")
@@ -102,9 +110,22 @@ impl RunReport {
                     st.set_message(reason.clone());
                     st
                 }
+                // Not a verdict on the scenario: CI shows it skipped, with why.
+                Outcome::Interrupted { reason, .. } => {
+                    let mut st = TestCaseStatus::skipped();
+                    st.set_message(reason.clone());
+                    st
+                }
             };
+            let file = s
+                .scenario
+                .file
+                .file_stem()
+                .map(|f| f.to_string_lossy().replace('.', "_"))
+                .filter(|f| !f.is_empty())
+                .unwrap_or_else(|| s.name().to_owned());
             let mut case = TestCase::new(s.name(), status);
-            case.set_classname(classname.clone());
+            case.set_classname(format!("{package}.{file}"));
             case.set_time(Duration::from_millis(s.duration_ms as u64));
             case.set_system_out(evidence_text(s));
             suite.add_test_case(case);
@@ -116,9 +137,13 @@ impl RunReport {
     /// A Markdown table for `$GITHUB_STEP_SUMMARY` and the like.
     pub fn markdown(&self) -> String {
         let mut out = format!(
-            "## unstuck: {} passed, {} failed ({} on {}, provider {})\n\n| scenario | result | symptom observed | finding | remedy | recovered in |\n|---|---|---|---|---|---|\n",
+            "## unstuck: {} passed, {} failed{} ({} on {}, provider {})\n\n| scenario | result | symptom observed | finding | remedy | recovered in |\n|---|---|---|---|---|---|\n",
             self.passed(),
             self.failed(),
+            match self.interrupted() {
+                0 => String::new(),
+                n => format!(", {n} interrupted"),
+            },
             self.k8s_version,
             self.cluster,
             self.provider
@@ -132,6 +157,8 @@ impl RunReport {
                 },
                 if s.passed() {
                     "✅ passed"
+                } else if s.interrupted() {
+                    "⏹ interrupted"
                 } else {
                     "❌ failed"
                 },
@@ -145,8 +172,17 @@ impl RunReport {
             ));
         }
         for s in self.scenarios.iter().filter(|s| !s.passed()) {
-            if let Outcome::Failed { reason, .. } = &s.outcome {
-                out.push_str(&format!("\n**{}** failed: {}\n", s.name(), md_cell(reason)));
+            if let Some(reason) = s.outcome.reason() {
+                out.push_str(&format!(
+                    "\n**{}** {}: {}\n",
+                    s.name(),
+                    if s.interrupted() {
+                        "interrupted"
+                    } else {
+                        "failed"
+                    },
+                    md_cell(reason)
+                ));
             }
             for exit in &s.cluster_exits {
                 out.push_str(&format!("\n- meanwhile {}\n", md_cell(&exit.to_string())));
@@ -161,7 +197,13 @@ impl RunReport {
     pub fn terminal(&self) -> String {
         let mut out = String::new();
         for s in &self.scenarios {
-            let verdict = if s.passed() { "PASS" } else { "FAIL" };
+            let verdict = if s.passed() {
+                "PASS"
+            } else if s.interrupted() {
+                "STOP"
+            } else {
+                "FAIL"
+            };
             out.push_str(&format!(
                 "{verdict}  {}  ({:.1} s)\n",
                 s.name(),
@@ -193,7 +235,7 @@ impl RunReport {
                     s.time_to_detect_ms.unwrap_or(0) as f64 / 1000.0
                 ));
             }
-            if let Outcome::Failed { reason, .. } = &s.outcome {
+            if let Some(reason) = s.outcome.reason() {
                 out.push_str(&format!("      failure:   {reason}\n"));
             }
             for exit in &s.cluster_exits {
@@ -247,16 +289,26 @@ impl RunReport {
             out.push_str(&format!(
                 "{:<width$} {:<6} {:>10} {:>12} {:>9}\n",
                 s.name(),
-                if s.passed() { "pass" } else { "FAIL" },
+                if s.passed() {
+                    "pass"
+                } else if s.interrupted() {
+                    "STOP"
+                } else {
+                    "FAIL"
+                },
                 ms(s.time_to_detect_ms),
                 ms(s.time_to_recover_ms),
                 format!("{:.1} s", s.duration_ms as f64 / 1000.0)
             ));
         }
         out.push_str(&format!(
-            "{} passed, {} failed\n",
+            "{} passed, {} failed{}\n",
             self.passed(),
-            self.failed()
+            self.failed(),
+            match self.interrupted() {
+                0 => String::new(),
+                n => format!(", {n} interrupted"),
+            }
         ));
         out
     }
@@ -445,11 +497,41 @@ mod tests {
             suite(&xa).as_deref(),
             Some("unstuck scenarios (v1.34.4, provider local)")
         );
-        assert!(xa.contains("classname=\"unstuck.local.v1_34_4\""), "{xa}");
+        // A class per scenario file, under the provider and version.
+        assert!(
+            xa.contains("classname=\"unstuck.local.v1_34_4.10\""),
+            "{xa}"
+        );
         assert!(
             xb.contains("<property name=\"cluster\" value=\"local cluster &apos;run-y&apos;\"/>"),
             "{xb}"
         );
+    }
+
+    #[test]
+    fn an_interrupted_scenario_is_skipped_with_why_and_not_counted_as_failed() {
+        let mut r = run_with(Vec::new());
+        let mut stopped = r.scenarios[0].clone();
+        stopped.scenario.name = "orphan-finalizer-configmap".into();
+        stopped.scenario.file = "/s/01-orphan-finalizer-configmap.yaml".into();
+        stopped.outcome = Outcome::Interrupted {
+            step: 3,
+            reason: "the run was interrupted".into(),
+        };
+        r.scenarios.push(stopped);
+        assert_eq!((r.passed(), r.failed(), r.interrupted()), (1, 0, 1));
+        let x = r.junit().unwrap();
+        assert!(
+            x.contains("skipped=\"1\"") && x.contains("failures=\"0\""),
+            "{x}"
+        );
+        assert!(
+            x.contains("classname=\"unstuck.local.v1_34_4.01-orphan-finalizer-configmap\""),
+            "{x}"
+        );
+        assert!(x.contains("the run was interrupted"), "{x}");
+        assert!(r.markdown().contains("1 passed, 0 failed, 1 interrupted"));
+        assert!(r.terminal().contains("STOP  orphan-finalizer-configmap"));
     }
 
     #[test]

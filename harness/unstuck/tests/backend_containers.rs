@@ -191,7 +191,26 @@ fn sigint_leaves_nothing(tag: &str, file: &str) {
     let _ = std::fs::remove_dir_all(&scenarios);
     assert!(!status.success(), "an interrupted run must not pass");
     assert!(left.is_empty(), "left behind after SIGINT: {left:?}");
+    // Its reports are written, the scenario skipped with why, not failed.
+    let junit = junit_of(&scenarios.with_extension("out"));
     let _ = std::fs::remove_dir_all(scenarios.with_extension("out"));
+    assert!(
+        junit.contains("skipped=\"1\"") && junit.contains("failures=\"0\""),
+        "{junit}"
+    );
+    assert!(junit.contains("interrupted"), "{junit}");
+}
+
+/// The junit.xml of the one run under `out` (in its time-stamped folder).
+fn junit_of(out: &std::path::Path) -> String {
+    let run = std::fs::read_dir(out)
+        .expect("the run's output folder")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no run folder in {}", out.display()));
+    std::fs::read_to_string(run.join("junit.xml"))
+        .unwrap_or_else(|e| panic!("no junit.xml in {}: {e}", run.display()))
 }
 
 /// `--out` relative to where unstuck runs, as ci/main.sh gives it: the

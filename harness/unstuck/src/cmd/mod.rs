@@ -48,7 +48,7 @@ pub fn show_matrix(
     for f in files {
         eprintln!("[unstuck] wrote {}", f.display());
     }
-    if matrix.failed() == 0 {
+    if matrix.failed() == 0 && matrix.interrupted() == 0 {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::FAILURE

@@ -17,7 +17,9 @@ pub const RUN_EXIT_CODES_HELP: &str = "Exit codes:
        a scenario file that does not load, no cluster); the reports say which
   2    usage: the command line is wrong
   130  interrupted twice (Ctrl-C): cleanup was cut short; `unstuck cluster gc`
-       removes what is left. Interrupted once, the run cleans up and exits 1";
+       removes what is left. Interrupted once, the run cleans up and exits 1;
+       the scenarios it stopped are reported interrupted (JUnit: skipped,
+       with why), not failed";
 
 #[derive(clap::Args)]
 #[command(after_help = RUN_EXIT_CODES_HELP)]
@@ -168,7 +170,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     for f in files {
         eprintln!("[unstuck] wrote {}", f.display());
     }
-    Ok(if report.failed() == 0 {
+    // An interrupted scenario has no verdict: not a pass.
+    Ok(if report.failed() == 0 && report.interrupted() == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -57,6 +57,11 @@ impl MatrixReport {
         self.runs.iter().map(RunReport::failed).sum()
     }
 
+    /// Scenarios stopped with the run, over every version.
+    pub fn interrupted(&self) -> usize {
+        self.runs.iter().map(RunReport::interrupted).sum()
+    }
+
     fn find<'a>(run: &'a RunReport, scenario: &str) -> Option<&'a ScenarioReport> {
         run.scenarios.iter().find(|s| s.name() == scenario)
     }
@@ -143,9 +148,13 @@ impl MatrixReport {
             }
         }
         out.push_str(&format!(
-            "{} passed, {} failed\n",
+            "{} passed, {} failed{}\n",
             self.runs.iter().map(RunReport::passed).sum::<usize>(),
-            self.failed()
+            self.failed(),
+            match self.interrupted() {
+                0 => String::new(),
+                n => format!(", {n} interrupted"),
+            }
         ));
         out
     }

@@ -23,6 +23,22 @@ pub enum Outcome {
         step: usize,
         reason: String,
     },
+    /// The run was stopped (Ctrl-C, SIGTERM) while this scenario ran: no
+    /// verdict on it. Its cleanup ran. `step` as for `Failed`.
+    Interrupted {
+        step: usize,
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// Why it did not pass, when it did not.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Passed => None,
+            Outcome::Failed { reason, .. } | Outcome::Interrupted { reason, .. } => Some(reason),
+        }
+    }
 }
 
 /// One step as it ran.
@@ -106,6 +122,11 @@ impl ScenarioReport {
 
     pub fn passed(&self) -> bool {
         self.outcome == Outcome::Passed
+    }
+
+    /// Stopped with the run, no verdict ([`Outcome::Interrupted`]).
+    pub fn interrupted(&self) -> bool {
+        matches!(self.outcome, Outcome::Interrupted { .. })
     }
 
     /// A report for a scenario that never produced one of its own (its

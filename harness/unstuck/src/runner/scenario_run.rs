@@ -126,17 +126,19 @@ impl ScenarioRun<'_> {
                 }
             }
         };
-        let stopped = tokio::select! {
-            r = tokio::time::timeout(deadline, self.steps()) => match r {
-                Ok(outcome) => return outcome,
-                Err(_) => format!("the scenario's {timeout} timeout ran out"),
-            },
-            _ = interrupted => "interrupted".to_string(),
-        };
         // The step that was running when time ran out or the run was stopped.
-        Outcome::Failed {
-            step: self.report.steps.len() + 1,
-            reason: stopped,
+        tokio::select! {
+            r = tokio::time::timeout(deadline, self.steps()) => match r {
+                Ok(outcome) => outcome,
+                Err(_) => Outcome::Failed {
+                    step: self.report.steps.len() + 1,
+                    reason: format!("the scenario's {timeout} timeout ran out"),
+                },
+            },
+            _ = interrupted => Outcome::Interrupted {
+                step: self.report.steps.len() + 1,
+                reason: "the run was interrupted (Ctrl-C or SIGTERM) while this scenario ran; its cleanup ran".to_string(),
+            },
         }
     }
 
