@@ -425,3 +425,48 @@ fn completion_scripts_load_and_know_the_doctors_flags() {
         stderr(&bad)
     );
 }
+
+/// A run that fails before its first scenario (here: no components for
+/// the version) still writes its reports, each scenario failed at step 0
+/// with the reason: CI reads them.
+#[test]
+fn a_run_that_cannot_start_still_writes_its_reports() {
+    let out = std::env::temp_dir().join(format!("unstuck-unstarted-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let (scenarios, fixtures) = (
+        common::repo_root().join("scenarios"),
+        common::repo_root().join("fixtures"),
+    );
+    let o = unstuck(
+        &[
+            "run",
+            "--scenarios",
+            scenarios.to_str().unwrap(),
+            "--fixtures",
+            fixtures.to_str().unwrap(),
+            "--k8s-version",
+            "v1.99.0",
+            "--filter",
+            "orphan-finalizer-configmap",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let run = std::fs::read_dir(&out)
+        .expect("the run folder")
+        .flatten()
+        .next()
+        .expect("one run")
+        .path();
+    let junit = std::fs::read_to_string(run.join("junit.xml")).expect("junit.xml");
+    let summary = std::fs::read_to_string(run.join("summary.md")).expect("summary.md");
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(junit.contains("failures=\"1\""), "{junit}");
+    assert!(
+        junit.contains("the run could not start") && junit.contains("v1.99.0"),
+        "{junit}"
+    );
+    assert!(summary.contains("0 passed, 1 failed"), "{summary}");
+}

@@ -155,15 +155,23 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     } else if versions.len() > 1 {
         return matrix_run(&args, &versions, scenarios, &out_dir, fixtures, cancel_rx).await;
     } else {
-        provider_suite(
+        match provider_suite(
             &args,
             &versions[0],
-            scenarios,
+            scenarios.clone(),
             &out_dir,
             fixtures,
             cancel_rx,
         )
-        .await?
+        .await
+        {
+            Ok(report) => report,
+            Err(e) => {
+                // CI reads the reports: they say why nothing ran.
+                unstarted(&args, &versions[0], &scenarios, &out_dir, &e);
+                return Err(e);
+            }
+        }
     };
     let files = report.write_all(&out_dir).context("writing reports")?;
     print!("{}", report.terminal());
@@ -176,6 +184,45 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Writes the reports of a run that failed before its first scenario (no
+/// cluster, say): every scenario failed at step 0 with that reason.
+fn unstarted(
+    args: &RunArgs,
+    version: &str,
+    scenarios: &[unstuck::core::scenario::Scenario],
+    out_dir: &std::path::Path,
+    error: &anyhow::Error,
+) {
+    let reason = format!("the run could not start: {error:#}");
+    let report = unstuck::report::RunReport {
+        started_at: k8s_openapi::jiff::Timestamp::now().to_string(),
+        cluster: format!("none ({reason})"),
+        k8s_version: version.to_owned(),
+        provider: unstuck::cluster::provider::ProviderInfo {
+            name: args.provider,
+            node_image: None,
+        },
+        shard: args.shard.as_ref().map(|s| s.to_string()),
+        duration_ms: 0,
+        scenarios: scenarios
+            .iter()
+            .map(|s| {
+                unstuck::runner::ScenarioReport::lost(
+                    s,
+                    out_dir.join(s.name.as_str()),
+                    reason.clone(),
+                )
+            })
+            .collect(),
+    };
+    match report.write_all(out_dir) {
+        Ok(files) => files
+            .iter()
+            .for_each(|f| eprintln!("[unstuck] wrote {}", f.display())),
+        Err(e) => eprintln!("[unstuck] writing the reports of a run that did not start: {e}"),
+    }
 }
 
 /// The suite once per Kubernetes version, each on throwaway clusters of
