@@ -1,0 +1,97 @@
+//! The doctor from its image (issue 29): `unstuck.local/unstuck:dev`,
+//! built offline by ci/images/unstuck.sh (a static binary `FROM
+//! scratch`), run with `docker run` the way an SRE without Rust would,
+//! against a real local cluster: it says which cluster it is on, finds
+//! an orphaned finalizer, and with `--apply --yes` the object is gone.
+//! Needs root, Docker and the image (CI builds it).
+
+use std::{path::Path, process::Command, time::Duration};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+
+mod common;
+
+const IMAGE: &str = "unstuck.local/unstuck:dev";
+const NS: &str = "it-image";
+const KEY: &str = "example.com/left-by-uninstalled-operator";
+
+/// `docker run` of the image with the cluster's directory (its kubeconfig
+/// names its certificates by path) mounted where it is.
+fn in_image(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    let dir = kubeconfig.parent().expect("the cluster's directory");
+    let mount = format!("{0}:{0}:ro", dir.display());
+    Command::new("docker")
+        .args(["run", "--rm", "--network", "host", "-v", &mount, IMAGE])
+        .args(args)
+        .output()
+        .expect("docker runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_doctor_finds_and_frees_a_stuck_object() {
+    let o = Command::new("docker")
+        .args(["run", "--rm", IMAGE, "--version"])
+        .output()
+        .expect("docker runs");
+    let version = common::output_text(&o);
+    assert!(
+        o.status.success() && version.contains(unstuck::components::DEFAULT_K8S_VERSION),
+        "{version}"
+    );
+
+    let cluster = common::up(&common::cluster_name("it-image")).await;
+    let client = cluster.client();
+    let kubeconfig = cluster.kubeconfig();
+    let kc = kubeconfig.to_str().unwrap();
+    common::create_namespace(&client, NS).await;
+    common::held_configmap(&client, NS, "settings", KEY).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let look = in_image(
+        &kubeconfig,
+        &[
+            "doctor",
+            "--kubeconfig",
+            kc,
+            "-n",
+            NS,
+            "--stuck-after",
+            "1s",
+        ],
+    );
+    let text = common::output_text(&look);
+    assert_eq!(look.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("OrphanFinalizer") && text.contains(&format!("{NS}/settings")),
+        "the image's doctor did not find it:\n{text}"
+    );
+    assert!(text.contains("kube-system"), "no target line:\n{text}");
+
+    let apply = in_image(
+        &kubeconfig,
+        &[
+            "doctor",
+            "--kubeconfig",
+            kc,
+            "-n",
+            NS,
+            "--stuck-after",
+            "1s",
+            "--apply",
+            "--yes",
+        ],
+    );
+    let text = common::output_text(&apply);
+    assert_eq!(apply.status.code(), Some(0), "{text}");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    assert!(
+        cms.get_opt("settings").await.unwrap().is_none(),
+        "still there after the image's --apply:\n{text}"
+    );
+
+    let layout = cluster.layout().clone();
+    let report = cluster.down().await;
+    assert!(report.errors.is_empty(), "{report}");
+    assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
+}
