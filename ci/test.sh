@@ -34,10 +34,6 @@ step "ci/images/backend.sh" bash ci/images/backend.sh
 # with a Kubernetes build), 3 s to make the image, under a second when
 # current.
 step "ci/images/registry.sh" bash ci/images/registry.sh
-# unstuck's own image (the doctor for a machine with Docker and no Rust;
-# tests/doctor_image.rs): a static release build in a target dir kept in
-# ~/.cache/unstuck, so a fresh clone rebuilds only the workspace's crates.
-step "ci/images/unstuck.sh" bash ci/images/unstuck.sh
 echo "[test] cargo fmt --check" >&2
 step "cargo fmt --check" cargo fmt --all -- --check
 echo "[test] cargo clippy" >&2

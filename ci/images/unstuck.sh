@@ -9,11 +9,15 @@
 #
 #   ci/images/unstuck.sh          build if the binary changed
 #   UNSTUCK_IMAGE=TAG ci/images/unstuck.sh   another tag
+#   UNSTUCK_IMAGE_BINARY=PATH ci/images/unstuck.sh   that binary instead of
+#     a static release build (a dynamic one gets its shared libraries and
+#     their loader copied beside it): what tests/doctor_image.rs does with
+#     the binary the test build made, so CI compiles nothing more for it
 #
-# Its cargo target directory lives in the cache (~/.cache/unstuck), not in
-# the checkout: a fresh clone then rebuilds only the workspace's own
-# crates (measured here: about 3 min; the first build, dependencies
-# included, about 9 min on 2 cores).
+# The release build's target directory lives in the cache
+# (~/.cache/unstuck), not in the checkout: a fresh clone then rebuilds
+# only the workspace's own crates. The first build, dependencies
+# included, took 11 min here (2 cores, beside a suite run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -24,9 +28,13 @@ IMAGE="${UNSTUCK_IMAGE:-unstuck.local/unstuck:dev}"
 TARGET=x86_64-unknown-linux-gnu
 TARGET_DIR="${UNSTUCK_IMAGE_TARGET_DIR:-$HOME/.cache/unstuck/target-image}"
 start=$(date +%s)
-RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --release --locked \
-  -p unstuck --bin unstuck --target "$TARGET" --target-dir "$TARGET_DIR"
-bin="$TARGET_DIR/$TARGET/release/unstuck"
+if [ -n "${UNSTUCK_IMAGE_BINARY:-}" ]; then
+  bin="$UNSTUCK_IMAGE_BINARY"
+else
+  RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --release --locked \
+    -p unstuck --bin unstuck --target "$TARGET" --target-dir "$TARGET_DIR"
+  bin="$TARGET_DIR/$TARGET/release/unstuck"
+fi
 digest="$(sha256sum "$bin" | cut -c1-16)"
 have="$(docker image inspect --format '{{index .Config.Labels "dev.unstuck.binary"}}' "$IMAGE" 2>/dev/null || true)"
 if [ "$have" = "$digest" ]; then
@@ -41,10 +49,22 @@ strip "$work/unstuck" 2>/dev/null || true
 mkdir -p "$work/rootfs/tmp" "$work/rootfs/work"
 chmod 1777 "$work/rootfs/tmp"
 cp "$work/unstuck" "$work/rootfs/unstuck"
+# A dynamic binary: its libraries and loader, at the paths it looks in.
+libs=()
+while read -r path; do
+  [ -n "$path" ] || continue
+  mkdir -p "$work/rootfs/$(dirname "$path")"
+  cp -L "$path" "$work/rootfs/$path"
+  libs+=("$path")
+done < <(ldd "$work/unstuck" 2>/dev/null | sed -nE 's/.*=> (\/[^ ]+) .*/\1/p; s/^[[:space:]]*(\/[^ ]+) \(0x.*/\1/p')
+copy_libs=""
+for d in $(printf '%s\n' "${libs[@]+"${libs[@]}"}" | cut -d/ -f2 | sort -u); do
+  copy_libs+="COPY $d /$d"$'\n'
+done
 cat > "$work/rootfs/Dockerfile" <<DOCKERFILE
 FROM scratch
 COPY unstuck /unstuck
-COPY tmp /tmp
+${copy_libs}COPY tmp /tmp
 COPY work /work
 ENV HOME=/work TMPDIR=/tmp
 WORKDIR /work

@@ -1,9 +1,9 @@
-//! The doctor from its image (issue 29): `unstuck.local/unstuck:dev`,
-//! built offline by ci/images/unstuck.sh (a static binary `FROM
-//! scratch`), run with `docker run` the way an SRE without Rust would,
-//! against a real local cluster: it says which cluster it is on, finds
-//! an orphaned finalizer, and with `--apply --yes` the object is gone.
-//! Needs root, Docker and the image (CI builds it).
+//! The doctor from its image (issue 29): ci/images/unstuck.sh makes it
+//! (`FROM scratch`; here from the binary this test build made, with its
+//! shared libraries, so CI compiles nothing more), and it runs with
+//! `docker run` the way an SRE without Rust would, against a real local
+//! cluster: it says which cluster it is on, finds an orphaned finalizer,
+//! and with `--apply --yes` the object is gone. Needs root and Docker.
 
 use std::{path::Path, process::Command, time::Duration};
 
@@ -12,17 +12,39 @@ use kube::Api;
 
 mod common;
 
-const IMAGE: &str = "unstuck.local/unstuck:dev";
 const NS: &str = "it-image";
 const KEY: &str = "example.com/left-by-uninstalled-operator";
 
+/// The image of this test process, removed when dropped.
+struct Image(String);
+
+impl Image {
+    fn build() -> Self {
+        let tag = format!("unstuck.local/unstuck:test-{}", std::process::id());
+        let o = Command::new("bash")
+            .arg(common::repo_root().join("ci/images/unstuck.sh"))
+            .env("UNSTUCK_IMAGE_BINARY", env!("CARGO_BIN_EXE_unstuck"))
+            .env("UNSTUCK_IMAGE", &tag)
+            .output()
+            .expect("bash runs");
+        assert!(o.status.success(), "{}", common::output_text(&o));
+        Image(tag)
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
+    }
+}
+
 /// `docker run` of the image with the cluster's directory (its kubeconfig
 /// names its certificates by path) mounted where it is.
-fn in_image(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+fn in_image(image: &Image, kubeconfig: &Path, args: &[&str]) -> std::process::Output {
     let dir = kubeconfig.parent().expect("the cluster's directory");
     let mount = format!("{0}:{0}:ro", dir.display());
     Command::new("docker")
-        .args(["run", "--rm", "--network", "host", "-v", &mount, IMAGE])
+        .args(["run", "--rm", "--network", "host", "-v", &mount, &image.0])
         .args(args)
         .output()
         .expect("docker runs")
@@ -30,8 +52,9 @@ fn in_image(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_doctor_finds_and_frees_a_stuck_object() {
+    let image = Image::build();
     let o = Command::new("docker")
-        .args(["run", "--rm", IMAGE, "--version"])
+        .args(["run", "--rm", &image.0, "--version"])
         .output()
         .expect("docker runs");
     let version = common::output_text(&o);
@@ -49,6 +72,7 @@ async fn the_image_doctor_finds_and_frees_a_stuck_object() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let look = in_image(
+        &image,
         &kubeconfig,
         &[
             "doctor",
@@ -69,6 +93,7 @@ async fn the_image_doctor_finds_and_frees_a_stuck_object() {
     assert!(text.contains("kube-system"), "no target line:\n{text}");
 
     let apply = in_image(
+        &image,
         &kubeconfig,
         &[
             "doctor",
