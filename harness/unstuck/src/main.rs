@@ -129,6 +129,9 @@ enum ClusterCommand {
         /// A cluster unstuck did not create, where runs were killed.
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
+        /// The --kubeconfig context to use instead of its current one.
+        #[arg(long, requires = "kubeconfig")]
+        context: Option<String>,
     },
 }
 
@@ -276,12 +279,17 @@ async fn cluster(command: ClusterCommand) -> Result<ExitCode> {
         }
         ClusterCommand::Gc {
             kubeconfig: Some(kubeconfig),
-        } => Ok(if cmd::gc_existing::gc(&kubeconfig).await? {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        }),
-        ClusterCommand::Gc { kubeconfig: None } => {
+            context,
+        } => Ok(
+            if cmd::gc_existing::gc(&kubeconfig, context.as_deref()).await? {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            },
+        ),
+        ClusterCommand::Gc {
+            kubeconfig: None, ..
+        } => {
             let mut failed = !unstuck::containers::gc().await;
             for p in all() {
                 match p.sweep_stale().await {

@@ -470,3 +470,32 @@ fn a_run_that_cannot_start_still_writes_its_reports() {
     );
     assert!(summary.contains("0 passed, 1 failed"), "{summary}");
 }
+
+/// `run` and `cluster gc` take `--context` as kubectl does: a context the
+/// kubeconfig does not have is an error that lists the ones it has.
+#[test]
+fn a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has() {
+    let path = std::env::temp_dir().join(format!("unstuck-ctx-{}.yaml", std::process::id()));
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\ncurrent-context: staging\n\
+         clusters:\n- name: s\n  cluster: {server: 'https://127.0.0.1:1'}\n- name: p\n  cluster: {server: 'https://127.0.0.1:2'}\n\
+         contexts:\n- name: staging\n  context: {cluster: s, user: u}\n- name: prod\n  context: {cluster: p, user: u}\n\
+         users:\n- name: u\n  user: {token: t}\n",
+    )
+    .unwrap();
+    let kc = path.to_str().unwrap();
+    for args in [
+        vec!["run", "--kubeconfig", kc, "--context", "prd"],
+        vec!["cluster", "gc", "--kubeconfig", kc, "--context", "prd"],
+    ] {
+        let o = unstuck(&args, &[]);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("no context 'prd'") && err.contains("staging, prod"),
+            "{args:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+}

@@ -74,16 +74,35 @@ impl std::fmt::Display for Target {
 
 /// The current context of a kubeconfig and its cluster's server.
 pub fn kubeconfig_context(path: &Path) -> Result<(String, String), IdentityError> {
+    kubeconfig_context_named(path, None)
+}
+
+/// Context `name` of a kubeconfig (its current one when `None`, as
+/// `kubectl --context`) and its cluster's server.
+pub fn kubeconfig_context_named(
+    path: &Path,
+    name: Option<&str>,
+) -> Result<(String, String), IdentityError> {
     let err = |message: String| IdentityError::Kubeconfig {
         path: path.display().to_string(),
         message,
     };
     let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
-    let context = kc
-        .current_context
-        .clone()
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| err("it has no current-context".into()))?;
+    let context = match name {
+        Some(n) if kc.contexts.iter().any(|c| c.name == n) => n.to_owned(),
+        Some(n) => {
+            let have: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+            return Err(err(format!(
+                "it has no context '{n}' (it has: {})",
+                have.join(", ")
+            )));
+        }
+        None => kc
+            .current_context
+            .clone()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| err("it has no current-context".into()))?,
+    };
     let cluster = kc
         .contexts
         .iter()

@@ -11,11 +11,11 @@ use unstuck::runner::journal::{self, Swept};
 
 /// Sweeps the cluster `kubeconfig` names; whether everything recorded is
 /// gone.
-pub async fn gc(kubeconfig: &Path) -> Result<bool> {
+pub async fn gc(kubeconfig: &Path, context: Option<&str>) -> Result<bool> {
     use unstuck::cluster::{identity, local};
-    let (context, server) = identity::kubeconfig_context(kubeconfig)
+    let (context, server) = identity::kubeconfig_context_named(kubeconfig, context)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let client = local::client_for(kubeconfig)
+    let client = local::client_for_context(kubeconfig, Some(&context))
         .await
         .with_context(|| format!("connecting with {}", kubeconfig.display()))?;
     let (target, _) = identity::identify(&client, context, server)

@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// Run against an existing cluster instead of a throwaway one.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// The --kubeconfig context to use instead of its current one (as
+    /// `kubectl --context`); --allow-existing-cluster must name it.
+    #[arg(long, requires = "kubeconfig")]
+    context: Option<String>,
     /// Lets scenarios create, break and repair objects on a --kubeconfig
     /// cluster unstuck did not create; the value must be that
     /// kubeconfig's current context, exactly.
@@ -91,7 +95,14 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     }
     // Before anything else: which cluster, and may it be changed.
     let existing = match &args.kubeconfig {
-        Some(path) => Some(guard_existing(path, args.allow_existing_cluster.as_deref()).await?),
+        Some(path) => Some(
+            guard_existing(
+                path,
+                args.context.as_deref(),
+                args.allow_existing_cluster.as_deref(),
+            )
+            .await?,
+        ),
         None => None,
     };
     let versions = unstuck::report::matrix::parse_versions(

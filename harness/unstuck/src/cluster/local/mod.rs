@@ -246,12 +246,25 @@ impl LocalCluster {
 
 /// A kube client for a kubeconfig file.
 pub async fn client_for(path: &Path) -> Result<Client, ClusterError> {
+    client_for_context(path, None).await
+}
+
+/// [`client_for`] with context `context` of the kubeconfig (its current
+/// one when `None`).
+pub async fn client_for_context(
+    path: &Path,
+    context: Option<&str>,
+) -> Result<Client, ClusterError> {
     let kubeconfig = |source| ClusterError::Kubeconfig {
         path: path.to_path_buf(),
         source,
     };
     let kc = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &options)
         .await
         .map_err(kubeconfig)?;
     client_from_config(cfg).map_err(|source| ClusterError::Client {

@@ -110,6 +110,7 @@ pub(super) async fn existing_suite(
 /// unless unstuck made it or `allowed` names its context.
 pub(super) async fn guard_existing(
     path: &std::path::Path,
+    context: Option<&str>,
     allowed: Option<&str>,
 ) -> Result<(kube::Client, unstuck::cluster::identity::Target)> {
     use unstuck::cluster::identity;
@@ -120,8 +121,11 @@ pub(super) async fn guard_existing(
             path.display()
         )
     };
-    let (context, server) = identity::kubeconfig_context(path).map_err(|e| unknown(&e))?;
-    let client = local::client_for(path).await.map_err(|e| unknown(&e))?;
+    let (context, server) =
+        identity::kubeconfig_context_named(path, context).map_err(|e| unknown(&e))?;
+    let client = local::client_for_context(path, Some(&context))
+        .await
+        .map_err(|e| unknown(&e))?;
     let (target, marked) = identity::identify(&client, context, server)
         .await
         .map_err(|e| unknown(&e))?;
