@@ -16,6 +16,7 @@ pub mod kube_error;
 pub mod node;
 pub mod report;
 pub mod runner;
+pub mod style;
 pub mod wait;
 
 pub use unstuck_core as core;

@@ -37,6 +37,9 @@ fn long_version() -> &'static str {
     about = "Inject, detect and recover Kubernetes objects stuck in Terminating"
 )]
 struct Cli {
+    /// Colour on a terminal: auto (unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = unstuck::style::ColorChoice::Auto)]
+    color: unstuck::style::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -148,7 +151,9 @@ pub async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    unstuck::style::init(cli.color);
+    match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

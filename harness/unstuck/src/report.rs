@@ -198,11 +198,11 @@ impl RunReport {
         let mut out = String::new();
         for s in &self.scenarios {
             let verdict = if s.passed() {
-                "PASS"
+                crate::style::good("PASS")
             } else if s.interrupted() {
-                "STOP"
+                crate::style::note("STOP")
             } else {
-                "FAIL"
+                crate::style::bad("FAIL")
             };
             out.push_str(&format!(
                 "{verdict}  {}  ({:.1} s)\n",

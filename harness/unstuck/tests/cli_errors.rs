@@ -462,7 +462,31 @@ fn a_run_that_cannot_start_still_writes_its_reports() {
         .path();
     let junit = std::fs::read_to_string(run.join("junit.xml")).expect("junit.xml");
     let summary = std::fs::read_to_string(run.join("summary.md")).expect("summary.md");
+    // Its report read back, with colour forced on and off (`--color`).
+    let merged = out.join("merged");
+    let merged = merged.to_str().unwrap();
+    let painted = |color: &str| {
+        let o = unstuck(
+            &[
+                "--color",
+                color,
+                "report",
+                "merge",
+                run.to_str().unwrap(),
+                "--out",
+                merged,
+            ],
+            &[],
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let (always, never) = (painted("always"), painted("never"));
     let _ = std::fs::remove_dir_all(&out);
+    assert!(always.contains("\x1b[1;31mFAIL\x1b[0m"), "{always:?}");
+    assert!(
+        never.contains("FAIL  orphan-finalizer-configmap") && !never.contains('\x1b'),
+        "{never:?}"
+    );
     assert!(junit.contains("failures=\"1\""), "{junit}");
     assert!(
         junit.contains("the run could not start") && junit.contains("v1.99.0"),

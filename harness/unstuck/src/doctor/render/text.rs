@@ -106,7 +106,13 @@ impl Writer {
                     f.number, f.kind, f.subject, f.summary
                 );
             } else {
-                let _ = writeln!(self.o, "  #{} {}: {}", f.number, f.kind, f.summary);
+                let _ = writeln!(
+                    self.o,
+                    "  #{} {}: {}",
+                    f.number,
+                    crate::style::strong(&f.kind),
+                    f.summary
+                );
             }
             // The owner verdict's evidence alone runs to 1,500 characters:
             // a person reads the start, the JSON keeps all.
@@ -159,11 +165,19 @@ impl Writer {
 
     fn nodes(&mut self, v: &View) {
         for n in &v.node {
+            let outcome = if self.md {
+                n.outcome.clone()
+            } else {
+                match n.outcome.as_str() {
+                    "Recovered" | "NotStuck" | "PodNotFound" => crate::style::good(&n.outcome),
+                    "NotShown" | "StepNotShown" | "DryRun" => crate::style::note(&n.outcome),
+                    _ => crate::style::bad(&n.outcome),
+                }
+            };
             self.heading(&format!(
-                "node {}: pod {} -> {}{}",
+                "node {}: pod {} -> {outcome}{}",
                 n.node,
                 n.pod,
-                n.outcome,
                 if n.force_used { " (FORCE DELETED)" } else { "" }
             ));
             if let Some(s) = &n.summary {
