@@ -14,7 +14,10 @@
 //! workload outside kube-system; RBAC, writes and events kept), as a
 //! management cluster's controller would act: a key whose owner was
 //! `Alive` inside and turns `Dead` outside counts as a live owner judged
-//! `Dead`.
+//! `Dead`. (An owner `Unknown` inside, not shown running, is not counted
+//! live once moved: the first version of this line did, and its one
+//! "live owner judged Dead" was a crash-looping operator with no RBAC of
+//! its own, which can act neither inside nor outside.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -257,7 +260,11 @@ pub async fn run() {
     let live = live_keys(&scenarios);
     println!("finalizer owner verdicts (issue 17):");
     recorded_verdicts(&root, &live);
-    scenario_verdicts(&root, &scenarios, &live).await;
+    // `UNSTUCK_BENCH_OWNERS_SCENARIOS=0`: the recordings only (seconds,
+    // where the scenarios take ten minutes).
+    if std::env::var("UNSTUCK_BENCH_OWNERS_SCENARIOS").as_deref() != Ok("0") {
+        scenario_verdicts(&root, &scenarios, &live).await;
+    }
 }
 
 /// Part 1: every recorded snapshot, as recorded and with its names taken
@@ -297,12 +304,13 @@ fn recorded_verdicts(root: &std::path::Path, live: &BTreeMap<String, BTreeSet<St
             |_| true,
             &mut nameless,
         );
-        // An owner alive in the cluster, moved out of it, is still live.
-        let mut moved = keys.clone();
-        moved.extend(alive_keys(&s));
+        // An owner shown running in the cluster (`Alive`), moved out of
+        // it, is still live. (A scenario's live key whose owner was not
+        // shown running inside, say a crash-looping operator with no
+        // rights of its own, is no running owner once moved either.)
         tally(
             &moved_outside(&s),
-            &moved,
+            &alive_keys(&s),
             &format!("{stem} (owners outside)"),
             |_| true,
             &mut outside,
