@@ -123,7 +123,7 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
     .await;
     interrupter.await.unwrap();
     assert!(
-        matches!(&interrupted.outcome, Outcome::Failed { reason, .. } if reason == "interrupted"),
+        matches!(&interrupted.outcome, Outcome::Interrupted { reason, .. } if reason.contains("interrupted")),
         "{:?}",
         interrupted.outcome
     );

@@ -197,9 +197,23 @@ pub async fn sweep(client: &Client, dir: &Path, cluster: &str) -> Vec<Swept> {
 async fn resolve_pending(client: &Client, record: &Record) -> (Vec<Created>, Vec<String>) {
     let mut created = Vec::new();
     let mut not_ours = Vec::new();
+    let namespaces: Vec<&str> = record
+        .created
+        .iter()
+        .filter(|c| c.kind == "Namespace")
+        .map(|c| c.name.as_str())
+        .collect();
     for c in &record.created {
         if !c.uid.is_empty() {
             created.push(c.clone());
+            continue;
+        }
+        // Only cluster-scoped objects carry the run's label; one in a
+        // namespace of the run's goes with that namespace.
+        if c.namespace
+            .as_deref()
+            .is_some_and(|ns| namespaces.contains(&ns))
+        {
             continue;
         }
         match read(client, c).await {
