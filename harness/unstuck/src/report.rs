@@ -55,6 +55,12 @@ impl RunReport {
         self.scenarios.iter().filter(|s| s.interrupted()).count()
     }
 
+    /// Every scenario passed (an interrupted one has not): what the exit
+    /// code says.
+    pub fn all_passed(&self) -> bool {
+        self.passed() == self.scenarios.len()
+    }
+
     /// Writes report.json, junit.xml and summary.md into `dir`.
     pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
         let json = dir.join("report.json");
@@ -140,10 +146,7 @@ impl RunReport {
             "## unstuck: {} passed, {} failed{} ({} on {}, provider {})\n\n| scenario | result | symptom observed | finding | remedy | recovered in |\n|---|---|---|---|---|---|\n",
             self.passed(),
             self.failed(),
-            match self.interrupted() {
-                0 => String::new(),
-                n => format!(", {n} interrupted"),
-            },
+            interrupted_suffix(self.interrupted()),
             self.k8s_version,
             self.cluster,
             self.provider
@@ -305,10 +308,7 @@ impl RunReport {
             "{} passed, {} failed{}\n",
             self.passed(),
             self.failed(),
-            match self.interrupted() {
-                0 => String::new(),
-                n => format!(", {n} interrupted"),
-            }
+            interrupted_suffix(self.interrupted())
         ));
         out
     }
@@ -402,6 +402,14 @@ fn html_text(s: &str) -> String {
 
 fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// `, N interrupted` after "P passed, F failed", when N is not 0.
+pub(crate) fn interrupted_suffix(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(", {n} interrupted"),
+    }
 }
 
 #[cfg(test)]

@@ -71,19 +71,16 @@ async fn the_image_doctor_finds_and_frees_a_stuck_object() {
     common::held_configmap(&client, NS, "settings", KEY).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let look = in_image(
-        &image,
-        &kubeconfig,
-        &[
-            "doctor",
-            "--kubeconfig",
-            kc,
-            "-n",
-            NS,
-            "--stuck-after",
-            "1s",
-        ],
-    );
+    let look_args = [
+        "doctor",
+        "--kubeconfig",
+        kc,
+        "-n",
+        NS,
+        "--stuck-after",
+        "1s",
+    ];
+    let look = in_image(&image, &kubeconfig, &look_args);
     let text = common::output_text(&look);
     assert_eq!(look.status.code(), Some(0), "{text}");
     assert!(
@@ -95,17 +92,7 @@ async fn the_image_doctor_finds_and_frees_a_stuck_object() {
     let apply = in_image(
         &image,
         &kubeconfig,
-        &[
-            "doctor",
-            "--kubeconfig",
-            kc,
-            "-n",
-            NS,
-            "--stuck-after",
-            "1s",
-            "--apply",
-            "--yes",
-        ],
+        &[&look_args[..], &["--apply", "--yes"]].concat(),
     );
     let text = common::output_text(&apply);
     assert_eq!(apply.status.code(), Some(0), "{text}");

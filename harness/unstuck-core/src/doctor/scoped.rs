@@ -160,13 +160,7 @@ fn owner_candidates(s: &Snapshot, namespaces: &[String]) -> (Vec<String>, BTreeS
                         .as_ref()
                         .is_some_and(|x| namespaces.contains(x))
             })
-            .map(|n| ObjectRecord {
-                api_version: "v1".into(),
-                kind: "Namespace".into(),
-                resource: "namespaces".into(),
-                namespaced: false,
-                metadata: n.metadata.clone(),
-            }),
+            .map(ObjectRecord::of_namespace),
     );
     let (mut owners, mut bindings, mut everyone) = (Vec::new(), BTreeSet::new(), false);
     for r in &records {

@@ -196,6 +196,18 @@ pub struct DiscoveryFailure {
 }
 
 impl ObjectRecord {
+    /// A Namespace as a record: its own `metadata.finalizers` are judged
+    /// like any object's.
+    pub fn of_namespace(ns: &Namespace) -> Self {
+        ObjectRecord {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            resource: "namespaces".into(),
+            namespaced: false,
+            metadata: ns.metadata.clone(),
+        }
+    }
+
     /// The API group (`""` for core).
     pub fn group(&self) -> &str {
         split_api_version(&self.api_version).0

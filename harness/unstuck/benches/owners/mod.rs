@@ -25,7 +25,7 @@ use unstuck::{
     cluster::local::LocalCluster,
     core::{
         doctor::{
-            OwnerVerdict, Snapshot,
+            FinalizerVerdict, OwnerVerdict, Snapshot,
             owner::{OwnerCache, OwnerQuery, is_built_in},
             snapshot::ObjectRecord,
         },
@@ -73,14 +73,30 @@ fn records(s: &Snapshot) -> Vec<ObjectRecord> {
         s.namespaces
             .iter()
             .filter(|n| n.metadata.deletion_timestamp.is_some())
-            .map(|n| ObjectRecord {
-                api_version: "v1".into(),
-                kind: "Namespace".into(),
-                resource: "namespaces".into(),
-                namespaced: false,
-                metadata: n.metadata.clone(),
-            }),
+            .map(ObjectRecord::of_namespace),
     );
+    out
+}
+
+/// The owner verdict on every key of `s`'s objects that `keep` admits,
+/// with its object.
+fn verdicts(
+    s: &Snapshot,
+    keep: impl Fn(&ObjectRecord) -> bool,
+) -> Vec<(ObjectRecord, String, FinalizerVerdict)> {
+    let owners = OwnerCache::new(s);
+    let mut out = Vec::new();
+    for r in records(s).into_iter().filter(|r| keep(r)) {
+        for key in r.finalizers() {
+            let v = owners.verdict(&OwnerQuery {
+                finalizer: key,
+                kind: &r.kind,
+                record: Some(&r),
+                assume_dead: &[],
+            });
+            out.push((r.clone(), key.clone(), v));
+        }
+    }
     out
 }
 
@@ -92,33 +108,22 @@ fn tally(
     keep: impl Fn(&ObjectRecord) -> bool,
     t: &mut Tally,
 ) {
-    let owners = OwnerCache::new(s);
-    for r in records(s).into_iter().filter(|r| keep(r)) {
-        for key in r.finalizers() {
-            let v = owners.verdict(&OwnerQuery {
-                finalizer: key,
-                kind: &r.kind,
-                record: Some(&r),
-                assume_dead: &[],
-            });
-            match v.verdict {
-                OwnerVerdict::Alive { .. } => t.alive += 1,
-                OwnerVerdict::Unknown { .. } => t.unknown += 1,
-                OwnerVerdict::Dead { .. } => {
-                    t.dead += 1;
-                    let built_in_live = is_built_in(key)
-                        && !v
-                            .verdict
-                            .evidence()
-                            .iter()
-                            .any(|e| e.contains("nothing removes it from"));
-                    if live.contains(key) || built_in_live {
-                        t.live_judged_dead.push(format!(
-                            "{label}: {key} on {} {}",
-                            r.kind,
-                            r.name()
-                        ));
-                    }
+    for (r, key, v) in verdicts(s, keep) {
+        let key = key.as_str();
+        match v.verdict {
+            OwnerVerdict::Alive { .. } => t.alive += 1,
+            OwnerVerdict::Unknown { .. } => t.unknown += 1,
+            OwnerVerdict::Dead { .. } => {
+                t.dead += 1;
+                let built_in_live = is_built_in(key)
+                    && !v
+                        .verdict
+                        .evidence()
+                        .iter()
+                        .any(|e| e.contains("nothing removes it from"));
+                if live.contains(key) || built_in_live {
+                    t.live_judged_dead
+                        .push(format!("{label}: {key} on {} {}", r.kind, r.name()));
                 }
             }
         }
@@ -217,22 +222,11 @@ fn moved_outside(s: &Snapshot) -> Snapshot {
 
 /// The keys of `s` whose owner is judged `Alive` as recorded.
 fn alive_keys(s: &Snapshot) -> BTreeSet<String> {
-    let owners = OwnerCache::new(s);
-    let mut out = BTreeSet::new();
-    for r in records(s) {
-        for key in r.finalizers() {
-            let v = owners.verdict(&OwnerQuery {
-                finalizer: key,
-                kind: &r.kind,
-                record: Some(&r),
-                assume_dead: &[],
-            });
-            if matches!(v.verdict, OwnerVerdict::Alive { .. }) {
-                out.insert(key.to_owned());
-            }
-        }
-    }
-    out
+    verdicts(s, |_| true)
+        .into_iter()
+        .filter(|(_, _, v)| matches!(v.verdict, OwnerVerdict::Alive { .. }))
+        .map(|(_, key, _)| key)
+        .collect()
 }
 
 /// The keys each scenario runs a live controller for, by scenario name.

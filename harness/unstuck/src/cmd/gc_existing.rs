@@ -12,15 +12,9 @@ use unstuck::runner::journal::{self, Swept};
 /// Sweeps the cluster `kubeconfig` names; whether everything recorded is
 /// gone.
 pub async fn gc(kubeconfig: &Path, context: Option<&str>) -> Result<bool> {
-    use unstuck::cluster::{identity, local};
-    let (context, server) = identity::kubeconfig_context_named(kubeconfig, context)
-        .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let client = local::client_for_context(kubeconfig, Some(&context))
+    let (client, target, _) = super::connect_kubeconfig(kubeconfig, context)
         .await
-        .with_context(|| format!("connecting with {}", kubeconfig.display()))?;
-    let (target, _) = identity::identify(&client, context, server)
-        .await
-        .with_context(|| format!("identifying the cluster of {}", kubeconfig.display()))?;
+        .with_context(|| format!("connecting to the cluster {} names", kubeconfig.display()))?;
     let swept = journal::sweep(&client, &journal::journal_dir(), &target.kube_system_uid).await;
     if swept.is_empty() {
         println!("nothing left by killed runs on {target}");

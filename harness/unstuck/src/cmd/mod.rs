@@ -9,6 +9,21 @@ pub mod save_snapshot;
 
 use anyhow::Result;
 
+/// Context `context` of the kubeconfig at `path` (its current one when
+/// `None`), a client on it, which cluster it is and whether unstuck made
+/// it: how `run --kubeconfig` and `cluster gc --kubeconfig` meet a
+/// cluster unstuck may not have created.
+pub async fn connect_kubeconfig(
+    path: &std::path::Path,
+    context: Option<&str>,
+) -> Result<(kube::Client, unstuck::cluster::identity::Target, bool)> {
+    use unstuck::cluster::{identity, local};
+    let (context, server) = identity::kubeconfig_context_named(path, context)?;
+    let client = local::client_for_context(path, Some(&context)).await?;
+    let (target, marked) = identity::identify(&client, context, server).await?;
+    Ok((client, target, marked))
+}
+
 /// Loads every scenario in `dir` and checks that their fixtures exist.
 /// `dir_flag` is the command's flag for `dir` (`--dir`, `--scenarios`),
 /// named in the error when the directory is not there.
@@ -48,7 +63,7 @@ pub fn show_matrix(
     for f in files {
         eprintln!("[unstuck] wrote {}", f.display());
     }
-    if matrix.failed() == 0 && matrix.interrupted() == 0 {
+    if matrix.all_passed() {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::FAILURE

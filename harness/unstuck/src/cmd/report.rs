@@ -57,7 +57,7 @@ pub fn run(command: ReportCommand) -> Result<ExitCode> {
             for f in files {
                 eprintln!("[unstuck] wrote {}", f.display());
             }
-            Ok(if merged.failed() == 0 && merged.interrupted() == 0 {
+            Ok(if merged.all_passed() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

@@ -191,7 +191,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         eprintln!("[unstuck] wrote {}", f.display());
     }
     // An interrupted scenario has no verdict: not a pass.
-    Ok(if report.failed() == 0 && report.interrupted() == 0 {
+    Ok(if report.all_passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

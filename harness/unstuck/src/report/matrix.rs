@@ -62,6 +62,11 @@ impl MatrixReport {
         self.runs.iter().map(RunReport::interrupted).sum()
     }
 
+    /// Every scenario passed on every version.
+    pub fn all_passed(&self) -> bool {
+        self.runs.iter().all(RunReport::all_passed)
+    }
+
     fn find<'a>(run: &'a RunReport, scenario: &str) -> Option<&'a ScenarioReport> {
         run.scenarios.iter().find(|s| s.name() == scenario)
     }
@@ -151,10 +156,7 @@ impl MatrixReport {
             "{} passed, {} failed{}\n",
             self.runs.iter().map(RunReport::passed).sum::<usize>(),
             self.failed(),
-            match self.interrupted() {
-                0 => String::new(),
-                n => format!(", {n} interrupted"),
-            }
+            super::interrupted_suffix(self.interrupted())
         ));
         out
     }

@@ -70,7 +70,7 @@ const OTHERS_GRACE: usize = 10;
 
 /// The object of `c`, read by name, if it is still the one this run
 /// created. `Err` says what kept cleanup from telling.
-async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, ReadError> {
+pub(super) async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, ReadError> {
     // A type no longer served (its CRD deleted) has no objects left; a
     // failed discovery is asked again on the next round.
     let (ar, caps) = match resolve_if_served(client, &c.api_version, &c.kind).await {

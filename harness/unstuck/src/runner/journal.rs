@@ -26,10 +26,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use kube::{Client, api::DynamicObject};
+use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{Created, cleanup, objects::resolve_if_served};
+use super::{Created, cleanup};
 use crate::node::ProcRef;
 
 /// The label the runner puts on every cluster-scoped object and namespace
@@ -216,7 +216,8 @@ async fn resolve_pending(client: &Client, record: &Record) -> (Vec<Created>, Vec
         {
             continue;
         }
-        match read(client, c).await {
+        // Gone, or unreadable: nothing of it is taken now.
+        match cleanup::read(client, c).await.ok().flatten() {
             Some(obj)
                 if obj.metadata.labels.as_ref().and_then(|l| l.get(RUN_LABEL))
                     == Some(&record.run) =>
@@ -231,16 +232,6 @@ async fn resolve_pending(client: &Client, record: &Record) -> (Vec<Created>, Vec
         }
     }
     (created, not_ours)
-}
-
-async fn read(client: &Client, c: &Created) -> Option<DynamicObject> {
-    let (ar, caps) = resolve_if_served(client, &c.api_version, &c.kind)
-        .await
-        .ok()??;
-    super::objects::api_for(client, &ar, &caps, c.namespace.as_deref())
-        .get_opt(&c.name)
-        .await
-        .ok()?
 }
 
 #[cfg(test)]

@@ -214,13 +214,7 @@ impl<'a> Diagnosis<'a> {
         // The namespace's own metadata.finalizers.
         let meta_finalizers = ns.metadata.finalizers.as_deref().unwrap_or_default();
         if !meta_finalizers.is_empty() {
-            let record = ObjectRecord {
-                api_version: "v1".into(),
-                kind: "Namespace".into(),
-                resource: "namespaces".into(),
-                namespaced: false,
-                metadata: ns.metadata.clone(),
-            };
+            let record = ObjectRecord::of_namespace(ns);
             self.finalizer_findings(
                 &record,
                 age,

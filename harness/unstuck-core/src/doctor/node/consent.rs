@@ -60,7 +60,12 @@ fn narrow(shown: &NodeRemedy, planned: &NodeStep) -> Covered {
             left.into_iter().map(say).collect(),
         )
     }
-    fn part(planned: &NodeStep, remedy: NodeRemedy, left: Vec<String>) -> Covered {
+    /// The rung on `remedy`'s targets, the shown ones (`nothing` when
+    /// none of them was shown).
+    fn part(planned: &NodeStep, remedy: NodeRemedy, nothing: bool, left: Vec<String>) -> Covered {
+        if nothing {
+            return Covered::Not;
+        }
         if left.is_empty() {
             return Covered::Whole;
         }
@@ -80,17 +85,13 @@ fn narrow(shown: &NodeRemedy, planned: &NodeStep) -> Covered {
         | (NodeRemedy::AwaitKubelet { .. }, NodeRemedy::AwaitKubelet { .. }) => Covered::Whole,
         (NodeRemedy::KillShim { shims: a }, NodeRemedy::KillShim { shims: b }) => {
             let (shims, left) = split(b, a, process);
-            if shims.is_empty() {
-                return Covered::Not;
-            }
-            part(planned, NodeRemedy::KillShim { shims }, left)
+            let nothing = shims.is_empty();
+            part(planned, NodeRemedy::KillShim { shims }, nothing, left)
         }
         (NodeRemedy::ThawCgroup { cgroups: a }, NodeRemedy::ThawCgroup { cgroups: b }) => {
             let (cgroups, left) = split(b, a, |c| format!("cgroup {}", c.path.display()));
-            if cgroups.is_empty() {
-                return Covered::Not;
-            }
-            part(planned, NodeRemedy::ThawCgroup { cgroups }, left)
+            let nothing = cgroups.is_empty();
+            part(planned, NodeRemedy::ThawCgroup { cgroups }, nothing, left)
         }
         (
             NodeRemedy::ReleaseHolder {
@@ -105,17 +106,18 @@ fn narrow(shown: &NodeRemedy, planned: &NodeStep) -> Covered {
             let (stop, mut left) = split(b, a, process);
             let (unmount, left_mounts) = split(ub, ua, path);
             left.extend(left_mounts);
-            if stop.is_empty() && unmount.is_empty() {
-                return Covered::Not;
-            }
-            part(planned, NodeRemedy::ReleaseHolder { stop, unmount }, left)
+            let nothing = stop.is_empty() && unmount.is_empty();
+            part(
+                planned,
+                NodeRemedy::ReleaseHolder { stop, unmount },
+                nothing,
+                left,
+            )
         }
         (NodeRemedy::LazyUnmount { paths: a }, NodeRemedy::LazyUnmount { paths: b }) => {
             let (paths, left) = split(b, a, path);
-            if paths.is_empty() {
-                return Covered::Not;
-            }
-            part(planned, NodeRemedy::LazyUnmount { paths }, left)
+            let nothing = paths.is_empty();
+            part(planned, NodeRemedy::LazyUnmount { paths }, nothing, left)
         }
         (
             NodeRemedy::RestoreCniConfig {

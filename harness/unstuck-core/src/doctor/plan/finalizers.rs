@@ -150,14 +150,7 @@ fn verdict_evidence(f: &Finding) -> String {
 fn find_record(f: &Finding, snapshot: &Snapshot) -> Option<ObjectRecord> {
     let s = &f.subject;
     if s.api_version == "v1" && s.kind == "Namespace" {
-        let ns = snapshot.namespace(&s.name)?;
-        return Some(ObjectRecord {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            resource: "namespaces".into(),
-            namespaced: false,
-            metadata: ns.metadata.clone(),
-        });
+        return Some(ObjectRecord::of_namespace(snapshot.namespace(&s.name)?));
     }
     snapshot
         .terminating

@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use unstuck::cluster::local;
 
 use super::RunArgs;
 
@@ -121,12 +120,7 @@ pub(super) async fn guard_existing(
             path.display()
         )
     };
-    let (context, server) =
-        identity::kubeconfig_context_named(path, context).map_err(|e| unknown(&e))?;
-    let client = local::client_for_context(path, Some(&context))
-        .await
-        .map_err(|e| unknown(&e))?;
-    let (target, marked) = identity::identify(&client, context, server)
+    let (client, target, marked) = super::super::connect_kubeconfig(path, context)
         .await
         .map_err(|e| unknown(&e))?;
     eprintln!(
