@@ -15,7 +15,14 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=ci/lib/phases.sh
 source ci/lib/phases.sh
+# shellcheck source=ci/lib/steps.sh
+source ci/lib/steps.sh
 phases_begin
+# Under ci/test.sh the set-up lanes run beside this script (their marks
+# in $UNSTUCK_CI_STEPS); alone, there are none and nothing waits.
+# However this script ends, a lane still running is stopped with it.
+trap 'steps_stop' EXIT
+trap 'exit 130' INT TERM
 
 # Three binaries at once, and each keeps its own fan-out small (the
 # scenarios' clusters of their own two at a time, node_faults three
@@ -30,8 +37,11 @@ LOGS="target/test-logs"
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 
 # Build every test binary once and learn where cargo put each.
+build_rc=0
 phase "cargo test --no-run (the test build)" \
-  cargo test --workspace --no-run --message-format=json 2>"$LOGS/build.err" >"$LOGS/build.json" || {
+  cargo test --workspace --no-run --message-format=json 2>"$LOGS/build.err" >"$LOGS/build.json" || build_rc=$?
+[ -z "${UNSTUCK_CI_STEPS:-}" ] || step_mark "cargo test --no-run" "$build_rc"
+[ "$build_rc" = 0 ] || {
   cat "$LOGS/build.err" >&2; phases_table; echo "0 passed, 1 failed (the tests did not build)"; exit 101; }
 # "<executable> <crate directory>" per test binary.
 grep '"reason":"compiler-artifact"' "$LOGS/build.json" | grep '"profile":{[^}]*"test":true' \
@@ -87,6 +97,38 @@ is_late() { case "$(basename "$1")" in kind_provider-*|cluster_cli-*) return 0 ;
 EARLY=(); LATE=()
 for j in "${JOBS_LIST[@]}"; do if is_late "${j% *}"; then LATE+=("$j"); else EARLY+=("$j"); fi; done
 
+# The set-up steps a binary needs before it starts (ci/test.sh's lanes):
+# the pure crates' binaries (unstuck-core, unstuck-backend) need none;
+# every binary of unstuck may bring up clusters or containers, so it
+# needs the local cluster's set-up and both images; newest_version the
+# newest Kubernetes version too, the kind binaries the kind node image.
+NEWEST="$(sed -n 's/^pub const NEWEST_K8S_VERSION: &str = "\(v[0-9.]*\)";/\1/p' harness/unstuck/src/components.rs)"
+needs() {
+  local bin="$1" dir
+  dir="$(awk -v b="$bin" '$1 == b {print $2}' "$LOGS/binaries")"
+  case "$dir" in */unstuck-core|*/unstuck-backend) return 0 ;; esac
+  echo "ci/setup.sh"; echo "ci/images/backend.sh"; echo "ci/images/registry.sh"
+  case "$(basename "$bin")" in
+    newest_version-*) echo "ci/setup.sh --k8s-version $NEWEST" ;;
+    kind_provider-*|cluster_cli-*) echo "ci/kind/setup.sh" ;;
+  esac
+}
+# ready BINARY: 0 when every step it needs is done (or was never
+# announced: run-tests.sh alone), 1 while one runs, 2 when one failed —
+# then its name is printed.
+ready() {
+  local step state rc=0
+  while read -r step; do
+    [ -n "$step" ] || continue
+    state="$(step_state "$step")"
+    case "$state" in
+      failed) echo "$step"; return 2 ;;
+      running) rc=1 ;;
+    esac
+  done < <(needs "$1")
+  return "$rc"
+}
+
 # "passed failed" summed over a log's "test result:" lines.
 counts() {
   awk '/^test result: /{for(i=1;i<NF;i++){if($(i+1)~/^passed/)p+=$i; if($(i+1)~/^failed/)f+=$i}} END{print p+0, f+0}' "$1"
@@ -112,13 +154,40 @@ run_one() {
   echo "$rc $(( $(date +%s) - start ))" > "$log.rc"
 }
 
+# not_run BINARY PART STEP: the binary is failed without running, its log
+# says which set-up step it needed failed and where that step's log is.
+not_run() {
+  local log; log="$(job_log "$1" "$2")"
+  echo "not run: the set-up step '$3' it needs failed (its log: $(step_log "$3"))" > "$log"
+  echo "1 0" > "$log.rc"
+}
+
+# schedule MAX JOB...: runs the jobs, at most MAX at once, in the order
+# given, except that a job whose set-up is not done yet lets the next
+# ready one go first.
+schedule() {
+  local max="$1" job bin part state i started failed_step; shift
+  local pending=("$@")
+  while [ ${#pending[@]} -gt 0 ]; do
+    started=0
+    if [ "$(jobs -rp | wc -l)" -lt "$max" ]; then
+      for i in "${!pending[@]}"; do
+        job="${pending[$i]}"; bin="${job% *}"; part="${job#* }"
+        failed_step="$(ready "$bin")"; state=$?
+        if [ "$state" = 2 ]; then not_run "$bin" "$part" "$failed_step"; unset 'pending[i]'; started=1; break; fi
+        if [ "$state" = 0 ]; then run_one "$bin" "$part" "${TEST_ARGS[@]}" & unset 'pending[i]'; started=1; break; fi
+      done
+      pending=("${pending[@]}")
+    fi
+    # Nothing could start: a slot frees or a set-up step ends.
+    [ "$started" = 1 ] || sleep 2
+  done
+  wait
+}
+TEST_ARGS=("$@")
 tests_start=$(date +%s)
-for job in "${EARLY[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-  run_one "${job% *}" "${job#* }" "$@" &
-done
-wait
-for job in "${LATE[@]}"; do run_one "${job% *}" "${job#* }" "$@"; done
+schedule "$JOBS" "${EARLY[@]}"
+schedule 1 "${LATE[@]}"
 phase_record "test binaries (side by side; each below)" "$(( $(date +%s) - tests_start ))"
 
 passed=0; failed=0; bad=(); bad_logs=(); times=()
@@ -143,6 +212,14 @@ while IFS=$'\t' read -r secs name note; do
   phase_record "  $(sed 's/-[0-9a-f]\{16\}//' <<<"$name")" "$secs" "$note"
 done < <(printf '%s\n' "${times[@]}" | sort -t$'\t' -k1,1nr)
 
+# The set-up steps still running (clippy, a build no test needed) are
+# waited for; a failed one is a failure of the run, its log's tail below.
+while read -r step; do
+  [ -n "$step" ] || continue
+  step_wait "$step" && continue
+  bad+=("set-up: $step"); bad_logs+=("$(step_log "$step")"); failed=$((failed + 1))
+done < <(steps_announced)
+
 # Doc tests are not binaries of their own.
 if phase "doc tests" cargo test --workspace --doc >"$LOGS/doc.log" 2>&1; then :; else bad+=("doctests"); bad_logs+=("$LOGS/doc.log"); failed=$((failed + 1)); fi
 cat "$LOGS/doc.log"
@@ -153,6 +230,9 @@ passed=$(( passed + p ))
 # message there, short, so that a failed run can be read from its tail.
 for i in "${!bad[@]}"; do
   [ -f "${bad_logs[$i]}" ] || continue
+  case "${bad[$i]}" in
+    "set-up: "*) echo "---- ${bad[$i]} failed; the end of its log:"; tail -25 "${bad_logs[$i]}" | cut -c1-400; continue ;;
+  esac
   echo "---- ${bad[$i]}: failures"
   grep -E -A12 "^thread '.*' .*panicked at" "${bad_logs[$i]}" | grep -v "^ *[0-9]*: \|^ *at " | cut -c1-400 | head -40
 done
