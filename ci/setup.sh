@@ -23,6 +23,8 @@ CACHE="${UNSTUCK_CACHE:-$HOME/.cache/unstuck}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=ci/lib/lock.sh
 source "$HERE/lib/lock.sh"
+# shellcheck source=ci/lib/ticker.sh
+source "$HERE/lib/ticker.sh"
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -133,7 +135,8 @@ build_k8s() {
     printf ')\n'
   } > tools.go
   log "kubernetes $K8S_VERSION: resolving modules"
-  go mod tidy -e >tidy.log 2>&1 || { tail -20 tidy.log >&2; die "go mod tidy failed for kubernetes $K8S_VERSION (log: $W/tidy.log)"; }
+  with_ticker "go mod tidy of kubernetes $K8S_VERSION (module downloads)" "1-3 min cold" \
+    go mod tidy -e >tidy.log 2>&1 || { tail -20 tidy.log >&2; die "go mod tidy failed for kubernetes $K8S_VERSION (log: $W/tidy.log)"; }
   # Stripped (-s -w: no symbol table, no DWARF) and without file paths.
   ldflags="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -146,7 +149,8 @@ build_k8s() {
   new="$K8S_DIR/bin.new"
   rm -rf "$new"; mkdir -p "$new"
   log "kubernetes $K8S_VERSION: go build ${K8S_CMDS[*]}"
-  go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$new/" \
+  with_ticker "go build of kubernetes $K8S_VERSION" "6-11 min cold on 2 cores" \
+    go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$new/" \
     "${K8S_CMDS[@]/#/k8s.io/kubernetes/cmd/}" \
     || die "go build of kubernetes $K8S_VERSION failed"
   for c in "${K8S_CMDS[@]}"; do [ -x "$new/$c" ] || die "go build made no $c"; done
@@ -186,7 +190,8 @@ package tools
 import _ "go.etcd.io/etcd/server/v3"
 GO
   go mod tidy -e >tidy.log 2>&1 || { tail -20 tidy.log >&2; die "go mod tidy failed for etcd $ETCD_VERSION"; }
-  go build -trimpath -ldflags "-s -w" -o "$ETCD_DIR/bin/etcd.tmp" go.etcd.io/etcd/server/v3 || die "go build of etcd failed"
+  with_ticker "go build of etcd $ETCD_VERSION" "1-2 min cold" \
+    go build -trimpath -ldflags "-s -w" -o "$ETCD_DIR/bin/etcd.tmp" go.etcd.io/etcd/server/v3 || die "go build of etcd failed"
   mv "$ETCD_DIR/bin/etcd.tmp" "$ETCD_DIR/bin/etcd"
   log "etcd $ETCD_VERSION: built in $(( $(date +%s) - start ))s ($(du -h "$ETCD_DIR/bin/etcd" | cut -f1))"
   echo "$(( $(date +%s) - start ))" > "$ETCD_DIR/build-seconds"

@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod components;
 pub mod containers;
+pub mod docker;
 pub mod doctor;
 pub mod exec;
 pub mod faults;
@@ -18,6 +19,7 @@ pub mod report;
 pub mod runner;
 pub mod style;
 pub mod wait;
+pub mod waiting;
 
 pub use unstuck_core as core;
 

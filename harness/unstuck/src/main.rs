@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use unstuck::{
     cluster::provider::{
-        AnyProvider, ClusterStatus, CreateOptions, Lifetime, ProviderKind, Teardown, all, provider,
+        AnyProvider, ClusterStatus, CreateOptions, Created, Lifetime, ProviderKind, Teardown, all,
+        provider,
     },
     components::DEFAULT_K8S_VERSION,
 };
@@ -348,10 +349,26 @@ fn all_clusters() -> Vec<ClusterStatus> {
 /// until Ctrl-C or SIGTERM, then deletes it.
 async fn cluster_up(provider: AnyProvider, name: &str, hold: bool) -> Result<ExitCode> {
     let kind = provider.kind();
-    let cluster = provider
-        .create(name)
-        .await
-        .with_context(|| format!("bringing up {kind} cluster '{name}'"))?;
+    // What the boot waits for, while it waits (a line every few seconds
+    // in a CI log); off again before the cluster's lines are printed.
+    unstuck::waiting::enable();
+    let created = unstuck::cluster::provider::create_unless(
+        provider.as_ref(),
+        name,
+        cmd::wait_for_shutdown_signal(),
+    )
+    .await
+    .with_context(|| format!("bringing up {kind} cluster '{name}'"))?;
+    unstuck::waiting::disable();
+    let cluster = match created {
+        Created::Up(cluster) => cluster,
+        Created::Stopped(teardown) => {
+            eprintln!(
+                "interrupted while {kind} cluster '{name}' was starting; deleted it: {teardown}"
+            );
+            return Ok(ExitCode::from(130));
+        }
+    };
     println!(
         "{kind} cluster '{name}' is up (Kubernetes {}, node Ready in {:.1}s)\n  export KUBECONFIG={}",
         cluster.k8s_version(),

@@ -224,3 +224,53 @@ pub trait ProvidedCluster: Send + Sync {
     /// Deletes the cluster and checks that nothing of it is left.
     fn delete(self: Box<Self>) -> BoxFuture<'static, Teardown>;
 }
+
+/// How [`create_unless`] ended when it did not fail.
+pub enum Created {
+    Up(Box<dyn ProvidedCluster>),
+    /// Told to stop before the node was Ready: what the create had made so
+    /// far was deleted, as this teardown says.
+    Stopped(Teardown),
+}
+
+/// Creates cluster `name`, unless `stop` resolves first (Ctrl-C, a run
+/// being cancelled): then the create is dropped where it stands — a CLI it
+/// ran is killed on drop, and a local cluster's record exists from its
+/// first byte on disk — and the cluster is deleted by name, the way `cluster
+/// gc` would delete it. A person who interrupts a boot waits for a teardown
+/// of seconds, not for a node to become Ready first.
+pub async fn create_unless(
+    provider: &dyn Provider,
+    name: &str,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<Created, ClusterError> {
+    let created = {
+        // In a block of its own, so that the create's future (and what it
+        // holds: child processes, locks) is dropped before the delete runs.
+        let create = provider.create(name);
+        tokio::select! {
+            created = create => Some(created),
+            () = stop => None,
+        }
+    };
+    match created {
+        Some(created) => created.map(Created::Up),
+        None => match provider.delete(name).await {
+            // The create's reaper (told by its closed pipe that the
+            // create is gone) may have deleted it first.
+            Err(ClusterError::NotFound { .. }) => Ok(Created::Stopped(Teardown {
+                summary: "nothing left to delete (its reaper had removed it)".into(),
+                problems: Vec::new(),
+            })),
+            other => other.map(Created::Stopped),
+        },
+    }
+}
+
+/// A future that resolves when `cancel` turns true, and never if its
+/// sender goes away without (for [`create_unless`]'s `stop`).
+pub async fn cancelled(mut cancel: tokio::sync::watch::Receiver<bool>) {
+    if cancel.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}

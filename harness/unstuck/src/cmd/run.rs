@@ -368,40 +368,73 @@ async fn provider_suite(
             "[unstuck] bringing up {} cluster '{name}' (Kubernetes {version})",
             args.provider
         );
-        let cluster = provider
-            .create(&name)
-            .await
-            .with_context(|| format!("bringing up the {} cluster", args.provider))?;
-        eprintln!(
-            "[unstuck] node Ready in {:.1} s; running {} scenario(s) on it",
-            cluster.node_ready().as_secs_f64(),
-            shared.len()
-        );
-        k8s_version = cluster.k8s_version().to_string();
-        info = cluster.info();
-        let opts = SuiteOptions {
-            client: cluster.client(),
-            fixtures_dir: fixtures,
-            out_dir: out_dir.to_path_buf(),
-            node: Some(cluster.node()),
-            parallelism: args.parallel,
-            own_clusters: None,
-            cluster: String::new(),
-            k8s_version: k8s_version.clone(),
-            provider: info.clone(),
-            shard: None,
-            cluster_exits: cluster.component_exits(),
-            journal: None,
-        };
-        let positions: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
-        let run = run_suite(&opts, shared.into_iter().map(|(_, s)| s).collect(), cancel).await;
-        reports.extend(positions.into_iter().zip(run.scenarios));
-        // Keep the cluster's logs with the run's evidence before they go.
-        if let Err(e) = cluster.export_logs(&out_dir.join("cluster-logs")).await {
-            eprintln!("[unstuck] could not keep the cluster's logs: {e}");
+        // The boot's waits are said while they last; the scenarios have
+        // their own progress board after it.
+        unstuck::waiting::enable();
+        let created = unstuck::cluster::provider::create_unless(
+            provider.as_ref(),
+            &name,
+            unstuck::cluster::provider::cancelled(cancel.clone()),
+        )
+        .await
+        .with_context(|| format!("bringing up the {} cluster", args.provider));
+        unstuck::waiting::disable();
+        match created? {
+            unstuck::cluster::provider::Created::Stopped(teardown) => {
+                eprintln!(
+                    "[unstuck] interrupted while the {} cluster was starting; deleted it: {teardown}",
+                    args.provider
+                );
+                let reason = format!(
+                    "the run was interrupted (Ctrl-C or SIGTERM) while its {} cluster was starting; the cluster was deleted: {teardown}",
+                    args.provider
+                );
+                reports.extend(shared.into_iter().map(|(i, s)| {
+                    let out = out_dir.join(s.name.as_str());
+                    (
+                        i,
+                        unstuck::runner::ScenarioReport::stopped_before_start(
+                            &s,
+                            out,
+                            reason.clone(),
+                        ),
+                    )
+                }));
+            }
+            unstuck::cluster::provider::Created::Up(cluster) => {
+                eprintln!(
+                    "[unstuck] node Ready in {:.1} s; running {} scenario(s) on it",
+                    cluster.node_ready().as_secs_f64(),
+                    shared.len()
+                );
+                k8s_version = cluster.k8s_version().to_string();
+                info = cluster.info();
+                let opts = SuiteOptions {
+                    client: cluster.client(),
+                    fixtures_dir: fixtures,
+                    out_dir: out_dir.to_path_buf(),
+                    node: Some(cluster.node()),
+                    parallelism: args.parallel,
+                    own_clusters: None,
+                    cluster: String::new(),
+                    k8s_version: k8s_version.clone(),
+                    provider: info.clone(),
+                    shard: None,
+                    cluster_exits: cluster.component_exits(),
+                    journal: None,
+                };
+                let positions: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
+                let run =
+                    run_suite(&opts, shared.into_iter().map(|(_, s)| s).collect(), cancel).await;
+                reports.extend(positions.into_iter().zip(run.scenarios));
+                // Keep the cluster's logs with the run's evidence before they go.
+                if let Err(e) = cluster.export_logs(&out_dir.join("cluster-logs")).await {
+                    eprintln!("[unstuck] could not keep the cluster's logs: {e}");
+                }
+                let td = cluster.delete().await;
+                eprintln!("[unstuck] {} cluster down: {td}", args.provider);
+            }
         }
-        let td = cluster.delete().await;
-        eprintln!("[unstuck] {} cluster down: {td}", args.provider);
     }
     if let Some(task) = isolated {
         reports.extend(task.await.context("the isolated scenarios' task failed")?);

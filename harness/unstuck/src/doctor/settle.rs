@@ -88,6 +88,10 @@ pub async fn wait_for_change(
 ) -> bool {
     let start = Instant::now();
     let until = deadline.min(start + SETTLE_WAIT);
+    let _shown = crate::waiting::show(
+        "what was stuck to move (a namespace's controller comes back after its backoff)",
+        until.saturating_duration_since(start),
+    );
     if opts.progress {
         eprintln!(
             "[doctor] waiting up to {} s for the cluster to move (a namespace's controller comes back after its backoff) ...",
@@ -182,6 +186,10 @@ pub async fn look_again(
         && let Some(wait) = ageing(&last.snapshot, opts, left)
     {
         waits.ageing += 1;
+        let _shown = crate::waiting::show(
+            "objects that began deleting during this run to age past --stuck-after",
+            wait,
+        );
         if opts.progress {
             eprintln!(
                 "[doctor] waiting {} s for objects that began deleting during this run to age past --stuck-after ...",

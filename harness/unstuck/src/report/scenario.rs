@@ -140,6 +140,17 @@ impl ScenarioReport {
         )
     }
 
+    /// A report for a scenario the run was stopped before it began (its
+    /// cluster was still starting): interrupted at step 0, with the reason.
+    pub fn stopped_before_start(scenario: &Scenario, out_dir: PathBuf, reason: String) -> Self {
+        Self::start(
+            scenario,
+            NamespaceMap::default(),
+            out_dir,
+            Outcome::Interrupted { step: 0, reason },
+        )
+    }
+
     /// A report with nothing recorded yet.
     pub fn start(
         scenario: &Scenario,

@@ -18,7 +18,7 @@ use super::{RunContext, run_scenario_until};
 use crate::{
     cluster::{
         exits::ExitLog,
-        provider::{AnyProvider, ProviderInfo},
+        provider::{AnyProvider, Created, ProviderInfo, cancelled, create_unless},
     },
     node::AnyNode,
     report::{IsolatedCluster, RunReport, ScenarioReport},
@@ -109,8 +109,19 @@ impl OwnClusters {
         let _slot = self.slots.acquire().await.expect("semaphore never closed");
         let name = format!("{}-{index}", self.prefix);
         let started = Instant::now();
-        let cluster = match self.provider.create(&name).await {
-            Ok(c) => c,
+        let created = create_unless(self.provider.as_ref(), &name, cancelled(cancel.clone())).await;
+        let cluster = match created {
+            Ok(Created::Up(c)) => c,
+            Ok(Created::Stopped(teardown)) => {
+                return ScenarioReport::stopped_before_start(
+                    scenario,
+                    out_dir,
+                    format!(
+                        "the run was interrupted (Ctrl-C or SIGTERM) while its own {} cluster '{name}' was starting; the cluster was deleted: {teardown}",
+                        self.provider.kind()
+                    ),
+                );
+            }
             Err(e) => {
                 return ScenarioReport::lost(
                     scenario,

@@ -12,10 +12,7 @@ use kube::Client;
 use super::{
     CLUSTER_CONFIG, ClusterError, KindNode, KindState, KindTimings, KindTools, io, node_container,
 };
-use crate::{
-    cluster::{local, readiness},
-    wait,
-};
+use crate::{cluster::readiness, wait};
 
 /// The create itself: `kind create cluster`, the kubeconfig, node Ready,
 /// the cluster's unstuck mark. [`KindCluster::up`] wraps its error in
@@ -30,6 +27,13 @@ pub(super) async fn create(
     let config = dir.join("kind-config.yaml");
     fs::write(&config, CLUSTER_CONFIG).map_err(io(format!("writing {}", config.display())))?;
     let kubeconfig = dir.join("kubeconfig");
+    let shown = crate::waiting::show(
+        format!(
+            "`kind create cluster` of '{}' (node container, kubeadm init)",
+            state.name
+        ),
+        timeout,
+    );
     tools
         .kind(&state.network)
         .args(["create", "cluster", "--name", &state.name, "--image"])
@@ -49,9 +53,14 @@ pub(super) async fn create(
         .container_volumes(&node_container(&state.name))
         .await?;
     state.save(dir)?;
-    let client = local::client_for(&kubeconfig).await?;
+    let client = crate::cluster::client::client_for(&kubeconfig).await?;
     let node_name = node_container(&state.name);
     let left = timeout.saturating_sub(started.elapsed());
+    drop(shown);
+    let _shown = crate::waiting::show(
+        format!("node {node_name} to be Ready, then the default ServiceAccount"),
+        left.max(Duration::from_secs(30)),
+    );
     wait::until(
         format!("node {node_name} to be Ready"),
         left.max(Duration::from_secs(30)),

@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use kube::{Api, Client, api::PostParams};
 
 use super::{
-    ClusterError, UpTimings, client_for,
+    ClusterError, UpTimings,
     config::{self, ComponentCommand},
     io,
     layout::Layout,
@@ -112,7 +112,7 @@ impl Starting {
         .await?;
 
         self.start(phase.command("kube-apiserver"), phase.lifetime)?;
-        let client = client_for(&l.admin_kubeconfig()).await?;
+        let client = crate::cluster::client::client_for(&l.admin_kubeconfig()).await?;
         let c = client.clone();
         self.wait_for(
             "kube-apiserver /readyz",
@@ -233,6 +233,8 @@ impl Starting {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Poll<()>>,
     {
+        // A person at `cluster up` sees what the boot waits for.
+        let _shown = crate::waiting::show(what, timeout);
         let watched = self
             .state
             .components

@@ -171,6 +171,8 @@ pub struct DoctorArgs {
 }
 
 pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
+    // Settling after --apply waits up to minutes: say so while it does.
+    unstuck::waiting::enable();
     let stuck_after: unstuck::core::duration::Duration = match args.stuck_after.parse() {
         Ok(d) => d,
         Err(e) => {
