@@ -140,7 +140,9 @@ async fn the_cluster_commands_work_on(p: &Provider) {
         .unwrap_or_else(|| panic!("no kubeconfig in: {up}"))
         .into();
     // The kubeconfig `up` printed reaches the cluster, after `up` exited.
-    let client = local::client_for(&kubeconfig).await.expect("a client");
+    let client = unstuck::cluster::client::client_for(&kubeconfig)
+        .await
+        .expect("a client");
     client
         .apiserver_version()
         .await
@@ -355,7 +357,7 @@ struct KindEngine {
 /// What the engine itself (`docker ps`, `docker network ls` by label and
 /// by name) holds under cluster `name`'s label and network name.
 fn engine_view(name: &str) -> (Vec<String>, bool) {
-    let labelled = common::labelled(unstuck::cluster::kind::docker::CLUSTER_LABEL, name);
+    let labelled = common::labelled(unstuck::cluster::kind::CLUSTER_LABEL, name);
     let network = unstuck::cluster::kind::network_name(name);
     let networks = common::docker(&[
         "network",
@@ -607,7 +609,7 @@ async fn four_clusters_of_two_providers_brought_up_at_once_keep_to_their_own() {
                 other.name,
                 m.name
             );
-            let client = local::client_for(&other.kubeconfig)
+            let client = unstuck::cluster::client::client_for(&other.kubeconfig)
                 .await
                 .expect("a client");
             client.apiserver_version().await.unwrap_or_else(|e| {

@@ -16,10 +16,11 @@ use std::{
 use unstuck::{
     cluster::{
         exits::Restart,
-        kind::{self, KindCluster, KindOptions, docker::Docker},
+        kind::{self, KindCluster, KindOptions},
         provider::{ProvidedCluster, ProviderKind},
     },
     components::DEFAULT_K8S_VERSION,
+    docker::Docker,
     node::AnyNode,
     runner::{Outcome, RunContext, run_scenario},
     wait::{self, Poll},
@@ -377,7 +378,11 @@ async fn the_whole_suite_passes_on_kind() {
     for s in &report.scenarios {
         if let Some(c) = &s.isolated {
             assert!(
-                docker.cluster_containers(&c.name).await.unwrap().is_empty(),
+                docker
+                    .containers_labelled(kind::CLUSTER_LABEL, &c.name)
+                    .await
+                    .unwrap()
+                    .is_empty(),
                 "{} left",
                 c.name
             );

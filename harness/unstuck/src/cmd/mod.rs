@@ -17,9 +17,9 @@ pub async fn connect_kubeconfig(
     path: &std::path::Path,
     context: Option<&str>,
 ) -> Result<(kube::Client, unstuck::cluster::identity::Target, bool)> {
-    use unstuck::cluster::{identity, local};
+    use unstuck::cluster::identity;
     let (context, server) = identity::kubeconfig_context_named(path, context)?;
-    let client = local::client_for_context(path, Some(&context)).await?;
+    let client = unstuck::cluster::client::client_for_context(path, Some(&context)).await?;
     let (target, marked) = identity::identify(&client, context, server).await?;
     Ok((client, target, marked))
 }

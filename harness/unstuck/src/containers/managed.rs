@@ -9,7 +9,7 @@ use std::{
 };
 
 use super::{ContainerError, labels};
-use crate::cluster::kind::docker::Docker;
+use crate::docker::Docker;
 
 /// How long a container has to log its ready line.
 const READY_WITHIN: Duration = Duration::from_secs(30);

@@ -18,7 +18,7 @@
 //! none`, so there is no default bridge); on kind it joins the cluster's
 //! network, which is the cluster's to remove.
 //!
-//! [`Docker`]: crate::cluster::kind::docker::Docker
+//! [`Docker`]: crate::docker::Docker
 
 pub mod backend;
 pub mod labels;

@@ -1,7 +1,7 @@
 //! Removing unstuck's containers whose owner died without removing them
 //! (SIGKILL, a crash), and listing what a run left.
 
-use crate::cluster::kind::docker::Docker;
+use crate::docker::Docker;
 
 use super::{ContainerError, labels};
 use crate::exec::RunError;

@@ -107,7 +107,7 @@ pub async fn connect(
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(READ_TIMEOUT);
     let server = config.cluster_url.to_string();
-    let client = crate::cluster::local::client_from_config(config)
+    let client = crate::cluster::client::client_from_config(config)
         .map_err(|e| TargetError::Client(e.to_string()))?;
     let namespaces = Api::<Namespace>::all(client.clone());
     let (uid, version) = tokio::join!(namespaces.get("kube-system"), client.apiserver_version());

@@ -7,11 +7,11 @@ use kube::{
     Api,
     api::{DeleteParams, PostParams},
 };
-use unstuck::cluster::local::{LocalCluster, UpOptions, layout::validate_name};
+use unstuck::cluster::{
+    local::{LocalCluster, UpOptions},
+    name::{MAX_NAME_LEN, validate_name},
+};
 use unstuck::wait::{self, Poll, WaitTimeout};
-
-/// The longest cluster name [`validate_name`] accepts.
-const MAX_NAME_LEN: usize = 30;
 
 /// A local cluster name unique to this test process: `base` followed by
 /// the process id, so two `cargo test` runs on one machine never ask for
@@ -312,10 +312,10 @@ pub fn stdout_json(o: &std::process::Output) -> serde_json::Value {
 /// its network.
 #[allow(dead_code)]
 pub async fn kind_leftovers(name: &str) -> Vec<String> {
-    use unstuck::cluster::kind::{self, docker::Docker};
+    use unstuck::{cluster::kind, docker::Docker};
     let docker = Docker::default();
     let mut left: Vec<String> = docker
-        .cluster_containers(name)
+        .containers_labelled(kind::CLUSTER_LABEL, name)
         .await
         .expect("docker ps answers")
         .into_iter()

@@ -13,7 +13,6 @@
 //! know exactly what is theirs.
 
 mod create;
-pub mod docker;
 mod node;
 mod provider;
 pub mod restarts;
@@ -41,9 +40,9 @@ use std::{
 use kube::Client;
 use serde::Serialize;
 
-use self::docker::Docker;
+use crate::docker::Docker;
 use crate::{
-    cluster::{ClusterError, exits::ExitLog, local},
+    cluster::{ClusterError, exits::ExitLog},
     components,
     exec::Cmd,
     node::ProcRef,
@@ -58,12 +57,15 @@ pub fn node_image(k8s_version: &str) -> String {
     format!("unstuck.local/kind-node:{k8s_version}")
 }
 
+/// The label kind puts on every container of a cluster.
+pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
+
 /// Where kind cluster records live: `$UNSTUCK_KIND_STATE_DIR`, else a
 /// sibling of the local clusters' state root.
 pub fn kind_root() -> PathBuf {
     std::env::var_os("UNSTUCK_KIND_STATE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| local::state::state_root().with_file_name("kind-clusters"))
+        .unwrap_or_else(|| crate::cluster::state_dir(Some("kind-clusters")))
 }
 
 /// The network a cluster's node is attached to.
@@ -198,7 +200,7 @@ impl KindCluster {
     /// failure kind's logs are exported (the error names where) and
     /// everything made so far is deleted again.
     pub async fn up(opts: KindOptions) -> Result<Self, ClusterError> {
-        local::layout::validate_name(&opts.name)?;
+        crate::cluster::name::validate_name(&opts.name)?;
         let tools = KindTools::locate(&opts.k8s_version).await?;
         // Clusters of harnesses that died (their reaper killed too, say by
         // the end of a CI session) would hold Docker networks and memory.
@@ -211,7 +213,7 @@ impl KindCluster {
         let dir = root.join(&opts.name);
         if !tools
             .docker
-            .cluster_containers(&opts.name)
+            .containers_labelled(CLUSTER_LABEL, &opts.name)
             .await?
             .is_empty()
         {

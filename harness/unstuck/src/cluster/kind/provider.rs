@@ -10,7 +10,8 @@ use std::{
 use futures::future::BoxFuture;
 use kube::Client;
 
-use super::{KindCluster, KindNode, KindOptions, docker::Docker, node_container, teardown};
+use super::{KindCluster, KindNode, KindOptions, node_container, teardown};
+use crate::docker::Docker;
 use crate::{
     cluster::{
         ClusterError,

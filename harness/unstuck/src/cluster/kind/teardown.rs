@@ -11,8 +11,8 @@ use std::{
     time::Duration,
 };
 
-use super::{ClusterError, KindState, KindTools, docker::Docker, io, kind_root, list};
-use crate::cluster::local;
+use super::{CLUSTER_LABEL, ClusterError, KindState, KindTools, io, kind_root, list};
+use crate::docker::Docker;
 
 /// Deletes what the record names; each part is attempted even when an
 /// earlier one failed, and the record goes last (only when all went).
@@ -51,7 +51,7 @@ pub(super) async fn leftovers(
     dir: Option<&Path>,
 ) -> Vec<String> {
     let mut left = Vec::new();
-    match docker.cluster_containers(&state.name).await {
+    match docker.containers_labelled(CLUSTER_LABEL, &state.name).await {
         Ok(names) => left.extend(names.into_iter().map(|n| format!("container {n}"))),
         Err(e) => left.push(format!("containers unknown: {e}")),
     }
@@ -73,7 +73,7 @@ pub(super) async fn leftovers(
 
 /// Deletes the named kind cluster unstuck made (also by another process).
 pub async fn down(name: &str) -> Result<Vec<String>, ClusterError> {
-    local::layout::validate_name(name)?;
+    crate::cluster::name::validate_name(name)?;
     let dir = kind_root().join(name);
     let state = KindState::load(&dir)?.ok_or_else(|| ClusterError::NotFound {
         provider: crate::cluster::provider::ProviderKind::Kind,

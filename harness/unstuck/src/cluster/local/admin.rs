@@ -7,7 +7,7 @@ use std::{
 };
 
 use super::{
-    ClusterError, layout, preflight,
+    ClusterError, preflight,
     state::{self, ClusterState},
     teardown::{self, TeardownReport},
 };
@@ -98,7 +98,7 @@ pub fn list() -> Vec<LocalStatus> {
 
 /// Tears down the named cluster (also one made by another process).
 pub async fn down(name: &str) -> Result<TeardownReport, ClusterError> {
-    layout::validate_name(name)?;
+    crate::cluster::name::validate_name(name)?;
     preflight::check_root()?;
     let dir = state::state_root().join(name);
     if !dir.exists() {

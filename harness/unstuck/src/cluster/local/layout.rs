@@ -9,8 +9,6 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::cluster::ClusterError;
-
 /// Slots a machine can hold at once.
 pub const MAX_SLOTS: u8 = 48;
 /// First port of slot 0; every slot owns a block of 100 ports.
@@ -152,22 +150,6 @@ impl Layout {
     }
 }
 
-/// Cluster names are used in paths, link-free cgroup names and node names.
-pub fn validate_name(name: &str) -> Result<(), ClusterError> {
-    let ok = !name.is_empty()
-        && name.len() <= 30
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ClusterError::InvalidName(name.to_string()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,13 +180,5 @@ mod tests {
     fn link_names_fit_the_kernel_limit_for_every_slot() {
         let l = Layout::new("x", MAX_SLOTS - 1, Path::new("/r"));
         assert!(l.host_link().len() <= 15 && l.pod_bridge().len() <= 15);
-    }
-
-    #[test]
-    fn names_are_checked() {
-        assert!(validate_name("unstuck-test-1").is_ok());
-        for bad in ["", "Upper", "-x", "x-", "a/b", "a_b", &"x".repeat(31)] {
-            assert!(validate_name(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -8,7 +8,7 @@ use kube::Client;
 
 use super::{
     LocalCluster, LocalNode, UpOptions, admin,
-    layout::{Layout, validate_name},
+    layout::Layout,
     process::Lifetime,
     state::{ClusterState, state_root},
     teardown::{TeardownReport, leftovers},
@@ -94,7 +94,7 @@ impl Provider for LocalProvider {
             // The layout names what to look for afterwards; a record that
             // cannot be read still gets its directory torn down, and the
             // directory itself is what is checked then.
-            validate_name(name)?;
+            crate::cluster::name::validate_name(name)?;
             let layout = match ClusterState::load(&state_root().join(name)) {
                 Ok(state) => state.map(|s| s.layout),
                 Err(e) => {

@@ -138,9 +138,7 @@ pub fn record_component(dir: &Path, name: &str, process: ProcRef) -> Result<(), 
 
 /// The root under which every local cluster has its directory.
 pub fn state_root() -> PathBuf {
-    std::env::var_os("UNSTUCK_STATE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/lib/unstuck/clusters"))
+    crate::cluster::state_dir(None)
 }
 
 /// Every cluster directory under `root`, with its state when readable.

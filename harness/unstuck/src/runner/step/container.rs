@@ -17,8 +17,8 @@ use unstuck_core::scenario::{ApplySpec, Located};
 
 use super::{Evidence, ScenarioRun, StepError};
 use crate::{
-    cluster::kind::docker::Docker,
     containers::{self, BackendRole, BackendSpec, backend::PORT},
+    docker::Docker,
     runner::objects::read_manifests,
 };
 

@@ -15,7 +15,7 @@ use self::procfs::{
     LINKS_SCRIPT, POD_PROCESSES_SCRIPT, PROCESSES_SCRIPT, parse_links, parse_pod_processes,
     parse_processes,
 };
-use super::docker::Docker;
+use crate::docker::Docker;
 use crate::{
     exec::{Cmd, RunError},
     host,

@@ -1,12 +1,12 @@
-//! The few `docker` commands the kind provider needs, typed. Every one goes
-//! through [`Cmd`], so a failure keeps the pasteable command and its output.
+//! The few `docker` commands unstuck needs, typed: the kind provider's
+//! (its node containers, networks and volumes) and the containers beside
+//! a cluster (`containers/`). Every one goes through [`Cmd`], so a failure
+//! keeps the pasteable command and its output. It knows no provider: what
+//! is kind's (its cluster label) the kind provider passes in.
 
 use std::time::Duration;
 
 use crate::exec::{Cmd, RunError};
-
-/// The label kind puts on every container of a cluster.
-pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 
 /// The `docker` client on PATH.
 #[derive(Clone, Debug)]
@@ -48,33 +48,20 @@ impl Docker {
             .is_ok()
     }
 
-    /// Names of the containers (running or not) of kind cluster `cluster`.
-    pub async fn cluster_containers(&self, cluster: &str) -> Result<Vec<String>, RunError> {
+    /// Names of the containers (running or not) labelled `label=value`.
+    pub async fn containers_labelled(
+        &self,
+        label: &str,
+        value: &str,
+    ) -> Result<Vec<String>, RunError> {
         Ok(lines(
             &self
                 .cmd()
                 .args(["ps", "-a", "--format", "{{.Names}}", "--filter"])
-                .arg(format!("label={CLUSTER_LABEL}={cluster}"))
+                .arg(format!("label={label}={value}"))
                 .output()
                 .await?,
         ))
-    }
-
-    /// The kind cluster names that have containers on this engine.
-    pub async fn kind_clusters(&self) -> Result<Vec<String>, RunError> {
-        let mut names = lines(
-            &self
-                .cmd()
-                .args(["ps", "-a", "--format"])
-                .arg(format!("{{{{.Label \"{CLUSTER_LABEL}\"}}}}"))
-                .arg("--filter")
-                .arg(format!("label={CLUSTER_LABEL}"))
-                .output()
-                .await?,
-        );
-        names.sort();
-        names.dedup();
-        Ok(names)
     }
 
     pub async fn network_exists(&self, name: &str) -> Result<bool, RunError> {
