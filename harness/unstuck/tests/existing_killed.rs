@@ -10,9 +10,20 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::{
-    api::core::v1::Namespace, kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+    api::{core::v1::Namespace, rbac::v1::ClusterRole},
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
-use kube::{Api, Client, api::ListParams};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use unstuck::{
+    node::ProcRef,
+    runner::{
+        Created,
+        journal::{ClusterRef, Record},
+    },
+};
 
 mod common;
 
@@ -165,10 +176,177 @@ async fn cluster_gc_removes_what_a_killed_run_added_to_an_existing_cluster() {
         common::output_text(&o)
     );
 
+    pending_entries_are_taken_by_label_and_an_unreadable_one_keeps_the_record(
+        &client, &kc, &journals,
+    )
+    .await;
+
     let _ = std::fs::remove_dir_all(&journals);
     let _ = std::fs::remove_dir_all(&out);
     let layout = cluster.layout().clone();
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");
     assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
+}
+
+/// A journal whose run was killed after writing down its next creates and
+/// before they returned (no UID recorded): gc takes an object of that name
+/// only when it carries the run's label, names one without it as not the
+/// run's and leaves it, and when it cannot read one at all (its API group
+/// does not answer) keeps the record for the next gc instead of taking
+/// "unreadable" for "gone".
+async fn pending_entries_are_taken_by_label_and_an_unreadable_one_keeps_the_record(
+    client: &Client,
+    kc: &str,
+    journals: &std::path::Path,
+) {
+    let run = format!("pending-{}", std::process::id());
+    let roles = Api::<ClusterRole>::all(client.clone());
+    let role = |name: &str, labelled: bool| -> ClusterRole {
+        common::from_json(serde_json::json!({
+            "metadata": {
+                "name": name,
+                "labels": if labelled { serde_json::json!({ RUN_LABEL: run }) } else { serde_json::json!({}) },
+            },
+            "rules": [],
+        }))
+    };
+    let pp = PostParams::default();
+    roles
+        .create(&pp, &role("unstuck-pending-ours", true))
+        .await
+        .expect("ours");
+    roles
+        .create(&pp, &role("unstuck-pending-theirs", false))
+        .await
+        .expect("theirs");
+    // An aggregated API with no backend: its group answers 503.
+    let apiservices = Api::<APIService>::all(client.clone());
+    let broken: APIService = common::from_json(serde_json::json!({
+        "metadata": { "name": "v1.broken.unstuck.dev" },
+        "spec": {
+            "group": "broken.unstuck.dev", "version": "v1",
+            "service": { "namespace": "default", "name": "nothing-serves-this", "port": 443 },
+            "insecureSkipTLSVerify": true, "groupPriorityMinimum": 1000, "versionPriority": 15,
+        },
+    }));
+    apiservices
+        .create(&pp, &broken)
+        .await
+        .expect("the broken APIService");
+    let kube_system_uid = Api::<Namespace>::all(client.clone())
+        .get("kube-system")
+        .await
+        .expect("kube-system")
+        .metadata
+        .uid
+        .expect("a UID");
+    let pending = |api_version: &str, kind: &str, name: &str| Created {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: None,
+        name: name.into(),
+        uid: String::new(),
+        keys: Default::default(),
+    };
+    // An owner that is gone: this process's PID with a start time it
+    // never had.
+    let mut owner = ProcRef::of_pid(std::process::id() as i32).expect("this process");
+    owner.start_time += 1;
+    let record = Record {
+        owner,
+        cluster: ClusterRef {
+            kube_system_uid,
+            server: "https://127.0.0.1".into(),
+            context: "test".into(),
+        },
+        run: run.clone(),
+        scenario: "pending-entries".into(),
+        created: vec![
+            pending(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                "unstuck-pending-ours",
+            ),
+            pending(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                "unstuck-pending-theirs",
+            ),
+            pending("broken.unstuck.dev/v1", "Widget", "w1"),
+        ],
+    };
+    std::fs::create_dir_all(journals).expect("journal dir");
+    let file = journals.join(format!("{run}-pending-entries.json"));
+    std::fs::write(&file, serde_json::to_vec(&record).expect("json")).expect("the record");
+    let env = [("UNSTUCK_JOURNAL_DIR", journals.as_os_str())];
+
+    let o = common::unstuck_env(&["cluster", "gc", "--kubeconfig", kc], &env);
+    let text = common::output_text(&o);
+    assert!(
+        !o.status.success(),
+        "an unreadable entry is no clean gc:\n{text}"
+    );
+    assert!(
+        text.contains("left alone") && text.contains("ClusterRole unstuck-pending-theirs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not readable now") && text.contains("Widget w1"),
+        "{text}"
+    );
+    assert!(
+        file.exists(),
+        "the record went although an entry was not read"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while roles
+        .get_opt("unstuck-pending-ours")
+        .await
+        .expect("get")
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the run's labelled ClusterRole is left:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        roles
+            .get_opt("unstuck-pending-theirs")
+            .await
+            .expect("get")
+            .is_some(),
+        "gc deleted an object without the run's label"
+    );
+
+    // The group gone (no longer served): the entry is known gone, the
+    // record goes.
+    apiservices
+        .delete("v1.broken.unstuck.dev", &DeleteParams::default())
+        .await
+        .expect("delete the broken APIService");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let o = common::unstuck_env(&["cluster", "gc", "--kubeconfig", kc], &env);
+        let text = common::output_text(&o);
+        if o.status.success() {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "gc never came clean:\n{text}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    assert!(!file.exists(), "the record outlived a clean gc:\n{text}");
+    assert!(
+        roles
+            .get_opt("unstuck-pending-theirs")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    roles
+        .delete("unstuck-pending-theirs", &DeleteParams::default())
+        .await
+        .expect("clean up");
 }

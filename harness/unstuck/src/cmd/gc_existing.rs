@@ -54,6 +54,12 @@ pub fn report(swept: &[Swept], target: &Target) -> bool {
                 s.not_ours.join(", ")
             );
         }
+        if !s.unread.is_empty() {
+            println!(
+                "  not readable now, so neither taken nor known gone (its record is kept for the next gc): {}",
+                s.unread.join(", ")
+            );
+        }
         if !s.clean() {
             clean = false;
             println!(
@@ -61,6 +67,7 @@ pub fn report(swept: &[Swept], target: &Target) -> bool {
                 r.failed
                     .iter()
                     .chain(&r.leaked)
+                    .chain(&s.unread)
                     .cloned()
                     .collect::<Vec<_>>()
                     .join("; ")

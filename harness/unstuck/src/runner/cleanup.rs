@@ -69,7 +69,9 @@ const RELEASE_ROUNDS: [usize; 3] = [3, 15, 35];
 const OTHERS_GRACE: usize = 10;
 
 /// The object of `c`, read by name, if it is still the one this run
-/// created. `Err` says what kept cleanup from telling.
+/// created; for an entry written before its create returned (no UID yet)
+/// whatever holds the name, for the caller to judge by its label. `Err`
+/// says what kept cleanup from telling.
 pub(super) async fn read(client: &Client, c: &Created) -> Result<Option<DynamicObject>, ReadError> {
     // A type no longer served (its CRD deleted) has no objects left; a
     // failed discovery is asked again on the next round.
@@ -87,7 +89,9 @@ pub(super) async fn read(client: &Client, c: &Created) -> Result<Option<DynamicO
         .get_opt(&c.name)
         .await
     {
-        Ok(Some(o)) if o.metadata.uid.as_deref() == Some(c.uid.as_str()) => Ok(Some(o)),
+        Ok(Some(o)) if c.uid.is_empty() || o.metadata.uid.as_deref() == Some(c.uid.as_str()) => {
+            Ok(Some(o))
+        }
         // Gone, or the name now holds another object: ours is gone.
         Ok(_) => Ok(None),
         Err(source) => Err(ReadError::Read { source }),

@@ -144,12 +144,16 @@ pub struct Swept {
     /// Recorded before its create returned, and not the run's by label:
     /// left alone.
     pub not_ours: Vec<String>,
+    /// Recorded before its create returned, and not readable now (an API
+    /// group that does not answer): neither taken nor known gone, so the
+    /// record is kept for the next gc. Each with why.
+    pub unread: Vec<String>,
 }
 
 impl Swept {
     /// Everything recorded is gone (the journal is removed then).
     pub fn clean(&self) -> bool {
-        self.report.failed.is_empty() && self.report.leaked.is_empty()
+        self.report.failed.is_empty() && self.report.leaked.is_empty() && self.unread.is_empty()
     }
 }
 
@@ -175,13 +179,14 @@ pub fn stale(dir: &Path, cluster: &str) -> Vec<(PathBuf, Record)> {
 pub async fn sweep(client: &Client, dir: &Path, cluster: &str) -> Vec<Swept> {
     let mut out = Vec::new();
     for (path, record) in stale(dir, cluster) {
-        let (created, not_ours) = resolve_pending(client, &record).await;
-        let report = cleanup::cleanup(client, &created).await;
+        let pending = resolve_pending(client, &record).await;
+        let report = cleanup::cleanup(client, &pending.created).await;
         let swept = Swept {
             run: record.run,
             scenario: record.scenario,
             report,
-            not_ours,
+            not_ours: pending.not_ours,
+            unread: pending.unread,
         };
         if swept.clean() {
             let _ = std::fs::remove_file(&path);
@@ -191,12 +196,21 @@ pub async fn sweep(client: &Client, dir: &Path, cluster: &str) -> Vec<Swept> {
     out
 }
 
+/// A record's objects as gc can take them.
+#[derive(Default)]
+struct Resolved {
+    /// With a UID: the run's.
+    created: Vec<Created>,
+    not_ours: Vec<String>,
+    unread: Vec<String>,
+}
+
 /// The record's objects with a UID: those recorded before their create
 /// returned get the UID of the object of that name when it carries the
-/// run's label; the others are named as not the run's.
-async fn resolve_pending(client: &Client, record: &Record) -> (Vec<Created>, Vec<String>) {
-    let mut created = Vec::new();
-    let mut not_ours = Vec::new();
+/// run's label; the others are named as not the run's, or as unread when
+/// the API did not answer (which is not "gone").
+async fn resolve_pending(client: &Client, record: &Record) -> Resolved {
+    let mut out = Resolved::default();
     let namespaces: Vec<&str> = record
         .created
         .iter()
@@ -205,7 +219,7 @@ async fn resolve_pending(client: &Client, record: &Record) -> (Vec<Created>, Vec
         .collect();
     for c in &record.created {
         if !c.uid.is_empty() {
-            created.push(c.clone());
+            out.created.push(c.clone());
             continue;
         }
         // Only cluster-scoped objects carry the run's label; one in a
@@ -216,22 +230,23 @@ async fn resolve_pending(client: &Client, record: &Record) -> (Vec<Created>, Vec
         {
             continue;
         }
-        // Gone, or unreadable: nothing of it is taken now.
-        match cleanup::read(client, c).await.ok().flatten() {
-            Some(obj)
+        match cleanup::read(client, c).await {
+            Ok(Some(obj))
                 if obj.metadata.labels.as_ref().and_then(|l| l.get(RUN_LABEL))
                     == Some(&record.run) =>
             {
-                created.push(Created {
+                out.created.push(Created {
                     uid: obj.metadata.uid.unwrap_or_default(),
                     ..c.clone()
                 });
             }
-            Some(_) => not_ours.push(c.to_string()),
-            None => {}
+            Ok(Some(_)) => out.not_ours.push(c.to_string()),
+            // Never created, or gone since: nothing to take.
+            Ok(None) => {}
+            Err(e) => out.unread.push(format!("{c} ({e})")),
         }
     }
-    (created, not_ours)
+    out
 }
 
 #[cfg(test)]
