@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use unstuck_core::doctor::backend::{BackendPod, EndpointRead};
 use unstuck_core::doctor::{
     Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, PlannedStep, ServiceKey,
-    ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan,
+    ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan, plan_assuming,
 };
 
 use doctor_support::read_recorded as read;
@@ -529,4 +529,54 @@ fn a_fail_open_only_for_a_write_the_plan_refuses_is_refused_itself() {
         })
         .unwrap_or_else(|| panic!("{p:#?}"));
     assert!(refusal.contains("Challenge"), "{refusal}");
+}
+
+/// The same recording as above (scenario 36), with a User outside the
+/// cluster granted update on Challenges: the key the fail-open will reveal
+/// is Unknown, and the dry run says it will be refused unless its owner is
+/// confirmed gone. Given `--assume-dead` for that key, the dry run says
+/// what the later round will do then, as the findings about stuck objects
+/// already do.
+#[test]
+fn what_the_dry_run_expects_heeds_assume_dead() {
+    let mut s = doctor_support::load_snapshot("real-v1.34.4/webhook-then-dead-finalizer-chain");
+    let challenge = s
+        .namespace_content
+        .iter()
+        .find(|r| r.kind == "Challenge")
+        .cloned()
+        .expect("a Challenge in the recording");
+    let group = challenge.api_version.split('/').next().unwrap().to_owned();
+    let key = challenge.metadata.finalizers.as_ref().expect("finalizers")[0].clone();
+    let rbac = s.rbac.as_mut().expect("recorded with RBAC");
+    rbac.cluster_roles.push(
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "acme-solver"}, "rules": [
+            {"apiGroups": [group], "resources": ["challenges"], "verbs": ["update", "patch"]}]}),
+        )
+        .unwrap(),
+    );
+    rbac.cluster_role_bindings.push(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "acme-solver"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "acme-solver"},
+            "subjects": [{"kind": "User", "name": "mgmt-cluster-acme"}]}))
+        .unwrap(),
+    );
+    let (findings, p) = run(&s);
+    let k = &p.expected.first().unwrap_or_else(|| panic!("{p:#?}")).keys[0];
+    assert_eq!(k.owner, "Unknown", "{k:?}");
+    assert!(
+        k.then.starts_with("refused") && k.then.contains(&format!("--assume-dead {key}")),
+        "{k:?}"
+    );
+    let assumed = plan_assuming(&findings, &s, std::slice::from_ref(&key));
+    let k = &assumed.expected[0].keys[0];
+    assert_eq!(k.owner, "Dead", "{k:?}");
+    assert!(
+        k.then.starts_with("removed") && k.then.contains("assumed dead"),
+        "{k:?}"
+    );
+    // Another key named changes nothing.
+    let other = plan_assuming(&findings, &s, &["example.com/other".to_owned()]);
+    assert_eq!(other.expected[0].keys[0].owner, "Unknown");
 }

@@ -56,6 +56,7 @@ pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
 pub use plan::{
     Action, BlockedStep, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan,
     PlannedStep, RemoveFinalizers, SetCrdConversionNone, SetWebhookFailurePolicy, plan,
+    plan_assuming,
 };
 pub use snapshot::{DiscoveryFailure, ObjectRecord, Snapshot};
 pub use webhook::{ServiceKey, ServiceLookup, WebhookConfigKind};

@@ -244,6 +244,13 @@ pub const REFUSED_ON_DISCOVERY: &str = "discovery failed for";
 /// Plans the remedy for `findings` (as returned by
 /// [`super::diagnose()`]) against the snapshot they came from.
 pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
+    plan_assuming(findings, snapshot, &[])
+}
+
+/// [`plan`], with the keys a person confirmed dead (`--assume-dead`, as
+/// the diagnosis was given them): what the plan expects of objects that
+/// are not stuck yet says the same as the findings about stuck ones.
+pub fn plan_assuming(findings: &[Finding], snapshot: &Snapshot, assume_dead: &[String]) -> Plan {
     let owners = OwnerCache::new(snapshot);
     let mut steps: Vec<PlannedStep> = findings
         .iter()
@@ -295,7 +302,8 @@ pub fn plan(findings: &[Finding], snapshot: &Snapshot) -> Plan {
             s.finding_index,
         )
     });
-    let expected = expected::expected_after_fail_open(findings, &steps, snapshot, &owners);
+    let expected =
+        expected::expected_after_fail_open(findings, &steps, snapshot, &owners, assume_dead);
     Plan {
         steps,
         blocked,

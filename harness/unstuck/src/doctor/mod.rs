@@ -28,7 +28,7 @@ use std::{
 
 use kube::Client;
 use serde::Serialize;
-use unstuck_core::doctor::{DiagnoseOptions, Finding, FindingKind, Plan, diagnose, plan};
+use unstuck_core::doctor::{DiagnoseOptions, Finding, FindingKind, Plan, diagnose, plan_assuming};
 
 pub use self::{
     apply::{ApiCall, AppliedStep, StepOutcome},
@@ -287,7 +287,7 @@ pub async fn run_asking(
         };
         add_controller_manager_metrics(&mut snapshot, opts).await;
         let findings = findings_in(&snapshot, opts);
-        let plan = plan(&findings, &snapshot);
+        let plan = plan_assuming(&findings, &snapshot, &opts.diagnose.assume_dead);
         let applied = if opts.apply {
             tracing::debug!(target: crate::STEP_LOG, "doctor apply begins ({} planned step(s))", plan.steps.len());
             recheck::apply_round(client, opts, &findings, &plan, just_read, &mut consent, ask)

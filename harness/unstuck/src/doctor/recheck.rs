@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use kube::Client;
 use unstuck_core::doctor::{
-    Action, Finding, FindingDetail, Plan, PlannedStep, backend::NOT_SERVING, plan,
+    Action, Finding, FindingDetail, Plan, PlannedStep, backend::NOT_SERVING, plan_assuming,
 };
 
 use super::{
@@ -143,11 +143,11 @@ async fn read_again(client: &Client, opts: &DoctorOptions) -> Result<Fresh, Doct
     let (mut snapshot, _) = collect_in(client, &opts.scope.collect_scope()).await?;
     super::add_controller_manager_metrics(&mut snapshot, opts).await;
     let findings = findings_in(&snapshot, opts);
-    let fresh_plan = plan(&findings, &snapshot);
+    let fresh_plan = plan_assuming(&findings, &snapshot, &opts.diagnose.assume_dead);
     let mut unaged_opts = opts.clone();
     unaged_opts.diagnose.stuck_after = std::time::Duration::ZERO;
     let unaged_findings = findings_in(&snapshot, &unaged_opts);
-    let unaged_plan = plan(&unaged_findings, &snapshot);
+    let unaged_plan = plan_assuming(&unaged_findings, &snapshot, &opts.diagnose.assume_dead);
     Ok(Fresh {
         findings,
         plan: fresh_plan,

@@ -49,6 +49,7 @@ pub(super) fn expected_after_fail_open(
     steps: &[PlannedStep],
     snapshot: &Snapshot,
     owners: &OwnerCache,
+    assume_dead: &[String],
 ) -> Vec<ExpectedStep> {
     let views = webhooks(snapshot);
     let mut out = Vec::new();
@@ -95,7 +96,7 @@ pub(super) fn expected_after_fail_open(
                     name: record.metadata.name.clone().unwrap_or_default(),
                     uid: record.metadata.uid.clone(),
                 },
-                keys: keys_of(record, owners),
+                keys: keys_of(record, owners, assume_dead),
             });
         }
     }
@@ -117,7 +118,7 @@ fn rejects_delete_of(view: &WebhookView<'_>, record: &ObjectRecord, snapshot: &S
     matches(view, &write, snapshot).reaches()
 }
 
-fn keys_of(record: &ObjectRecord, owners: &OwnerCache) -> Vec<ExpectedKey> {
+fn keys_of(record: &ObjectRecord, owners: &OwnerCache, assume_dead: &[String]) -> Vec<ExpectedKey> {
     record
         .metadata
         .finalizers
@@ -129,9 +130,12 @@ fn keys_of(record: &ObjectRecord, owners: &OwnerCache) -> Vec<ExpectedKey> {
                 finalizer: key,
                 kind: &record.kind,
                 record: Some(record),
-                assume_dead: &[],
+                assume_dead,
             });
             let then = match &v.verdict {
+                OwnerVerdict::Dead { .. } if v.assumed_dead => format!(
+                    "removed (its owner assumed dead: --assume-dead {key} was given), after a re-check on a fresh read"
+                ),
                 OwnerVerdict::Dead { .. } => {
                     "removed (its owner is dead), after a re-check on a fresh read".to_string()
                 }

@@ -2,12 +2,15 @@
 //! `--kind-cluster`): the cluster unstuck made that is named, and its
 //! node's stuck pods, looked at and, with consent, healed.
 
-use std::path::PathBuf;
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Result;
 use unstuck::cluster::provider::{AnyProvider, CreateOptions, ProviderKind, provider};
 use unstuck::components::DEFAULT_K8S_VERSION;
-use unstuck::doctor::node::{HealOutcome, NodeDoctorReport};
+use unstuck::doctor::node::{
+    HealOptions, HealOutcome, NodeDoctorReport, ShownPod, StuckPod, heal_pod, stuck_pods,
+};
+use unstuck::node::AnyNode;
 
 use super::DoctorArgs;
 
@@ -37,6 +40,28 @@ pub(super) fn named_kubeconfig(args: &DoctorArgs) -> Result<Option<PathBuf>> {
     Ok(Some(c.kubeconfig))
 }
 
+/// The node of the cluster `--local-cluster`/`--kind-cluster` names.
+async fn named_node(args: &DoctorArgs) -> Result<Option<Arc<AnyNode>>> {
+    let Some((p, name)) = named_cluster(args) else {
+        return Ok(None);
+    };
+    Ok(Some(p.node(name).await?))
+}
+
+/// The pods stuck on `node` now, within `-n` (all when none was given).
+async fn stuck_within(
+    client: &kube::Client,
+    node: &AnyNode,
+    args: &DoctorArgs,
+    stuck_after: std::time::Duration,
+) -> Result<Vec<StuckPod>> {
+    Ok(stuck_pods(client, node.name(), stuck_after)
+        .await?
+        .into_iter()
+        .filter(|p| args.namespaces.is_empty() || args.namespaces.contains(&p.namespace))
+        .collect())
+}
+
 /// The node half of `unstuck doctor --local-cluster NAME`, looking
 /// only: each stuck pod's diagnosis and ladder.
 pub(super) async fn node_look(
@@ -44,20 +69,15 @@ pub(super) async fn node_look(
     args: &DoctorArgs,
     stuck_after: std::time::Duration,
 ) -> Result<Vec<NodeDoctorReport>> {
-    use unstuck::doctor::node::{HealOptions, heal_pod, stuck_pods};
-    let Some((p, name)) = named_cluster(args) else {
+    let Some(node) = named_node(args).await? else {
         return Ok(Vec::new());
     };
-    let node = p.node(name).await?;
     let opts = HealOptions {
         stuck_after,
         ..HealOptions::default()
     };
     let mut reports = Vec::new();
-    for p in stuck_pods(client, node.name(), stuck_after).await? {
-        if !args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace) {
-            continue;
-        }
+    for p in stuck_within(client, node.as_ref(), args, stuck_after).await? {
         reports.push(heal_pod(client, node.as_ref(), &p.namespace, &p.name, &opts).await?);
     }
     Ok(reports)
@@ -73,11 +93,9 @@ pub(super) async fn node_apply(
     stuck_after: std::time::Duration,
     shown: &[NodeDoctorReport],
 ) -> Result<Vec<NodeDoctorReport>> {
-    use unstuck::doctor::node::{HealOptions, ShownPod, heal_pod, stuck_pods};
-    let Some((p, name)) = named_cluster(args) else {
+    let Some(node) = named_node(args).await? else {
         return Ok(Vec::new());
     };
-    let node = p.node(name).await?;
     let mut reports = Vec::new();
     for (pod, consent) in shown
         .iter()
@@ -94,14 +112,15 @@ pub(super) async fn node_apply(
         };
         reports.push(heal_pod(client, node.as_ref(), ns, pod_name, &opts).await?);
     }
+    // Stuck now, after the heals: a pod nobody was shown is only said.
     let look = HealOptions {
         stuck_after,
         ..HealOptions::default()
     };
-    for p in stuck_pods(client, node.name(), stuck_after).await? {
-        let known = |r: &NodeDoctorReport| r.uid.as_deref() == Some(p.uid.as_str());
-        if (!args.namespaces.is_empty() && !args.namespaces.contains(&p.namespace))
-            || reports.iter().any(known)
+    for p in stuck_within(client, node.as_ref(), args, stuck_after).await? {
+        if reports
+            .iter()
+            .any(|r| r.uid.as_deref() == Some(p.uid.as_str()))
         {
             continue;
         }
