@@ -57,7 +57,7 @@ weight() {
     existing_cluster) echo 900 ;; newest_version) echo 850 ;; kind_provider) echo 820 ;; scenarios) echo 800 ;; node_faults) echo 700 ;;
     owner_liveness) echo 320 ;; fault_cleanup) echo 300 ;; suite_isolation) echo 250 ;; namespace_stall) echo 200 ;; kernel_stall|frozen_cgroup) echo 150 ;;
     vac_protection) echo 110 ;; node_consent) echo 180 ;; webhook_backends) echo 100 ;; backend_containers) echo 150 ;; registry_containers) echo 100 ;; doctor_snapshot) echo 60 ;;
-    local_cluster) echo 120 ;; cluster_cli) echo 110 ;; doctor_cli) echo 100 ;; doctor_chain|doctor_streaming_list|webhook_gate) echo 40 ;; killed_runs) echo 170 ;; pods_not_starting|rbac_blind_spots|conversion_webhook) echo 90 ;;
+    local_cluster) echo 120 ;; cluster_cli) echo 110 ;; github_action|interrupted_boot) echo 100 ;; doctor_cli) echo 100 ;; doctor_chain|doctor_streaming_list|webhook_gate) echo 40 ;; killed_runs) echo 170 ;; pods_not_starting|rbac_blind_spots|conversion_webhook) echo 90 ;;
     *) echo 0 ;;
   esac
 }
@@ -100,17 +100,25 @@ for j in "${JOBS_LIST[@]}"; do if is_late "${j% *}"; then LATE+=("$j"); else EAR
 # The set-up steps a binary needs before it starts (ci/test.sh's lanes):
 # the pure crates' binaries (unstuck-core, unstuck-backend) need none;
 # every binary of unstuck may bring up clusters or containers, so it
-# needs the local cluster's set-up and both images; newest_version the
-# newest Kubernetes version too, the kind binaries the kind node image.
+# needs the local cluster's set-up and both images; one whose source
+# names the newest Kubernetes version that version's build too; the kind
+# binaries the kind node image, krew_plugin the krew CLI.
 NEWEST="$(sed -n 's/^pub const NEWEST_K8S_VERSION: &str = "\(v[0-9.]*\)";/\1/p' harness/unstuck/src/components.rs)"
 needs() {
   local bin="$1" dir
   dir="$(awk -v b="$bin" '$1 == b {print $2}' "$LOGS/binaries")"
   case "$dir" in */unstuck-core|*/unstuck-backend) return 0 ;; esac
   echo "ci/setup.sh"; echo "ci/images/backend.sh"; echo "ci/images/registry.sh"
+  # A test that names the newest version brings up clusters of it
+  # (newest_version, vac_protection's second half): found in its source,
+  # so that a new one cannot start before the build it needs.
+  local name; name="$(basename "$bin" | sed 's/-[0-9a-f]\{16\}$//')"
+  if grep -qs "NEWEST_K8S_VERSION" "$dir/tests/$name.rs" "$dir/tests/$name"/*.rs; then
+    echo "ci/setup.sh --k8s-version $NEWEST"
+  fi
   case "$(basename "$bin")" in
-    newest_version-*) echo "ci/setup.sh --k8s-version $NEWEST" ;;
     kind_provider-*|cluster_cli-*) echo "ci/kind/setup.sh" ;;
+    krew_plugin-*) echo "ci/release/krew-cli.sh" ;;
   esac
 }
 # ready BINARY: 0 when every step it needs is done (or was never
@@ -179,8 +187,11 @@ schedule() {
       done
       pending=("${pending[@]}")
     fi
-    # Nothing could start: a slot frees or a set-up step ends.
-    [ "$started" = 1 ] || sleep 2
+    [ "$started" = 1 ] && continue
+    # Nothing could start: with every slot taken, until a job ends (a
+    # binary of a few seconds frees its slot at once); else until a set-up
+    # step may have ended.
+    if [ "$(jobs -rp | wc -l)" -ge "$max" ]; then wait -n; else sleep 2; fi
   done
   wait
 }

@@ -41,12 +41,14 @@ phase "cargo fmt --check" cargo fmt --all -- --check || { phases_table; exit 1; 
 lane_cluster() { set +e; step_run "ci/setup.sh" bash ci/setup.sh; }
 # Lane 2: the Docker engine, then the images the container: and registry:
 # scenarios run — the project's backend (49-68 s cold) and the registry
-# (about 4 min cold, a Go build).
+# (about 4 min cold, a Go build); then the krew CLI.
 lane_images() {
   set +e
   step_run "ci/kind/setup.sh --docker-only" bash ci/kind/setup.sh --docker-only
   step_run_after "ci/kind/setup.sh --docker-only" "ci/images/backend.sh" bash ci/images/backend.sh
   step_run_after "ci/kind/setup.sh --docker-only" "ci/images/registry.sh" bash ci/images/registry.sh
+  # The krew CLI, for tests/krew_plugin.rs (a Go build, about a minute cold).
+  step_run "ci/release/krew-cli.sh" bash ci/release/krew-cli.sh
 }
 # Lane 3, at the lowest priority (a build there takes only the CPU the
 # clusters leave): the newest supported Kubernetes version, which only
@@ -68,7 +70,7 @@ echo "[test] set-up in three lanes (logs in $UNSTUCK_CI_STEPS/); the test build 
 # waits for it even before its lane reaches it.
 step_announce "ci/setup.sh" "ci/kind/setup.sh --docker-only" "ci/images/backend.sh" \
   "ci/images/registry.sh" "ci/setup.sh --k8s-version $NEWEST" "ci/kind/setup.sh" "cargo clippy" \
-  "cargo test --no-run"
+  "cargo test --no-run" "ci/release/krew-cli.sh"
 lane_start cluster lane_cluster
 lane_start images lane_images
 lane_start later lane_later
