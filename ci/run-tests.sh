@@ -55,7 +55,7 @@ mapfile -t BINS < <(cut -d' ' -f1 "$LOGS/binaries")
 weight() {
   case "$(basename "$1" | sed 's/-[0-9a-f]\{16\}$//')" in
     existing_cluster) echo 900 ;; newest_version) echo 850 ;; kind_provider) echo 820 ;; scenarios) echo 800 ;; node_faults) echo 700 ;;
-    owner_liveness) echo 320 ;; fault_cleanup) echo 300 ;; suite_isolation) echo 250 ;; namespace_stall) echo 200 ;; kernel_stall|frozen_cgroup) echo 150 ;;
+    owner_liveness) echo 320 ;; fault_cleanup|install) echo 300 ;; suite_isolation) echo 250 ;; namespace_stall) echo 200 ;; kernel_stall|frozen_cgroup) echo 150 ;;
     vac_protection) echo 110 ;; node_consent) echo 180 ;; webhook_backends) echo 100 ;; backend_containers) echo 150 ;; registry_containers) echo 100 ;; doctor_snapshot) echo 60 ;;
     local_cluster) echo 120 ;; cluster_cli) echo 110 ;; github_action|interrupted_boot) echo 100 ;; doctor_cli) echo 100 ;; doctor_chain|doctor_streaming_list|webhook_gate) echo 40 ;; killed_runs) echo 170 ;; pods_not_starting|rbac_blind_spots|conversion_webhook) echo 90 ;;
     *) echo 0 ;;

@@ -239,7 +239,13 @@ impl RunReport {
                 ));
             }
             if let Some(reason) = s.outcome.reason() {
-                out.push_str(&format!("      failure:   {reason}\n"));
+                // An interrupted scenario did not fail: it was stopped.
+                let label = if s.interrupted() {
+                    "stopped:"
+                } else {
+                    "failure:"
+                };
+                out.push_str(&format!("      {label:<10} {reason}\n"));
             }
             for exit in &s.cluster_exits {
                 out.push_str(&format!("      cluster:   {exit}\n"));

@@ -123,7 +123,12 @@ fn an_interrupted_scenario_is_skipped_with_why_and_not_counted_as_failed() {
     );
     assert!(x.contains("the run was interrupted"), "{x}");
     assert!(r.markdown().contains("1 passed, 0 failed, 1 interrupted"));
-    assert!(r.terminal().contains("STOP  orphan-finalizer-configmap"));
+    let t = r.terminal();
+    assert!(t.contains("STOP  orphan-finalizer-configmap"), "{t}");
+    assert!(
+        t.contains("stopped:   the run was interrupted") && !t.contains("failure:"),
+        "{t}"
+    );
 }
 
 #[test]
