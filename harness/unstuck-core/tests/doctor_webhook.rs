@@ -484,6 +484,26 @@ fn the_dry_run_shows_what_a_fail_open_will_reveal_behind_it() {
     assert!(run(&none).1.expected.is_empty());
 }
 
+/// A User outside the cluster (a management cluster's controller, say)
+/// granted update and patch on the Challenges of API group `group`: no
+/// pod of this cluster is that writer, so the key's owner is Unknown.
+fn grant_an_outside_user_challenge_updates(s: &mut Snapshot, group: &str) {
+    let rbac = s.rbac.as_mut().expect("recorded with RBAC");
+    rbac.cluster_roles.push(
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "acme-solver"}, "rules": [
+            {"apiGroups": [group], "resources": ["challenges"], "verbs": ["update", "patch"]}]}),
+        )
+        .unwrap(),
+    );
+    rbac.cluster_role_bindings.push(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "acme-solver"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "acme-solver"},
+            "subjects": [{"kind": "User", "name": "mgmt-cluster-acme"}]}))
+        .unwrap(),
+    );
+}
+
 /// Scenario 34 recorded (cert-manager uninstalled, its webhook left
 /// failing closed, a Challenge held by its finalizer; no namespace is
 /// being deleted). The fail-open is for the finalizer patch alone. With a
@@ -502,18 +522,7 @@ fn a_fail_open_only_for_a_write_the_plan_refuses_is_refused_itself() {
         "the control: {p:#?}"
     );
     let mut outside = s.clone();
-    let rbac = outside.rbac.as_mut().expect("recorded with RBAC");
-    rbac.cluster_roles.push(
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "acme-solver"}, "rules": [
-            {"apiGroups": ["acme-ovbvpy.cert-manager.io"], "resources": ["challenges"], "verbs": ["update", "patch"]}]}))
-        .unwrap(),
-    );
-    rbac.cluster_role_bindings.push(
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "acme-solver"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "acme-solver"},
-            "subjects": [{"kind": "User", "name": "mgmt-cluster-acme"}]}))
-        .unwrap(),
-    );
+    grant_an_outside_user_challenge_updates(&mut outside, "acme-ovbvpy.cert-manager.io");
     let (_, p) = run(&outside);
     assert!(names(&p).is_empty(), "{p:#?}");
     let refusal = p
@@ -548,20 +557,7 @@ fn what_the_dry_run_expects_heeds_assume_dead() {
         .expect("a Challenge in the recording");
     let group = challenge.api_version.split('/').next().unwrap().to_owned();
     let key = challenge.metadata.finalizers.as_ref().expect("finalizers")[0].clone();
-    let rbac = s.rbac.as_mut().expect("recorded with RBAC");
-    rbac.cluster_roles.push(
-        serde_json::from_value(
-            serde_json::json!({"metadata": {"name": "acme-solver"}, "rules": [
-            {"apiGroups": [group], "resources": ["challenges"], "verbs": ["update", "patch"]}]}),
-        )
-        .unwrap(),
-    );
-    rbac.cluster_role_bindings.push(
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "acme-solver"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "acme-solver"},
-            "subjects": [{"kind": "User", "name": "mgmt-cluster-acme"}]}))
-        .unwrap(),
-    );
+    grant_an_outside_user_challenge_updates(&mut s, &group);
     let (findings, p) = run(&s);
     let k = &p.expected.first().unwrap_or_else(|| panic!("{p:#?}")).keys[0];
     assert_eq!(k.owner, "Unknown", "{k:?}");

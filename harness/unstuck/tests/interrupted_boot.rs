@@ -67,11 +67,28 @@ fn processes_naming(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-fn sigint(child: &std::process::Child) {
+/// Ctrl-C to `child`, as a terminal sends it: its exit status, and every
+/// line it printed (`seen` so far, then the rest until its pipes close).
+fn interrupt(
+    mut child: std::process::Child,
+    rx: &Receiver<String>,
+    mut seen: Vec<String>,
+) -> (std::process::ExitStatus, String) {
     // SAFETY: kill(2) with a pid this test started.
     #[allow(unsafe_code)]
     let rc = unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(rc, 0, "SIGINT to unstuck");
+    let status = child.wait().expect("unstuck ends");
+    seen.extend(drain(rx));
+    (status, seen.join("\n"))
+}
+
+/// A plain progress line every second, and the boot's step lines.
+fn progress_env() -> Vec<(&'static str, &'static OsStr)> {
+    [PROGRESS, STEPS]
+        .iter()
+        .map(|(k, v)| (*k, OsStr::new(*v)))
+        .collect()
 }
 
 /// Nothing of cluster `name` is left: no record, no process.
@@ -98,21 +115,15 @@ const STEPS: (&str, &str) = ("UNSTUCK_LOG", "info,unstuck::step=debug");
 #[test]
 fn ctrl_c_while_cluster_up_boots_deletes_the_cluster_at_once() {
     let name = common::cluster_name("intr-up");
-    let env: Vec<(&str, &OsStr)> = [PROGRESS, STEPS]
-        .iter()
-        .map(|(k, v)| (*k, OsStr::new(v)))
-        .collect();
-    let (mut child, rx) = common::spawn_unstuck(&["cluster", "up", &name], &env);
+    let env = progress_env();
+    let (child, rx) = common::spawn_unstuck(&["cluster", "up", &name], &env);
     let mut seen = Vec::new();
     // Past the control plane's start, so there is something to delete.
     line_with(&rx, "kube-apiserver answers for cluster", &mut seen);
     // The boot says what it waits for, and the bound.
     let waiting = line_with(&rx, "still waiting for", &mut seen);
     assert!(waiting.contains("of at most"), "{waiting}");
-    sigint(&child);
-    let status = child.wait().expect("unstuck ends");
-    seen.extend(drain(&rx));
-    let text = seen.join("\n");
+    let (status, text) = interrupt(child, &rx, seen);
     assert_eq!(status.code(), Some(130), "{text}");
     assert!(
         text.contains(&format!(
@@ -133,14 +144,11 @@ fn ctrl_c_while_a_run_boots_reports_its_scenario_interrupted() {
     let out = std::env::temp_dir().join(format!("unstuck-intr-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let out_arg = out.display().to_string();
-    let env: Vec<(&str, &OsStr)> = [PROGRESS, STEPS]
-        .iter()
-        .map(|(k, v)| (*k, OsStr::new(v)))
-        .collect();
+    let env = progress_env();
     let root = common::repo_root();
     let scenarios = root.join("scenarios").display().to_string();
     let fixtures = root.join("fixtures").display().to_string();
-    let (mut child, rx) = common::spawn_unstuck(
+    let (child, rx) = common::spawn_unstuck(
         &[
             "run",
             "--scenarios",
@@ -162,10 +170,7 @@ fn ctrl_c_while_a_run_boots_reports_its_scenario_interrupted() {
         .unwrap_or_else(|| panic!("a cluster name in {boot:?}"))
         .to_owned();
     line_with(&rx, "kube-apiserver answers for cluster", &mut seen);
-    sigint(&child);
-    let status = child.wait().expect("unstuck ends");
-    seen.extend(drain(&rx));
-    let text = seen.join("\n");
+    let (status, text) = interrupt(child, &rx, seen);
     // Interrupted is no pass, and no failure of the scenario either.
     assert_eq!(status.code(), Some(1), "{text}");
     assert!(
