@@ -2,10 +2,13 @@
 # Prepares a fresh Debian bookworm machine (as root) for the `kind` cluster
 # provider, with no internet beyond Debian's mirror and the Go module proxy:
 #
-#   1. Debian packages: docker.io (dockerd 20.10), debootstrap, jq, ...
+#   1. Debian packages: docker.io (the docker CLI; its dockerd 20.10 is not
+#      used), containerd, runc, debootstrap, jq, ...
 #   2. a runc wrapper for dockerd, only if the host's capability bounding set
 #      lacks CAP_SYS_RESOURCE (see ci/kind/runc-wrapper.sh and docs/kind.md)
-#   3. dockerd, started in the background (no systemd needed), with no
+#   2b. dockerd v28.5.2 built from its Go module by ci/kind/engine.sh (the
+#      testcontainers crate needs Docker API 1.49; Debian's answers 1.41)
+#   3. that dockerd, started in the background (no systemd needed), with no
 #      docker0 bridge, no IP forwarding and a dead-end proxy so it can never
 #      reach a registry
 #   4. the kind CLI (sigs.k8s.io/kind) built from the Go module proxy
@@ -45,7 +48,7 @@ while [ $# -gt 0 ]; do
     --kind-version) KIND_VERSION="$2"; shift 2 ;;
     --no-image) BUILD_IMAGE=0; shift ;;
     --docker-only) DOCKER_ONLY=1; shift ;;  # steps 1-3: the engine the container: scenarios need
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "kind-setup: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -113,6 +116,24 @@ else
   log "runtime wrapper: not needed (CAP_SYS_RESOURCE is in the bounding set)"
 fi
 
+# --- 2b. the Docker Engine, built from its Go module --------------------------
+# The engine's API: the containers beside a cluster go through the
+# testcontainers crate (bollard 0.19), which speaks 1.49 and nothing older.
+API_NEEDED=1.49
+api_at_least() { # api_at_least HAVE WANT: 1.51 >= 1.49
+  [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]
+}
+ENGINE_VERSION="${UNSTUCK_DOCKER_ENGINE_VERSION:-v28.5.2}"
+ENGINE_BIN=""
+build_engine() { ENGINE_BIN=$("$HERE/engine.sh" --version "$ENGINE_VERSION"); }
+if docker info >/dev/null 2>&1 \
+   && api_ok=$(docker version --format '{{.Server.APIVersion}}' 2>/dev/null) \
+   && api_at_least "$api_ok" "$API_NEEDED"; then
+  log "engine: the running one answers API $api_ok; no build needed"
+else
+  timed engine build_engine
+fi
+
 # --- 3. dockerd ----------------------------------------------------------------
 # Our own config file, so /etc/docker is left alone:
 #   bridge none      no docker0; kind creates its own "kind" bridge network
@@ -139,31 +160,53 @@ cat > "$DAEMON_JSON.new.$$" <<JSON
 JSON
 mv "$DAEMON_JSON.new.$$" "$DAEMON_JSON"
 
+# stop_our_old_dockerd: an engine that answers an older API is replaced
+# only when it is the one this script started (its pid file); any other
+# is somebody else's.
+stop_our_old_dockerd() {
+  local api="$1" pid
+  pid=$(cat "$DOCKER_DIR/dockerd.pid" 2>/dev/null || true)
+  if [ -z "$pid" ] || ! tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--config-file $DAEMON_JSON"; then
+    die "the Docker engine answering on the default socket speaks API $api; unstuck's containers need $API_NEEDED or newer (Docker Engine 28.1+, testcontainers' bollard). It was not started by this script, so it is left alone: upgrade it, or stop it and rerun this script, which builds and starts dockerd $ENGINE_VERSION"
+  fi
+  log "dockerd: the running engine (pid $pid, API $api) is this script's older one; stopping it to start $ENGINE_VERSION"
+  kill -TERM "$pid" 2>/dev/null || true
+  local i
+  for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  kill -0 "$pid" 2>/dev/null && die "dockerd (pid $pid) did not stop within 30s"
+  return 0
+}
+
 start_dockerd() {
   if docker info >/dev/null 2>&1; then
-    log "dockerd: already answering on the default socket; leaving it as it is"
-    if need_wrapper && [ "$(docker info --format '{{.DefaultRuntime}}')" != unstuck-runc ]; then
-      log "dockerd: WARNING: the running daemon's default runtime is not unstuck-runc; on this host 'docker run --privileged' (and so kind) will fail with 'unable to apply caps'. Stop that dockerd and rerun this script, or add the runtime from $DAEMON_JSON to its config."
+    local api; api=$(docker version --format '{{.Server.APIVersion}}' 2>/dev/null || echo 0)
+    if api_at_least "$api" "$API_NEEDED"; then
+      log "dockerd: already answering on the default socket (API $api); leaving it as it is"
+      if need_wrapper && [ "$(docker info --format '{{.DefaultRuntime}}')" != unstuck-runc ]; then
+        log "dockerd: WARNING: the running daemon's default runtime is not unstuck-runc; on this host 'docker run --privileged' (and so kind) will fail with 'unable to apply caps'. Stop that dockerd and rerun this script, or add the runtime from $DAEMON_JSON to its config."
+      fi
+      return 0
     fi
-    return 0
+    stop_our_old_dockerd "$api"
   fi
-  command -v dockerd >/dev/null || die "dockerd not found after installing docker.io"
   mkdir -p /lib/modules   # kind mounts it read-only into every node
-  log "dockerd: starting (config $DAEMON_JSON, log $DOCKER_DIR/dockerd.log)"
+  log "dockerd: starting $ENGINE_BIN/dockerd (config $DAEMON_JSON, log $DOCKER_DIR/dockerd.log)"
   # A dead-end proxy: any registry access dockerd might attempt (a pull of a
   # missing image) fails at once on loopback instead of leaving the machine.
-  # Without the set-up's lock fds: dockerd outlives this script.
+  # Without the set-up's lock fds: dockerd outlives this script. Its own
+  # directory first on PATH: dockerd runs the docker-proxy beside it.
   without_cache_locks env \
+    PATH="$ENGINE_BIN:$PATH" \
     HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
     http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy= \
-    nohup setsid dockerd --config-file "$DAEMON_JSON" >>"$DOCKER_DIR/dockerd.log" 2>&1 </dev/null &
+    nohup setsid "$ENGINE_BIN/dockerd" --config-file "$DAEMON_JSON" >>"$DOCKER_DIR/dockerd.log" 2>&1 </dev/null &
   local i
   for i in $(seq 1 60); do
     docker info >/dev/null 2>&1 && break
     sleep 0.5
   done
   docker info >/dev/null 2>&1 || { tail -20 "$DOCKER_DIR/dockerd.log" >&2; die "dockerd did not answer within 30s (log: $DOCKER_DIR/dockerd.log)"; }
-  log "dockerd: running ($(docker version --format '{{.Server.Version}}'), pid $(cat "$DOCKER_DIR/dockerd.pid" 2>/dev/null))"
+  log "dockerd: running ($(docker version --format '{{.Server.Version}}, API {{.Server.APIVersion}}'), pid $(cat "$DOCKER_DIR/dockerd.pid" 2>/dev/null))"
 }
 # Locked: two set-ups finding no engine would start two dockerds.
 timed dockerd with_cache_lock dockerd start_dockerd

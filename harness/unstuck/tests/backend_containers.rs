@@ -109,6 +109,26 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
         6,
         "three containers, three networks"
     );
+    // Started through testcontainers, which publishes an image's exposed
+    // ports on every host address unless told not to: the cluster reaches
+    // a backend by its network address, so nothing may listen on the host.
+    let inspected = common::docker(&[
+        "container",
+        "inspect",
+        "--format",
+        "{{.HostConfig.PublishAllPorts}} {{len .NetworkSettings.Ports}}{{range $p, $b := .NetworkSettings.Ports}} {{$p}}={{len $b}}{{end}}",
+        &ok.managed.container,
+    ]);
+    assert_eq!(
+        inspected.trim(),
+        "false 1 8443/tcp=0",
+        "the backend's exposed port must not be published on the host"
+    );
+    assert!(
+        common::docker(&["port", &ok.managed.container])
+            .trim()
+            .is_empty()
+    );
     drop(ok);
     drop(expired);
     let errors = bad.remove().await;

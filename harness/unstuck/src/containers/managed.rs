@@ -1,15 +1,17 @@
-//! One container unstuck runs beside a cluster, whatever it plays: started
-//! with the labels of its run and owner ([`super::labels`]), on a network
-//! of its own or a kind cluster's, waited for until it logs its ready line,
-//! and removed (with its own network) when its handle is dropped.
+//! One container unstuck runs beside a cluster, whatever it plays: a
+//! testcontainers request (its image, labels of its run and owner
+//! ([`super::labels`]), its network, its environment, a wait for its ready
+//! line), started on a network of its own or a kind cluster's, and removed
+//! (with its own network) when its handle is dropped.
 
-use std::{
-    net::IpAddr,
-    time::{Duration, Instant},
+use std::time::{Duration, Instant};
+
+use testcontainers::{
+    ContainerAsync, GenericImage, ImageExt, TestcontainersError, core::WaitFor,
+    runners::AsyncRunner,
 };
 
-use super::{ContainerError, labels};
-use crate::docker::Docker;
+use super::{ContainerError, engine::Engine, labels};
 
 /// How long a container has to log its ready line.
 const READY_WITHIN: Duration = Duration::from_secs(30);
@@ -36,124 +38,57 @@ pub struct Launch<'a> {
 /// A running container; it (and its network, if its own) are removed when
 /// the handle is dropped.
 pub struct Managed {
-    docker: Docker,
+    engine: Engine,
+    /// testcontainers' handle: removes the container when dropped.
+    handle: Option<ContainerAsync<GenericImage>>,
     pub container: String,
     pub network: String,
     own_network: bool,
-    removed: bool,
 }
 
 impl Managed {
     /// What the container logged, on stdout and stderr (the registry
     /// logs to stderr).
     pub async fn logs(&self) -> String {
-        match self
-            .docker
-            .cmd()
-            .args(["logs", &self.container])
-            .run_raw()
+        self.engine
+            .logs(&self.container)
             .await
-        {
-            Ok(out) => {
-                let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-                text.push_str(&String::from_utf8_lossy(&out.stderr));
-                text
-            }
-            Err(e) => format!("(no log: {e})"),
-        }
+            .unwrap_or_else(|e| format!("(no log: {e})"))
     }
 
     /// Its address on its network (a stopped container has none).
-    pub async fn ip(&self) -> Result<IpAddr, ContainerError> {
-        let said = self
-            .docker
-            .cmd()
-            .args(["container", "inspect", "--format"])
-            .arg(format!(
-                "{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}",
-                self.network
-            ))
-            .arg(&self.container)
-            .output()
-            .await?;
-        said.trim().parse().map_err(|_| ContainerError::Address {
+    pub async fn ip(&self) -> Result<std::net::IpAddr, ContainerError> {
+        let said = self.engine.ip_on(&self.container, &self.network).await?;
+        super::engine::parse_ip(&said).ok_or_else(|| ContainerError::Address {
             name: self.container.clone(),
             network: self.network.clone(),
-            said: said.trim().to_string(),
+            said,
         })
     }
 
     /// The pid of its first process on this host (0 when it is stopped).
     pub async fn pid(&self) -> Result<i32, ContainerError> {
-        let said = self
-            .docker
-            .cmd()
-            .args(["container", "inspect", "--format", "{{.State.Pid}}"])
-            .arg(&self.container)
-            .output()
-            .await?;
-        Ok(said.trim().parse().unwrap_or(0))
-    }
-
-    /// Waits until it has logged `ready_line`, or says why not.
-    async fn wait_ready(&self, ready_line: &str) -> Result<(), ContainerError> {
-        let started = Instant::now();
-        loop {
-            let log = self.logs().await;
-            if log.contains(ready_line) {
-                return Ok(());
-            }
-            let running = self
-                .docker
-                .cmd()
-                .args([
-                    "container",
-                    "inspect",
-                    "--format",
-                    "{{.State.Running}}",
-                    &self.container,
-                ])
-                .output()
-                .await
-                .map(|s| s.trim() == "true")
-                .unwrap_or(false);
-            let why = if !running {
-                Some("it is not running".to_string())
-            } else if started.elapsed() > READY_WITHIN {
-                Some(format!("no {ready_line:?} line"))
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                return Err(ContainerError::NotReady {
-                    name: self.container.clone(),
-                    waited: started.elapsed(),
-                    why,
-                    log,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.engine.pid(&self.container).await
     }
 
     /// Removes it now, saying what failed (a drop can only try).
     pub async fn remove(mut self) -> Vec<String> {
-        self.removed = true;
         let mut errors = Vec::new();
-        if let Err(e) = self
-            .docker
-            .cmd()
-            .args(["rm", "--force", "--volumes", &self.container])
-            .output()
-            .await
-            && !e.to_string().contains("No such container")
+        if let Some(handle) = self.handle.take()
+            && let Err(e) = handle.rm().await
         {
             errors.push(e.to_string());
         }
-        if self.own_network
-            && let Err(e) = self.docker.remove_network(&self.network).await
-        {
+        // testcontainers' rm forgets a container that is gone already;
+        // ours by name makes sure, and is a no-op then.
+        if let Err(e) = self.engine.remove_container(&self.container).await {
             errors.push(e.to_string());
+        }
+        if self.own_network {
+            self.own_network = false;
+            if let Err(e) = self.engine.remove_network(&self.network).await {
+                errors.push(e.to_string());
+            }
         }
         errors
     }
@@ -161,31 +96,35 @@ impl Managed {
 
 impl Drop for Managed {
     fn drop(&mut self) {
-        if self.removed {
-            return;
+        let handle = self.handle.take();
+        let in_runtime = tokio::runtime::Handle::try_current().is_ok();
+        if in_runtime {
+            // testcontainers removes it, blocking until it is gone.
+            drop(handle);
+        } else {
+            // Its drop needs a runtime to run in; without one it would
+            // panic, so the container goes by name below instead.
+            std::mem::forget(handle);
         }
-        // Blocking on purpose: a drop that spawned would race the
-        // process's exit and leave the container behind.
-        let program = std::env::var_os("UNSTUCK_DOCKER").unwrap_or_else(|| "docker".into());
-        let _ = std::process::Command::new(&program)
-            .args(["rm", "--force", "--volumes", &self.container])
-            .output();
-        if self.own_network {
-            let _ = std::process::Command::new(&program)
-                .args(["network", "rm", &self.network])
-                .output();
+        if !in_runtime || self.own_network {
+            let container = self.container.clone();
+            let network = self.own_network.then(|| self.network.clone());
+            // Blocking on purpose: a drop that spawned would race the
+            // process's exit and leave the container behind.
+            super::engine::blocking(move |engine| async move {
+                let _ = engine.remove_container(&container).await;
+                if let Some(network) = network {
+                    let _ = engine.remove_network(&network).await;
+                }
+            });
         }
     }
 }
 
 /// Starts a container and waits until it logs its ready line.
 pub async fn launch(l: Launch<'_>) -> Result<Managed, ContainerError> {
-    let docker = Docker::default();
-    docker
-        .engine_answers()
-        .await
-        .map_err(ContainerError::NoEngine)?;
-    if !docker.image_exists(l.image).await {
+    let engine = Engine::connect().await?;
+    if !engine.image_exists(l.image).await {
         return Err(ContainerError::ImageMissing {
             image: l.image.into(),
             build: l.build,
@@ -198,35 +137,63 @@ pub async fn launch(l: Launch<'_>) -> Result<Managed, ContainerError> {
         None => (container.clone(), true),
     };
     // From here on the handle owns what exists, so every way out removes it.
-    let managed = Managed {
-        docker: docker.clone(),
+    let mut managed = Managed {
+        engine: engine.clone(),
+        handle: None,
         container: container.clone(),
         network: network.clone(),
         own_network,
-        removed: false,
     };
     if own_network {
-        let mut create = docker.cmd().args(["network", "create"]);
-        for (k, v) in &labels {
-            create = create.arg("--label").arg(format!("{k}={v}"));
-        }
-        create.arg(&network).output().await?;
+        // Made here, not by testcontainers: its networks carry no labels,
+        // and the sweep finds a dead owner's network by its labels.
+        engine.create_network(&network, &labels).await?;
     }
-    let mut run = docker.cmd().args([
-        "run",
-        "--detach",
-        "--name",
-        &container,
-        "--network",
-        &network,
-    ]);
-    for (k, v) in &labels {
-        run = run.arg("--label").arg(format!("{k}={v}"));
-    }
+    let (name, tag) = l.image.rsplit_once(':').unwrap_or((l.image, "latest"));
+    let mut request = GenericImage::new(name, tag)
+        .with_wait_for(WaitFor::message_on_either_std(l.ready_line))
+        .with_container_name(&container)
+        .with_network(&network)
+        .with_labels(labels)
+        .with_startup_timeout(READY_WITHIN)
+        // testcontainers publishes every port an image exposes on all of
+        // the host's addresses; the cluster reaches a container by its
+        // network address, and nothing of unstuck's listens beyond this
+        // machine's own networks.
+        .with_host_config_modifier(|host| {
+            host.publish_all_ports = Some(false);
+            host.port_bindings = None;
+        });
     for (k, v) in l.env {
-        run = run.arg("--env").arg(format!("{k}={v}"));
+        request = request.with_env_var(k, v);
     }
-    run.arg(l.image).output().await?;
-    managed.wait_ready(l.ready_line).await?;
-    Ok(managed)
+    let started = Instant::now();
+    match request.start().await {
+        Ok(handle) => {
+            managed.handle = Some(handle);
+            Ok(managed)
+        }
+        Err(e) => Err(ContainerError::NotReady {
+            name: container,
+            waited: started.elapsed(),
+            why: not_ready_why(&e, l.ready_line),
+            log: managed.logs().await,
+        }),
+    }
+}
+
+/// Why testcontainers gave up on it, in the words of a person reading its
+/// log: its log ended (it exited) or the time ran out.
+fn not_ready_why(e: &TestcontainersError, ready_line: &str) -> String {
+    match e {
+        TestcontainersError::WaitContainer(
+            testcontainers::core::error::WaitContainerError::StartupTimeout,
+        ) => {
+            format!("no {ready_line:?} line")
+        }
+        TestcontainersError::WaitContainer(_) => {
+            format!("it is not running (its log ended with no {ready_line:?} line)")
+        }
+        other => other.to_string(),
+    }
 }

@@ -1,14 +1,13 @@
-//! Containers a scenario needs outside the cluster (today: the backend of
-//! a webhook or an aggregated API that is alive but broken), run on the
-//! local Docker engine through the `docker` CLI ([`Docker`]).
+//! Containers a scenario needs outside the cluster (the backend of a
+//! webhook or an aggregated API that is alive but broken, an image
+//! registry), run on the local Docker engine through the `testcontainers`
+//! crate: a typed request, a wait for the ready line, removal on drop.
+//! What the crate does not do — labelled networks, the sweep's listings —
+//! goes through the same engine client it uses ([`engine`]).
 //!
-//! Not the `testcontainers` crate: it resolves here (0.28.0, bollard
-//! 0.21.1), but bollard pins Docker API 1.53 and the engine
-//! `ci/kind/setup.sh` installs (Debian's docker.io 20.10) answers
-//! "client version 1.53 is too new. Maximum supported API version is
-//! 1.41" to every call; the CLI negotiates the version. What the crate
-//! would give is kept: a typed request, a wait for the ready line, removal
-//! on drop.
+//! testcontainers 0.26 (bollard 0.19) speaks Docker API 1.49: Docker
+//! Engine 28.1 or newer. `ci/kind/setup.sh` builds and starts 28.5.2
+//! (`ci/kind/engine.sh`), as Debian's docker.io 20.10 answers 1.41 at most.
 //!
 //! Every container and network is labelled with the run and its owning
 //! process ([`labels`]), removed when its handle is dropped, and removed
@@ -17,10 +16,9 @@
 //! a backend gets a network of its own (the engine runs with `bridge:
 //! none`, so there is no default bridge); on kind it joins the cluster's
 //! network, which is the cluster's to remove.
-//!
-//! [`Docker`]: crate::docker::Docker
 
 pub mod backend;
+pub mod engine;
 pub mod labels;
 pub mod managed;
 pub mod registry;
@@ -30,23 +28,25 @@ pub mod tls;
 pub use backend::{Backend, BackendFault, BackendRole, BackendSpec, start_backend};
 pub use sweep::{gc, leftovers, sweep_stale};
 
-use crate::exec::RunError;
-
 /// Why a container could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerError {
     #[error("the Docker engine does not answer (is it running? ci/kind/setup.sh starts it): {0}")]
-    NoEngine(#[source] RunError),
+    NoEngine(#[source] testcontainers::bollard::errors::Error),
+    #[error(
+        "the Docker engine is too old for testcontainers, which speaks Docker API 1.49 (Docker Engine 28.1 or newer); ci/kind/setup.sh builds and starts 28.5.2. The engine said: {said}"
+    )]
+    EngineTooOld { said: String },
     #[error("image {image} is not in the Docker engine; build it with {build}")]
     ImageMissing { image: String, build: &'static str },
-    #[error("container {name} did not get ready within {waited:?}: {why}; its log:\n{log}")]
+    #[error("container {name} did not get ready within {:.1} s: {why}; its log:\n{log}", waited.as_secs_f64())]
     NotReady {
         name: String,
         waited: std::time::Duration,
         why: String,
         log: String,
     },
-    #[error("container {name} has no address on network {network} (docker inspect said {said:?})")]
+    #[error("container {name} has no address on network {network} (the engine gave '{said}')")]
     Address {
         name: String,
         network: String,
@@ -64,6 +64,6 @@ pub enum ContainerError {
         #[source]
         source: std::io::Error,
     },
-    #[error(transparent)]
-    Docker(#[from] RunError),
+    #[error("the Docker engine refused: {0}")]
+    Engine(#[source] testcontainers::bollard::errors::Error),
 }

@@ -75,6 +75,8 @@ pub enum RegistryError {
     Layout(#[from] layout::LayoutError),
     #[error(transparent)]
     Http(#[from] HttpError),
+    #[error("in the registry's network namespace: {0}")]
+    Netns(#[source] crate::exec::RunError),
     #[error("the registry answered {call} with HTTP {status}: {body}")]
     Refused {
         call: String,
@@ -259,7 +261,7 @@ impl Registry {
             .args(args.split_whitespace())
             .output()
             .await
-            .map_err(ContainerError::from)?;
+            .map_err(RegistryError::Netns)?;
         Ok(())
     }
 

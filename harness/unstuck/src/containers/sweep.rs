@@ -1,49 +1,15 @@
 //! Removing unstuck's containers whose owner died without removing them
 //! (SIGKILL, a crash), and listing what a run left.
 
-use crate::docker::Docker;
+use super::{
+    ContainerError,
+    engine::{self, Engine, Listed},
+    labels,
+};
 
-use super::{ContainerError, labels};
-use crate::exec::RunError;
-
-/// One container as `docker ps` lists it, with its owner labels.
-struct Listed {
-    id: String,
-    name: String,
-    run: String,
-    owner_pid: String,
-    owner_start: String,
-}
-
-async fn list(docker: &Docker, filter: &str) -> Result<Vec<Listed>, ContainerError> {
-    let format = format!(
-        "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}",
-        labels::RUN,
-        labels::OWNER_PID,
-        labels::OWNER_START
-    );
-    let out = docker
-        .cmd()
-        .args(["ps", "-a", "--no-trunc", "--filter"])
-        .arg(filter)
-        .arg("--format")
-        .arg(format)
-        .output()
-        .await?;
-    Ok(out
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split('\t');
-            Some(Listed {
-                id: f.next()?.trim().to_string(),
-                name: f.next()?.trim().to_string(),
-                run: f.next().unwrap_or_default().trim().to_string(),
-                owner_pid: f.next().unwrap_or_default().trim().to_string(),
-                owner_start: f.next().unwrap_or_default().trim().to_string(),
-            })
-        })
-        .filter(|c| !c.id.is_empty())
-        .collect())
+/// Whether the labels' owner is alive.
+fn owned_alive(c: &Listed) -> bool {
+    labels::owner_alive(c.label(labels::OWNER_PID), c.label(labels::OWNER_START))
 }
 
 /// Removes every unstuck container, then network, whose owning process
@@ -78,43 +44,32 @@ pub async fn sweep_stale() -> Vec<(String, Result<(), ContainerError>)> {
 }
 
 async fn sweep_networks() -> Vec<(String, Result<(), ContainerError>)> {
-    let docker = Docker::default();
-    let format = format!(
-        "{{{{.Name}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}\t{{{{.Label \"{}\"}}}}",
-        labels::RUN,
-        labels::OWNER_PID,
-        labels::OWNER_START
-    );
-    let listed = match docker
-        .cmd()
-        .args(["network", "ls", "--filter"])
-        .arg(format!("label={}", labels::MANAGED))
-        .arg("--format")
-        .arg(format)
-        .output()
-        .await
-    {
-        Ok(out) => out,
-        Err(e) => return vec![("networks".into(), Err(e.into()))],
+    let engine = match Engine::connect().await {
+        Ok(e) => e,
+        Err(e) => return vec![("networks".into(), Err(e))],
+    };
+    let listed = match engine.networks(labels::MANAGED).await {
+        Ok(l) => l,
+        Err(e) => return vec![("networks".into(), Err(e))],
     };
     let mut swept = Vec::new();
-    for line in listed.lines() {
-        let f: Vec<&str> = line.split('\t').map(str::trim).collect();
-        let [name, run, pid, start] = f[..] else {
-            continue;
-        };
-        if labels::owner_alive(pid, start) {
+    for (name, l) in listed {
+        let get = |k: &str| l.get(k).map(String::as_str).unwrap_or_default().to_string();
+        if labels::owner_alive(&get(labels::OWNER_PID), &get(labels::OWNER_START)) {
             continue;
         }
         // Its owner may have died after the containers were swept (a
         // harness killed while another gc ran): then its container is
         // still attached, and the engine refuses the network ("has active
         // endpoints"). Ours and as stale as the network, it goes first.
-        let mut removed = remove_attached(&docker, name, &mut swept).await;
+        let mut removed = remove_attached(&engine, &name, &mut swept).await;
         if removed.is_ok() {
-            removed = docker.remove_network(name).await.map_err(Into::into);
+            removed = engine.remove_network(&name).await;
         }
-        swept.push((format!("network {name} (run {run})"), removed));
+        swept.push((
+            format!("network {name} (run {})", get(labels::RUN)),
+            removed,
+        ));
     }
     swept
 }
@@ -123,77 +78,60 @@ async fn sweep_networks() -> Vec<(String, Result<(), ContainerError>)> {
 /// what was removed goes to `swept`. A container that is not unstuck's,
 /// or whose owner runs, is left (and the network's removal then fails).
 async fn remove_attached(
-    docker: &Docker,
+    engine: &Engine,
     network: &str,
     swept: &mut Vec<(String, Result<(), ContainerError>)>,
 ) -> Result<(), ContainerError> {
-    let attached = list(docker, &format!("network={network}")).await?;
+    let attached = engine.containers(("network", network)).await?;
     for c in attached
         .into_iter()
-        .filter(|c| !c.run.is_empty() && !labels::owner_alive(&c.owner_pid, &c.owner_start))
+        .filter(|c| !c.label(labels::RUN).is_empty() && !owned_alive(c))
     {
-        let removed = docker
-            .cmd()
-            .args(["rm", "--force", "--volumes", &c.id])
-            .output()
-            .await
-            .map(drop)
-            .map_err(Into::into);
-        swept.push((format!("container {} (run {})", c.name, c.run), removed));
+        let removed = engine.remove_container(&c.id).await;
+        swept.push((
+            format!("container {} (run {})", c.name, c.label(labels::RUN)),
+            removed,
+        ));
     }
     Ok(())
 }
 
 async fn sweep_containers() -> Vec<(String, Result<(), ContainerError>)> {
-    let docker = Docker::default();
-    let listed = match list(&docker, &format!("label={}", labels::MANAGED)).await {
+    let engine = match Engine::connect().await {
+        Ok(e) => e,
+        Err(e) => return vec![("containers".into(), Err(e))],
+    };
+    let listed = match engine.containers(("label", labels::MANAGED)).await {
         Ok(l) => l,
         Err(e) => return vec![("containers".into(), Err(e))],
     };
     let mut swept = Vec::new();
-    for c in listed
-        .into_iter()
-        .filter(|c| !labels::owner_alive(&c.owner_pid, &c.owner_start))
-    {
-        let removed = docker
-            .cmd()
-            .args(["rm", "--force", "--volumes", &c.id])
-            .output()
-            .await
-            .map(drop)
-            .map_err(Into::into);
-        swept.push((format!("container {} (run {})", c.name, c.run), removed));
+    for c in listed.into_iter().filter(|c| !owned_alive(c)) {
+        let removed = engine.remove_container(&c.id).await;
+        swept.push((
+            format!("container {} (run {})", c.name, c.label(labels::RUN)),
+            removed,
+        ));
     }
     swept
 }
 
 /// The containers and networks of run `run` still on the engine.
 pub async fn leftovers(run: &str) -> Result<Vec<String>, ContainerError> {
-    let docker = Docker::default();
-    let filter = format!("label={}={run}", labels::RUN);
-    let mut left: Vec<String> = list(&docker, &filter)
+    let engine = Engine::connect().await?;
+    let filter = format!("{}={run}", labels::RUN);
+    let mut left: Vec<String> = engine
+        .containers(("label", &filter))
         .await?
         .into_iter()
         .map(|c| format!("container {}", c.name))
         .collect();
-    let networks = docker
-        .cmd()
-        .args([
-            "network",
-            "ls",
-            "--filter",
-            &filter,
-            "--format",
-            "{{.Name}}",
-        ])
-        .output()
-        .await?;
     left.extend(
-        networks
-            .lines()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(|n| format!("network {n}")),
+        engine
+            .networks(&filter)
+            .await?
+            .into_iter()
+            .map(|(n, _)| format!("network {n}")),
     );
     Ok(left)
 }
@@ -205,8 +143,8 @@ pub async fn gc() -> bool {
     // (none installed, or none running) unstuck cannot have a container
     // running, and a stopped engine's containers are swept by the first gc
     // once it runs again. Only an engine that is there and fails is an error.
-    if let Err(e) = Docker::default().engine_answers().await
-        && no_engine(&e)
+    if let Err(e) = Engine::connect().await
+        && engine::is_no_engine(&e)
     {
         println!("no Docker engine on this machine: no containers to sweep ({e})");
         return true;
@@ -224,42 +162,27 @@ pub async fn gc() -> bool {
     all_removed
 }
 
-/// Whether `docker info` failed because there is no engine to ask: no
-/// `docker` program, or nothing listening on its socket.
-fn no_engine(e: &RunError) -> bool {
-    match e {
-        RunError::Spawn { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
-        RunError::Failed { output, .. } => output.contains("Cannot connect to the Docker daemon"),
-        RunError::Timeout { .. } => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testcontainers::bollard::errors::Error as BollardError;
 
     #[test]
     fn only_a_missing_engine_is_no_engine() {
-        let failed = |output: &str| RunError::Failed {
-            command: "docker info".into(),
-            status: "exit status: 1".into(),
-            output: output.into(),
+        let io = |kind: std::io::ErrorKind| {
+            ContainerError::NoEngine(BollardError::IOError { err: kind.into() })
         };
-        assert!(no_engine(&failed(
-            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+        assert!(engine::is_no_engine(&ContainerError::NoEngine(
+            BollardError::SocketNotFoundError("/var/run/docker.sock".into())
         )));
-        assert!(no_engine(&RunError::Spawn {
-            command: "docker info".into(),
-            hint: String::new(),
-            source: std::io::ErrorKind::NotFound.into(),
-        }));
-        assert!(!no_engine(&failed(
-            "permission denied while trying to connect"
+        assert!(engine::is_no_engine(&io(
+            std::io::ErrorKind::ConnectionRefused
         )));
-        assert!(!no_engine(&RunError::Timeout {
-            command: "docker info".into(),
-            timeout: std::time::Duration::from_secs(20),
-            output: String::new(),
+        assert!(!engine::is_no_engine(&io(
+            std::io::ErrorKind::PermissionDenied
+        )));
+        assert!(!engine::is_no_engine(&ContainerError::EngineTooOld {
+            said: "client version 1.49 is too new. Maximum supported API version is 1.41".into()
         }));
     }
 }

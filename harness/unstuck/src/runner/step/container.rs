@@ -18,7 +18,6 @@ use unstuck_core::scenario::{ApplySpec, Located};
 use super::{Evidence, ScenarioRun, StepError};
 use crate::{
     containers::{self, BackendRole, BackendSpec, backend::PORT},
-    docker::Docker,
     runner::objects::read_manifests,
 };
 
@@ -237,26 +236,18 @@ pub(super) async fn kind_network(run: &ScenarioRun<'_>) -> Result<Option<String>
     let Some(container) = run.ctx.node.as_deref().and_then(|n| n.container()) else {
         return Ok(None);
     };
-    let out = Docker::default()
-        .cmd()
-        .args([
-            "container",
-            "inspect",
-            "--format",
-            "{{range $k, $v := .NetworkSettings.Networks}}{{$k}}\n{{end}}",
-            container,
-        ])
-        .output()
-        .await
-        .map_err(|source| StepError::Container {
-            name: container.to_string(),
-            source: source.into(),
-        })?;
-    Ok(out
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(str::to_owned))
+    let networks = async {
+        containers::engine::Engine::connect()
+            .await?
+            .networks_of(container)
+            .await
+    }
+    .await
+    .map_err(|source| StepError::Container {
+        name: container.to_string(),
+        source,
+    })?;
+    Ok(networks.into_iter().next())
 }
 
 fn write(dir: &std::path::Path, name: &str, docs: &[Value]) -> Result<PathBuf, StepError> {
