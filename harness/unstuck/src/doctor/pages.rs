@@ -31,15 +31,26 @@ use super::collect::ListableType;
 pub const PAGE: u32 = 500;
 
 /// Whether an error means "not allowed" or "no answer in time": a blind
-/// spot rather than a fact about the cluster.
+/// spot rather than a fact about the cluster. A timeout is found by its
+/// type anywhere in the error's causes: the client's read and connect
+/// timeouts (hyper-timeout) are I/O errors of kind `TimedOut`, a deadline
+/// of tokio's is its `Elapsed`.
 pub(super) fn is_blind(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 401 || s.code == 403,
-        other => {
-            let text = format!("{other:?}").to_lowercase();
-            text.contains("timeout") || text.contains("timed out") || text.contains("elapsed")
-        }
+    if let kube::Error::Api(s) = e {
+        return s.code == 401 || s.code == 403;
     }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let timed_out = c
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            || c.downcast_ref::<tokio::time::error::Elapsed>().is_some();
+        if timed_out {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Every page of a typed list.

@@ -9,7 +9,7 @@ use kube::{
     core::PartialObjectMeta,
 };
 
-use super::{Kept, Step, fold};
+use super::{Kept, Step, fold, is_blind};
 use crate::doctor::collect::ListableType;
 
 const RECORDED: &str = include_str!("streaming-list.jsonl");
@@ -129,4 +129,32 @@ fn only_a_list_of_many_pages_is_streamed() {
     assert!(worth_streaming(Some(99_500)));
     // Not counted by the server: streamed, as it may be any size.
     assert!(worth_streaming(None));
+}
+
+#[test]
+fn a_blind_spot_is_a_refusal_or_a_timeout_found_by_type_not_by_text() {
+    use std::io::{Error, ErrorKind};
+    let status = |code: u16| {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..Default::default()
+        }))
+    };
+    assert!(is_blind(&status(403)));
+    assert!(is_blind(&status(401)));
+    assert!(!is_blind(&status(404)));
+    // The client's read timeout, as the connection stack wraps it.
+    let timed_out =
+        kube::Error::Service(Box::new(Error::new(ErrorKind::TimedOut, "read timed out")));
+    assert!(is_blind(&timed_out));
+    assert!(is_blind(&kube::Error::ReadEvents(Error::from(
+        ErrorKind::TimedOut
+    ))));
+    // A message that says "timeout" is not a timeout: a refused
+    // connection is no blind spot.
+    let refused = kube::Error::Service(Box::new(Error::new(
+        ErrorKind::ConnectionRefused,
+        "connect timeout while dialing",
+    )));
+    assert!(!is_blind(&refused));
 }
