@@ -64,6 +64,23 @@ impl Docker {
         ))
     }
 
+    /// The networks a container is attached to, by name (sorted).
+    pub async fn container_networks(&self, container: &str) -> Result<Vec<String>, RunError> {
+        Ok(lines(
+            &self
+                .cmd()
+                .args([
+                    "container",
+                    "inspect",
+                    "--format",
+                    "{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{println}}{{end}}",
+                    container,
+                ])
+                .output()
+                .await?,
+        ))
+    }
+
     pub async fn network_exists(&self, name: &str) -> Result<bool, RunError> {
         Ok(lines(
             &self

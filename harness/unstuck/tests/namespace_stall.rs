@@ -15,8 +15,8 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use unstuck::{
-    cluster::local::state::ClusterState,
-    doctor::{self, DoctorOptions, Scope, kcm_metrics},
+    cluster::local::{kcm_metrics, state::ClusterState},
+    doctor::{self, DoctorOptions, Scope},
     wait::{self, Poll},
 };
 use unstuck_core::doctor::{
@@ -143,7 +143,8 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
             stuck_after: Duration::from_secs(5),
             ..DiagnoseOptions::default()
         },
-        local_cluster: Some(name.clone()),
+        // The node is what offers the controller-manager's metrics.
+        node: Some(unstuck::cluster::provider::ProvidedCluster::node(&cluster)),
         ..DoctorOptions::dry_run(std::env::temp_dir())
     };
     // The lease goes stale leaseDurationSeconds (15 s) after its last

@@ -148,6 +148,16 @@ pub struct ClusterStatus {
 pub trait Provider: Send + Sync {
     fn kind(&self) -> ProviderKind;
 
+    /// What a cluster of these options would run on, for the reports of
+    /// a run whose cluster did not come up (a created cluster says it
+    /// with [`ProvidedCluster::info`]).
+    fn info(&self) -> ProviderInfo {
+        ProviderInfo {
+            name: self.kind(),
+            node_image: None,
+        }
+    }
+
     /// Creates cluster `name` and waits until its node is Ready. A failed
     /// create leaves nothing behind.
     fn create<'a>(

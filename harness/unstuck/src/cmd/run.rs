@@ -358,11 +358,7 @@ async fn provider_suite(
     });
     let mut reports: Vec<(usize, unstuck::runner::ScenarioReport)> = Vec::new();
     let mut k8s_version = version.to_string();
-    let mut info = unstuck::cluster::provider::ProviderInfo {
-        name: args.provider,
-        node_image: (args.provider == ProviderKind::Kind)
-            .then(|| unstuck::cluster::kind::node_image(version)),
-    };
+    let mut info = provider.info();
     if !shared.is_empty() {
         eprintln!(
             "[unstuck] bringing up {} cluster '{name}' (Kubernetes {version})",

@@ -152,7 +152,7 @@ async fn collect_boxed(
         api_service_backends,
         unreadable,
         conversion_webhook_crds,
-        // Filled by the doctor on a local cluster (kcm_metrics), not here.
+        // Filled by the doctor from the node where it offers them, not here.
         controller_manager_metrics: None,
         ..Snapshot::default()
     };

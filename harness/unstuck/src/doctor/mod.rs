@@ -9,7 +9,6 @@ pub mod collect;
 mod collect_conversion;
 pub mod collect_owners;
 pub mod consent;
-pub mod kcm_metrics;
 pub mod node;
 pub mod outcome;
 mod pages;
@@ -61,10 +60,11 @@ pub struct DoctorOptions {
     /// name, as it changes how every object of the type is read and what
     /// the webhook did cannot be checked.
     pub allow_crd_conversion_changes: Vec<String>,
-    /// The local cluster unstuck made that this is, if any: then
-    /// kube-controller-manager's metrics are read over loopback
-    /// ([`kcm_metrics`]) to say why a namespace is not progressing.
-    pub local_cluster: Option<String>,
+    /// The cluster's node, when the doctor was given it (a cluster unstuck
+    /// made): what it offers beyond the API — kube-controller-manager's
+    /// metrics on a local cluster — says why a namespace is not
+    /// progressing.
+    pub node: Option<std::sync::Arc<crate::node::AnyNode>>,
     /// What `apply` may change ([`consent`]); by default nothing was
     /// confirmed, so every step that changes the cluster is left.
     pub consent: Consent,
@@ -85,7 +85,7 @@ impl DoctorOptions {
             settle_budget: Duration::from_secs(5 * 60),
             allow_webhook_changes: false,
             allow_crd_conversion_changes: Vec::new(),
-            local_cluster: None,
+            node: None,
             consent: Consent::default(),
             progress: false,
         }
@@ -230,9 +230,10 @@ pub fn findings_in(
         .collect()
 }
 
-/// On a local cluster with a Terminating namespace, reads
-/// kube-controller-manager's namespace workqueue into the snapshot (at
-/// most [`kcm_metrics::TIMEOUT`], and only when a namespace could need it).
+/// With a Terminating namespace, reads kube-controller-manager's namespace
+/// workqueue into the snapshot where the node offers it (a local
+/// cluster's, within `kcm_metrics::TIMEOUT`), and only when a namespace
+/// could need it.
 async fn add_controller_manager_metrics(
     snapshot: &mut unstuck_core::doctor::Snapshot,
     opts: &DoctorOptions,
@@ -241,11 +242,16 @@ async fn add_controller_manager_metrics(
         .namespaces
         .iter()
         .any(|n| n.metadata.deletion_timestamp.is_some());
-    if let Some(cluster) = &opts.local_cluster
+    if let Some(node) = &opts.node
         && terminating
         && snapshot.controller_manager_metrics.is_none()
     {
-        snapshot.controller_manager_metrics = Some(kcm_metrics::read(cluster).await);
+        // A node that cannot say leaves the judgement to the API alone.
+        snapshot.controller_manager_metrics =
+            node.controller_manager_metrics().await.unwrap_or_else(|e| {
+                tracing::debug!("controller-manager metrics: {e}");
+                None
+            });
     }
 }
 

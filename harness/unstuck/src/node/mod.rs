@@ -19,6 +19,7 @@ pub mod cgroup;
 mod runtime;
 
 use std::path::{Path, PathBuf};
+use unstuck_core::doctor::namespace_stall::ControllerManagerMetrics;
 
 pub use futures::future::BoxFuture;
 
@@ -160,6 +161,13 @@ pub struct CniPlace {
 /// (`Arc<AnyNode>`, `&AnyNode`).
 pub type AnyNode = dyn Node;
 
+/// A node in a `Debug` of what holds one (the doctor's options): its name.
+impl std::fmt::Debug for dyn Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("name", &self.name()).finish()
+    }
+}
+
 /// What a node call returns.
 pub type NodeFuture<'a, T> = BoxFuture<'a, Result<T, NodeError>>;
 
@@ -184,18 +192,19 @@ pub trait Node: Send + Sync {
     /// when the node cannot say.
     fn cni_config(&self) -> Option<CniPlace>;
 
-    /// The local cluster (`unstuck cluster list`) whose control plane runs
-    /// as processes on this machine beside this node, for what only such a
-    /// cluster offers (kube-controller-manager's metrics on loopback);
-    /// `None` for every other node.
-    fn local_cluster(&self) -> Option<&str> {
-        None
+    /// The Docker network a container beside this node's cluster (a
+    /// webhook's backend, a registry) must join to reach the node and be
+    /// reached from it; `None`: any network of the container's own does
+    /// (the node is this machine).
+    fn container_network(&self) -> NodeFuture<'_, Option<String>> {
+        Box::pin(async { Ok(None) })
     }
 
-    /// The Docker container this node is (a kind node), for what must
-    /// join its network; `None` for a node that is not a container.
-    fn container(&self) -> Option<&str> {
-        None
+    /// kube-controller-manager's view of its namespace workqueue, where
+    /// this node's cluster lets the doctor read it; `None` where it does
+    /// not (then a namespace's stall is judged from the API alone).
+    fn controller_manager_metrics(&self) -> NodeFuture<'_, Option<ControllerManagerMetrics>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// Writes `content` to `path` (created or replaced).

@@ -163,11 +163,7 @@ impl ScenarioRun<'_> {
             // run's own objects, and later rounds (a chain the garbage
             // collector deletes after the first remedy) belong to it too.
             consent: doctor::Consent::Scope,
-            local_cluster: self
-                .ctx
-                .node
-                .as_deref()
-                .and_then(|n| n.local_cluster().map(str::to_owned)),
+            node: self.ctx.node.clone(),
             ..DoctorOptions::dry_run(self.ctx.out_dir.join("backups"))
         }
     }

@@ -56,6 +56,13 @@ impl Provider for KindProvider {
         ProviderKind::Kind
     }
 
+    fn info(&self) -> ProviderInfo {
+        ProviderInfo {
+            name: ProviderKind::Kind,
+            node_image: Some(super::node_image(&self.0.k8s_version)),
+        }
+    }
+
     fn create<'a>(
         &'a self,
         name: &'a str,

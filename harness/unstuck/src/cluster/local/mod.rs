@@ -5,6 +5,7 @@
 
 mod admin;
 pub mod config;
+pub mod kcm_metrics;
 pub mod layout;
 mod network;
 mod node;

@@ -212,6 +212,7 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     }
 
     let mut opts = options(&args, stuck_after.as_std());
+    opts.node = node::named_node(&args).await?;
     opts.diagnose.apiservice_outage_after = outage_after.as_std();
     // Always look first, without changing anything: the plan is what a
     // confirmation is asked for.
@@ -318,7 +319,6 @@ fn options(args: &DoctorArgs, stuck_after: std::time::Duration) -> DoctorOptions
     let mut opts = DoctorOptions::dry_run(args.backup_dir.clone());
     opts.allow_webhook_changes = args.allow_webhook_changes;
     opts.allow_crd_conversion_changes = args.allow_crd_conversion_changes.clone();
-    opts.local_cluster = args.local_cluster.clone();
     opts.progress = true;
     opts.diagnose.assume_dead = args.assume_dead.clone();
     opts.diagnose.allow_apiservice_removal = args.allow_apiservice_removal.clone();

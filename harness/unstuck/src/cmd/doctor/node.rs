@@ -41,7 +41,7 @@ pub(super) fn named_kubeconfig(args: &DoctorArgs) -> Result<Option<PathBuf>> {
 }
 
 /// The node of the cluster `--local-cluster`/`--kind-cluster` names.
-async fn named_node(args: &DoctorArgs) -> Result<Option<Arc<AnyNode>>> {
+pub(super) async fn named_node(args: &DoctorArgs) -> Result<Option<Arc<AnyNode>>> {
     let Some((p, name)) = named_cluster(args) else {
         return Ok(None);
     };

@@ -49,7 +49,7 @@ pub(super) async fn run(
             format!("{service}.{namespace}.svc"),
             format!("{service}.{namespace}.svc.cluster.local"),
         ],
-        network: kind_network(run).await?,
+        network: cluster_network(run).await?,
     })
     .await
     .map_err(|source| StepError::Container {
@@ -229,25 +229,19 @@ async fn apply(
     super::apply::run(run, &spec).await
 }
 
-/// The Docker network of a kind cluster's node, which a backend must
-/// join to be reached from it; `None` (a network of its own) when the
-/// cluster runs on this host.
-pub(super) async fn kind_network(run: &ScenarioRun<'_>) -> Result<Option<String>, StepError> {
-    let Some(container) = run.ctx.node.as_deref().and_then(|n| n.container()) else {
+/// The Docker network the node's cluster wants its containers on (a kind
+/// cluster's), or `None` for one of the container's own (the local
+/// provider's node is this machine, which reaches any).
+pub(super) async fn cluster_network(run: &ScenarioRun<'_>) -> Result<Option<String>, StepError> {
+    let Some(node) = run.ctx.node.as_deref() else {
         return Ok(None);
     };
-    let networks = async {
-        containers::engine::Engine::connect()
-            .await?
-            .networks_of(container)
-            .await
-    }
-    .await
-    .map_err(|source| StepError::Container {
-        name: container.to_string(),
-        source,
-    })?;
-    Ok(networks.into_iter().next())
+    node.container_network()
+        .await
+        .map_err(|source| StepError::ContainerNetwork {
+            node: node.name().to_string(),
+            source,
+        })
 }
 
 fn write(dir: &std::path::Path, name: &str, docs: &[Value]) -> Result<PathBuf, StepError> {

@@ -61,6 +61,11 @@ pub enum StepError {
         "fault '{fault}' needs node access; this cluster provider gives none (use the local or kind provider)"
     )]
     NoNode { fault: String },
+    #[error("asking node {node} where its cluster's containers go: {source}")]
+    ContainerNetwork {
+        node: String,
+        source: crate::node::NodeError,
+    },
     #[error("injecting {fault}: {source}")]
     Fault {
         /// The fault as the scenario wrote it.

@@ -43,7 +43,7 @@ pub(super) async fn run(
             run: run.names.run().to_string(),
             name: r.name.to_string(),
             basic_auth: r.auth == RegistryAuth::Basic,
-            network: super::container::kind_network(run).await?,
+            network: super::container::cluster_network(run).await?,
         })
         .await
         .map_err(failed)?;

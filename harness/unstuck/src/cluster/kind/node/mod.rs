@@ -196,8 +196,15 @@ impl Node for KindNode {
         &self.container
     }
 
-    fn container(&self) -> Option<&str> {
-        Some(&self.container)
+    fn container_network(&self) -> NodeFuture<'_, Option<String>> {
+        Box::pin(async {
+            // The cluster's network: the node's first (a kind node has one).
+            let networks = Docker::default()
+                .container_networks(&self.container)
+                .await
+                .map_err(|e| self.failed(e.to_string()))?;
+            Ok(networks.into_iter().next())
+        })
     }
 
     fn kubelet_dir(&self) -> &Path {

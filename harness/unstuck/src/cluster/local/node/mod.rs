@@ -167,8 +167,12 @@ impl Node for LocalNode {
         &self.kubelet_dir
     }
 
-    fn local_cluster(&self) -> Option<&str> {
-        Some(&self.layout.name)
+    fn controller_manager_metrics(
+        &self,
+    ) -> NodeFuture<'_, Option<unstuck_core::doctor::namespace_stall::ControllerManagerMetrics>>
+    {
+        // On loopback: the control plane runs as processes of this machine.
+        Box::pin(async { Ok(Some(super::kcm_metrics::read(&self.layout.name).await)) })
     }
 
     fn cni_config(&self) -> Option<CniPlace> {
