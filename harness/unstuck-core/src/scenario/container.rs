@@ -85,6 +85,20 @@ pub enum BackendFault {
     ExpiredCertificate,
 }
 
+impl BackendFault {
+    /// Its name as a scenario writes it (`fault: error500`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendFault::None => "none",
+            BackendFault::Hang => "hang",
+            BackendFault::Error500 => "error500",
+            BackendFault::MalformedReview => "malformedReview",
+            BackendFault::UnknownAuthority => "unknownAuthority",
+            BackendFault::ExpiredCertificate => "expiredCertificate",
+        }
+    }
+}
+
 /// A Service in one of the scenario's logical namespaces.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -122,5 +136,26 @@ impl fmt::Display for ContainerSpec {
             *self.service.name,
             self.register.display()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BackendFault;
+
+    #[test]
+    fn a_backend_fault_is_named_as_a_scenario_writes_it() {
+        for fault in [
+            BackendFault::None,
+            BackendFault::Hang,
+            BackendFault::Error500,
+            BackendFault::MalformedReview,
+            BackendFault::UnknownAuthority,
+            BackendFault::ExpiredCertificate,
+        ] {
+            let written: BackendFault =
+                serde_json::from_value(serde_json::Value::String(fault.name().into())).unwrap();
+            assert_eq!(written, fault);
+        }
     }
 }

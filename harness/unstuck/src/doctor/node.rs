@@ -147,9 +147,29 @@ pub enum HealOutcome {
 }
 
 impl HealOutcome {
+    /// Its name in reports and JSON (as serde writes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            HealOutcome::PodNotFound => "PodNotFound",
+            HealOutcome::NotStuck => "NotStuck",
+            HealOutcome::DryRun => "DryRun",
+            HealOutcome::Recovered => "Recovered",
+            HealOutcome::GoneWithLeftovers => "GoneWithLeftovers",
+            HealOutcome::GaveUp => "GaveUp",
+            HealOutcome::StepNotShown => "StepNotShown",
+            HealOutcome::NotShown => "NotShown",
+        }
+    }
+
     /// Left for a person to review, not failed: a yes did not cover it.
     pub fn is_left(self) -> bool {
         matches!(self, HealOutcome::StepNotShown | HealOutcome::NotShown)
+    }
+}
+
+impl std::fmt::Display for HealOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -76,7 +76,7 @@ pub struct FindingView {
 pub struct NodeView {
     pub node: String,
     pub pod: String,
-    pub outcome: String,
+    pub outcome: crate::doctor::node::HealOutcome,
     pub force_used: bool,
     pub summary: Option<String>,
     pub evidence: Vec<String>,
@@ -263,7 +263,7 @@ fn node_view(r: &NodeDoctorReport) -> NodeView {
     NodeView {
         node: r.node.clone(),
         pod: r.pod.clone(),
-        outcome: format!("{:?}", r.outcome),
+        outcome: r.outcome,
         force_used: r.force_used,
         summary: r.initial.as_ref().map(|f| f.summary.clone()),
         evidence: r

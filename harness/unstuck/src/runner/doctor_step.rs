@@ -220,6 +220,9 @@ impl ScenarioRun<'_> {
         Option<(unstuck_core::doctor::Snapshot, doctor::CollectStats)>,
         usize,
     ) {
+        // The API doctor's kinds only: a node cause (`BusyVolume`, ...)
+        // comes from the node doctor after this snapshot, and a name that
+        // is neither was refused when the scenario was loaded.
         let expected: Vec<FindingKind> = d
             .expect_findings
             .iter()
@@ -309,10 +312,8 @@ impl ScenarioRun<'_> {
                 Some(self.report.time_to_detect_ms.unwrap_or(0) + report.timings.diagnosed_ms);
             if let Some(f) = &report.initial {
                 for cause in &f.causes {
-                    found.push(format!("{cause:?}"));
-                    self.report
-                        .findings
-                        .push(format!("{cause:?}: {}", f.summary));
+                    found.push(cause.name().to_string());
+                    self.report.findings.push(format!("{cause}: {}", f.summary));
                 }
                 evidence.extend(f.evidence.iter().cloned());
                 on_nodes.push(f.clone());
@@ -336,7 +337,7 @@ impl ScenarioRun<'_> {
             );
             if apply && !moot && !report.recovered_without_force() {
                 failed.push(format!(
-                    "node doctor on {}: {:?}{}; left on the node: {:?}",
+                    "node doctor on {}: {}{}; left on the node: [{}]",
                     report.pod,
                     report.outcome,
                     if report.force_used {
@@ -344,7 +345,7 @@ impl ScenarioRun<'_> {
                     } else {
                         ""
                     },
-                    report.leftovers
+                    report.leftovers.join(", ")
                 ));
             }
         }

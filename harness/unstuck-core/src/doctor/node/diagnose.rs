@@ -77,6 +77,48 @@ pub enum NodeCause {
     Unknown,
 }
 
+impl NodeCause {
+    pub const ALL: [NodeCause; 7] = [
+        NodeCause::KubeletDown,
+        NodeCause::WedgedRuntime,
+        NodeCause::KernelStall,
+        NodeCause::CgroupFrozen,
+        NodeCause::BusyVolume,
+        NodeCause::CniTeardownFailed,
+        NodeCause::Unknown,
+    ];
+
+    /// Its name as scenarios (`expectFindings`), reports and JSON write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeCause::KubeletDown => "KubeletDown",
+            NodeCause::WedgedRuntime => "WedgedRuntime",
+            NodeCause::KernelStall => "KernelStall",
+            NodeCause::CgroupFrozen => "CgroupFrozen",
+            NodeCause::BusyVolume => "BusyVolume",
+            NodeCause::CniTeardownFailed => "CniTeardownFailed",
+            NodeCause::Unknown => "Unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for NodeCause {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        NodeCause::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("no node cause is called '{s}'"))
+    }
+}
+
 /// A volume whose teardown keeps failing, from the kubelet's log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -298,4 +340,22 @@ pub(crate) fn kubelet_mounts_of<'a>(
         MountRole::Volume { volume: v, .. } | MountRole::SubPath { volume: v, .. } => v == volume,
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeCause;
+
+    #[test]
+    fn a_node_cause_has_one_name_in_json_in_reports_and_in_scenarios() {
+        for cause in NodeCause::ALL {
+            assert_eq!(
+                serde_json::to_value(cause).unwrap(),
+                serde_json::Value::String(cause.name().into())
+            );
+            assert_eq!(cause.name().parse::<NodeCause>(), Ok(cause));
+            assert_eq!(cause.to_string(), cause.name());
+        }
+        assert!("OrphanFinalizer".parse::<NodeCause>().is_err());
+    }
 }

@@ -165,13 +165,15 @@ impl Writer {
 
     fn nodes(&mut self, v: &View) {
         for n in &v.node {
+            use crate::doctor::node::HealOutcome::*;
+            let name = n.outcome.name();
             let outcome = if self.md {
-                n.outcome.clone()
+                name.to_string()
             } else {
-                match n.outcome.as_str() {
-                    "Recovered" | "NotStuck" | "PodNotFound" => crate::style::good(&n.outcome),
-                    "NotShown" | "StepNotShown" | "DryRun" => crate::style::note(&n.outcome),
-                    _ => crate::style::bad(&n.outcome),
+                match n.outcome {
+                    Recovered | NotStuck | PodNotFound => crate::style::good(name),
+                    NotShown | StepNotShown | DryRun => crate::style::note(name),
+                    GoneWithLeftovers | GaveUp => crate::style::bad(name),
                 }
             };
             self.heading(&format!(

@@ -57,10 +57,10 @@ pub(super) async fn run(
         source,
     })?;
     let mut evidence = vec![format!(
-        "container {} ({}, fault {:?}) listening on {}:{PORT} in Docker network {}",
+        "container {} ({}, fault {}) listening on {}:{PORT} in Docker network {}",
         backend.managed.container,
         containers::backend::IMAGE,
-        c.fault,
+        c.fault.name(),
         backend.ip,
         backend.managed.network
     )];
