@@ -5,9 +5,8 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::SignedDuration;
 
-use super::finding::{Finding, FindingKind, ObjectRef};
+use super::model::{Finding, FindingKind, ObjectRecord, ObjectRef, Snapshot};
 use super::owner::{OwnerCache, fmt_secs};
-use super::snapshot::{ObjectRecord, Snapshot};
 
 mod apiservice;
 mod failing;
