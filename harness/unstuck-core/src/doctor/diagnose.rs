@@ -11,7 +11,6 @@ use super::owner::{OwnerCache, fmt_secs};
 mod apiservice;
 mod failing;
 mod namespace;
-pub(crate) use namespace::namespace_ref;
 mod objects;
 mod pods;
 mod webhook;

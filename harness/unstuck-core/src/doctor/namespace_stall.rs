@@ -19,6 +19,7 @@ use super::conditions::{
     NS_DISCOVERY_FAILURE, NS_GV_PARSING_FAILURE, failing_namespace_condition,
     quote_namespace_condition,
 };
+use super::model::object::namespace_ref;
 use super::model::{Finding, FindingDetail, FindingKind, Snapshot};
 use super::owner::fmt_secs;
 
@@ -150,7 +151,7 @@ fn not_progressing(
     let cause = causes.first().copied().unwrap_or(StallCause::Unknown);
     Some(Finding {
         kind: FindingKind::NamespaceNotProgressing,
-        subject: crate::doctor::diagnose::namespace_ref(ns),
+        subject: namespace_ref(ns),
         summary: format!(
             "namespace {name} has been terminating for {} and the namespace controller is not progressing: {}",
             fmt_secs(age.as_secs()),

@@ -17,6 +17,7 @@ use crate::doctor::conditions::{
     namespace_condition, parse_content_remaining, parse_discovery_failure,
     parse_finalizers_remaining, quote_api_service_condition, quote_namespace_condition,
 };
+use crate::doctor::model::object::namespace_ref;
 use crate::doctor::model::{
     Finding, FindingDetail, FindingKind, ObjectRecord, ObjectRef, display_name,
 };
@@ -385,17 +386,6 @@ impl<'a> Diagnosis<'a> {
         c.iter()
             .map(|r| format!("{}/{}", r.kind, r.name()))
             .collect()
-    }
-}
-
-/// A finding's subject for namespace `ns`.
-pub(crate) fn namespace_ref(ns: &Namespace) -> ObjectRef {
-    ObjectRef {
-        api_version: "v1".into(),
-        kind: "Namespace".into(),
-        namespace: None,
-        name: ns.metadata.name.clone().unwrap_or_default(),
-        uid: ns.metadata.uid.clone(),
     }
 }
 

@@ -121,6 +121,17 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     }
 }
 
+/// A finding's subject for namespace `ns`.
+pub(crate) fn namespace_ref(ns: &Namespace) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: ns.metadata.name.clone().unwrap_or_default(),
+        uid: ns.metadata.uid.clone(),
+    }
+}
+
 /// `namespace/name` of an object's metadata, or just `name` when
 /// cluster-scoped; used in evidence lines.
 pub fn display_name(meta: &ObjectMeta) -> String {
