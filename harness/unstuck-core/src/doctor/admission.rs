@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use super::snapshot::{Snapshot, split_api_version};
-use super::webhook::WebhookView;
+use super::model::{Snapshot, WebhookView, split_api_version};
 
 /// A write the doctor (or a controller) would make.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +60,7 @@ impl<'a> Write<'a> {
 /// The pod a finding is about, as the snapshot read it.
 pub fn pod_of<'a>(
     snapshot: &'a Snapshot,
-    subject: &super::finding::ObjectRef,
+    subject: &super::model::ObjectRef,
 ) -> Option<&'a k8s_openapi::api::core::v1::Pod> {
     snapshot.pods.iter().find(|p| {
         p.metadata.name.as_deref() == Some(subject.name.as_str())

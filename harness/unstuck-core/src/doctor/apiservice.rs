@@ -17,7 +17,7 @@ use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
 };
 
 use super::backend::{BackendState, judge};
-use super::webhook::{ServiceKey, ServiceLookup};
+use super::model::{ServiceKey, ServiceLookup};
 
 /// The aggregator's reasons that say the Service itself is gone or empty
 /// (kube-aggregator `available_controller.go`, v1.34). Quoted as context;
@@ -86,7 +86,7 @@ pub fn backend(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::backend::EndpointRead;
+    use crate::doctor::model::EndpointRead;
 
     fn api(reason: &str) -> (APIService, APIServiceCondition) {
         let api: APIService = serde_json::from_value(serde_json::json!({

@@ -6,8 +6,7 @@
 //! while any liveness source is unreadable, a would-be `OrphanFinalizer`
 //! is reported as `UnknownFinalizerOwner`, which the plan never strips.
 
-use super::finding::{Finding, FindingKind};
-use super::snapshot::Snapshot;
+use super::model::{Finding, FindingKind, Snapshot};
 
 /// The sources a finalizer owner's liveness is argued from.
 /// Named as kubectl spells them, as [`Snapshot::unreadable`] records them.
@@ -65,7 +64,7 @@ mod tests {
             "the control: with every source read, the owner is dead"
         );
         let mut blind = snapshot.clone();
-        blind.unreadable = vec![crate::doctor::snapshot::Unreadable {
+        blind.unreadable = vec![crate::doctor::model::Unreadable {
             resource: "leases.coordination.k8s.io".into(),
             message: "leases.coordination.k8s.io is forbidden".into(),
         }];

@@ -22,7 +22,8 @@ use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
     APIService, APIServiceCondition,
 };
-use serde::{Deserialize, Serialize};
+
+pub use super::model::namespace::{FinalizerCount, ResourceCount};
 
 /// Condition type: discovery failed during namespace deletion.
 pub const NS_DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
@@ -41,40 +42,6 @@ const FINALIZERS_PREFIXES: [&str; 2] = [
     "Some finalizers are remaining: ",
 ];
 const DISCOVERY_PREFIX: &str = "unable to retrieve the complete list of server APIs: ";
-
-/// One entry of a `NamespaceContentRemaining` message.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourceCount {
-    /// Plural resource name, e.g. `widgets`.
-    pub resource: String,
-    /// API group, `""` for core.
-    pub group: String,
-    /// Instances remaining.
-    pub count: u64,
-}
-
-impl ResourceCount {
-    /// `resource.group` (just `resource` for the core group), the way
-    /// kubectl names a resource type.
-    pub fn qualified(&self) -> String {
-        if self.group.is_empty() {
-            self.resource.clone()
-        } else {
-            format!("{}.{}", self.resource, self.group)
-        }
-    }
-}
-
-/// One entry of a `NamespaceFinalizersRemaining` message.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FinalizerCount {
-    /// The finalizer key.
-    pub finalizer: String,
-    /// How many objects still carry it.
-    pub count: u64,
-}
 
 /// Parses a `NamespaceContentRemaining` message into resource counts.
 /// Entries that do not have the controller's shape are skipped.

@@ -56,9 +56,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 
 use super::backend::{BackendState, judge};
 use super::conditions::{NS_CONTENT_FAILURE, NS_DISCOVERY_FAILURE, failing_namespace_condition};
-use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
-use super::snapshot::{Snapshot, split_api_version};
-use super::webhook::ServiceKey;
+use super::model::{
+    Finding, FindingDetail, FindingKind, ObjectRef, ServiceKey, Snapshot, split_api_version,
+};
 
 mod proof;
 pub use proof::{NoneProof, stored_versions, strategy_none_proof};

@@ -5,14 +5,12 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::SignedDuration;
 
-use super::finding::{Finding, FindingKind, ObjectRef};
+use super::model::{Finding, FindingKind, ObjectRecord, ObjectRef, Snapshot};
 use super::owner::{OwnerCache, fmt_secs};
-use super::snapshot::{ObjectRecord, Snapshot};
 
 mod apiservice;
 mod failing;
 mod namespace;
-pub(crate) use namespace::namespace_ref;
 mod objects;
 mod pods;
 mod webhook;

@@ -6,7 +6,10 @@
 //! any, caused what it sees: it reads a [`Snapshot`] of the cluster as it
 //! would a customer's.
 //!
-//! - [`snapshot`]: the data a collector fills.
+//! - [`model`]: the plain data everything else reads and writes (the
+//!   snapshot, findings and the facts they carry), at the bottom of the
+//!   imports.
+//! - [`snapshot`]: the data a collector fills (its types are the model's).
 //! - [`conditions`]: parsing the namespace controller's and aggregator's
 //!   status conditions.
 //! - [`apiservice`]: whether an unavailable APIService's backend is gone.
@@ -34,6 +37,7 @@ pub mod conversion;
 pub mod diagnose;
 pub mod finding;
 pub mod graph;
+pub mod model;
 pub mod namespace_stall;
 pub mod node;
 pub mod normal;
@@ -47,16 +51,15 @@ pub mod starting;
 pub mod webhook;
 
 pub use diagnose::{DiagnoseOptions, diagnose};
-pub use finding::{
-    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef, Outage, PodStartCause,
-    PodStuckHint, UnknownFindingKind,
-};
 pub use graph::BlockerGraph;
-pub use owner::{FinalizerVerdict, OwnerVerdict, finalizer_owner};
+pub use model::{
+    DiscoveryFailure, FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind,
+    ObjectRecord, ObjectRef, Outage, OwnerVerdict, PodStartCause, PodStuckHint, ServiceKey,
+    ServiceLookup, Snapshot, UnknownFindingKind, WebhookConfigKind,
+};
+pub use owner::finalizer_owner;
 pub use plan::{
     Action, BlockedStep, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan,
     PlannedStep, RemoveFinalizers, SetCrdConversionNone, SetWebhookFailurePolicy, plan,
     plan_assuming,
 };
-pub use snapshot::{DiscoveryFailure, ObjectRecord, Snapshot};
-pub use webhook::{ServiceKey, ServiceLookup, WebhookConfigKind};

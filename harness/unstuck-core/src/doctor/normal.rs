@@ -11,9 +11,8 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
-use super::finding::{Finding, ObjectRef};
+use super::model::{Finding, ObjectRef, Snapshot};
 use super::owner::fmt_secs;
-use super::snapshot::Snapshot;
 
 /// One object being deleted that is not judged stuck yet, and why not.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -6,9 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::finding::{Finding, FindingDetail, FindingKind};
+use super::model::{Finding, FindingDetail, FindingKind, Snapshot, split_api_version};
 use super::owner::OwnerCache;
-use super::snapshot::{Snapshot, split_api_version};
 
 mod apiservice;
 mod conversion;

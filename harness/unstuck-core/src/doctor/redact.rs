@@ -57,7 +57,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
 use serde_json::Value;
 
-use super::snapshot::{ObjectRecord, Snapshot};
+use super::model::{ObjectRecord, Snapshot};
 
 /// What a removed value is replaced with.
 pub const REDACTED: &str = "<redacted>";

@@ -10,30 +10,11 @@
 //! webhook which writes it rejects, the stuck object which webhook stands
 //! in the way.
 
-use serde::{Deserialize, Serialize};
-
 use super::admission::{self, Match, Write};
-use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
-use super::snapshot::Snapshot;
+use super::model::{Finding, FindingDetail, FindingKind, ObjectRef, Snapshot};
 use super::webhook::webhooks;
 
-/// A write a stuck object's release needs, rejected by a webhook that
-/// fails closed with its backend gone.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RejectedWrite {
-    /// The stuck object.
-    pub subject: ObjectRef,
-    /// `UPDATE`.
-    pub operation: String,
-    /// `resource[/subresource]` as the webhook's rules name it.
-    pub resource: String,
-    /// What the write is for, e.g. `removing its finalizers`.
-    pub purpose: String,
-    /// Set when the match rests on what could not be evaluated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub assumed: Option<String>,
-}
+pub use super::model::RejectedWrite;
 
 /// The write that would release a stuck finding's subject (or, for a
 /// dead registration, the doctor's remedy on it).

@@ -25,10 +25,10 @@
 
 use std::collections::BTreeSet;
 
+use super::model::{ObjectRecord, Snapshot};
 use super::owner::known_keys::known_key;
 use super::owner::rbac::{Grantee, Request};
 use super::owner::words::Target;
-use super::snapshot::{ObjectRecord, Snapshot};
 
 /// `snapshot` with only what a diagnosis scoped to `namespaces` reads.
 pub fn scoped(snapshot: &Snapshot, namespaces: &[String]) -> Snapshot {

@@ -16,9 +16,11 @@ mod pull;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod, PodStatus};
 use k8s_openapi::jiff::SignedDuration;
 
-use super::finding::{Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PullProblem};
+use super::model::{
+    Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PullProblem, Snapshot,
+    container_statuses, display_name,
+};
 use super::owner::fmt_secs;
-use super::snapshot::{Snapshot, container_statuses, display_name};
 
 /// Waiting reasons that mean the image cannot be had.
 const IMAGE_PULL: [&str; 4] = [

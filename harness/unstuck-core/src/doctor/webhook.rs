@@ -13,168 +13,21 @@
 //! patches fail the same way.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
-    WebhookClientConfig,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use serde::{Deserialize, Serialize};
 
-use super::snapshot::Snapshot;
+use super::model::snapshot::Snapshot;
 
-/// Which kind of configuration a webhook lives in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum WebhookConfigKind {
-    /// `ValidatingWebhookConfiguration`.
-    Validating,
-    /// `MutatingWebhookConfiguration`.
-    Mutating,
-}
-
-impl WebhookConfigKind {
-    /// The Kubernetes kind.
-    pub fn kind(self) -> &'static str {
-        match self {
-            WebhookConfigKind::Validating => "ValidatingWebhookConfiguration",
-            WebhookConfigKind::Mutating => "MutatingWebhookConfiguration",
-        }
-    }
-
-    /// The plural resource name.
-    pub fn resource(self) -> &'static str {
-        match self {
-            WebhookConfigKind::Validating => "validatingwebhookconfigurations",
-            WebhookConfigKind::Mutating => "mutatingwebhookconfigurations",
-        }
-    }
-}
-
-/// The Service a webhook calls.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceKey {
-    /// Namespace of the Service.
-    pub namespace: String,
-    /// Name of the Service.
-    pub name: String,
-}
-
-impl std::fmt::Display for ServiceKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// What the collector found when it looked up a webhook's or an
-/// APIService's Service; [`super::backend::judge`] reads it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceLookup {
-    /// The Service looked up.
-    pub service: ServiceKey,
-    /// Whether `GET` returned it (a 404 is `false`).
-    pub exists: bool,
-    /// Ready endpoints over its EndpointSlices at the last read; `None`
-    /// when the Service does not exist or the slices could not be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_endpoints: Option<u32>,
-    /// Why the lookup itself failed (neither found nor a 404): no proof
-    /// either way.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// (Added) `spec.type` (`ClusterIP`, `ExternalName`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_type: Option<String>,
-    /// (Added) `spec.externalName`, for an `ExternalName` Service.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_name: Option<String>,
-    /// (Added) Whether `spec.selector` selects pods; `false`: endpoints
-    /// are maintained by hand. `None`: not recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub has_selector: Option<bool>,
-    /// (Added) The selector as `k=v,...`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// (Added) Each read of its EndpointSlices, in order; a second one
-    /// [`super::backend::SUSTAINED`] later when the first found none ready.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reads: Vec<super::backend::EndpointRead>,
-    /// (Added) The pods its selector matches, read with the last read;
-    /// `None` when not read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods: Option<Vec<super::backend::BackendPod>>,
-    /// (Added) Why the pods could not be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods_error: Option<String>,
-}
-
-/// One webhook, flattened out of its configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WebhookView<'a> {
-    /// Validating or mutating.
-    pub config_kind: WebhookConfigKind,
-    /// The configuration's `metadata.name`.
-    pub config_name: &'a str,
-    /// The configuration's `metadata.uid`.
-    pub config_uid: Option<&'a str>,
-    /// The configuration's `metadata.resourceVersion`.
-    pub config_resource_version: Option<&'a str>,
-    /// Position in `webhooks` (the patch path).
-    pub index: usize,
-    /// The webhook's name (what the apiserver's error quotes).
-    pub name: &'a str,
-    /// `failurePolicy`; the v1 default is `Fail`.
-    pub failure_policy: &'a str,
-    /// `clientConfig`.
-    pub client_config: &'a WebhookClientConfig,
-    /// `rules`.
-    pub rules: &'a [RuleWithOperations],
-    /// `namespaceSelector` (`None`: every namespace).
-    pub namespace_selector: Option<&'a LabelSelector>,
-    /// `objectSelector` (`None`: every object).
-    pub object_selector: Option<&'a LabelSelector>,
-    /// `matchPolicy`; the v1 default is `Equivalent`.
-    pub match_policy: &'a str,
-    /// How many `matchConditions` (CEL) it has.
-    pub match_conditions: usize,
-}
+pub use super::model::service::{ServiceKey, ServiceLookup};
+pub use super::model::webhook::{WebhookConfigKind, WebhookView};
 
 impl WebhookView<'_> {
-    /// Its configuration, as the subject of a finding about it.
-    pub fn config_ref(&self) -> super::finding::ObjectRef {
-        super::finding::ObjectRef {
-            api_version: "admissionregistration.k8s.io/v1".into(),
-            kind: self.config_kind.kind().into(),
-            namespace: None,
-            name: self.config_name.to_owned(),
-            uid: self.config_uid.map(str::to_owned),
-        }
-    }
-
-    /// The Service it calls, unless it calls a URL.
-    pub fn service(&self) -> Option<ServiceKey> {
-        self.client_config.service.as_ref().map(|s| ServiceKey {
-            namespace: s.namespace.clone(),
-            name: s.name.clone(),
-        })
-    }
-
-    /// Whether a rule matches `operation` (`DELETE`, `UPDATE`, ...).
-    pub fn matches_operation(&self, operation: &str) -> bool {
-        self.rules.iter().any(|r| {
-            r.operations
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .any(|o| o == operation || o == "*")
-        })
-    }
-
     /// Whether the kubelet's final DELETE of `pod` reaches it, by the
     /// apiserver's matching ([`admission::matches`](super::admission::matches)).
     pub fn matches_final_delete_of(
         &self,
         pod: &k8s_openapi::api::core::v1::Pod,
-        snapshot: &super::snapshot::Snapshot,
+        snapshot: &Snapshot,
     ) -> bool {
         super::admission::matches(
             self,
@@ -182,26 +35,6 @@ impl WebhookView<'_> {
             snapshot,
         )
         .reaches()
-    }
-
-    /// The rules in one line: `DELETE,UPDATE configmaps (v1)`.
-    pub fn rules_line(&self) -> String {
-        self.rules
-            .iter()
-            .map(|r| {
-                let ops = r.operations.as_deref().unwrap_or_default().join(",");
-                let resources = r.resources.as_deref().unwrap_or_default().join(",");
-                let groups: Vec<&str> = r
-                    .api_groups
-                    .as_deref()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|g| if g.is_empty() { "core" } else { g.as_str() })
-                    .collect();
-                format!("{ops} {resources} ({})", groups.join(","))
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
     }
 }
 
@@ -294,6 +127,8 @@ pub fn failed_webhooks(message: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::admissionregistration::v1::{RuleWithOperations, WebhookClientConfig};
+
     use super::*;
 
     #[test]

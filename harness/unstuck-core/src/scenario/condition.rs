@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use super::located::Located;
-use super::steps::ObjectRef;
+use super::refs::ObjectRef;
 
 /// One thing an `expect` step waits for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser::Serialize
 
 use super::fault_catalogue::{FAULT_NAMES, FaultSpec, POD_KEYS, fault_spec};
 use super::located::Located;
-use super::steps::PodRef;
+use super::refs::PodRef;
 
 /// A fault injected on a node, because it cannot be caused through the API.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -25,9 +25,6 @@ use crate::duration::Duration;
 /// The overall deadline of a scenario that does not set `timeout`.
 pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_mins(5);
 
-/// How long an `expect` step waits when it does not set `timeout`.
-pub const DEFAULT_EXPECT_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// One reproducible incident: set something up, break it the way it broke
 /// for someone, check that the symptoms are real, let the doctor diagnose
 /// and repair it, and check that the cluster recovered.

@@ -1,5 +1,6 @@
-//! What the `apply`, `delete` and `expect` steps say, and the object and
-//! pod references steps and conditions share.
+//! What the `apply`, `delete` and `expect` steps say. The object and pod
+//! references they share with conditions and faults are in
+//! [`refs`](super::refs).
 
 use std::{fmt, path::PathBuf};
 
@@ -7,7 +8,11 @@ use serde::{Deserialize, Deserializer, Serialize, de};
 
 use super::condition::Condition;
 use super::located::Located;
+use super::refs::ObjectRef;
 use crate::duration::Duration;
+
+/// How long an `expect` step waits when it does not set `timeout`.
+pub const DEFAULT_EXPECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a `delete` step deletes: an object reference, written inline
 /// (`delete: {kind: ConfigMap, name: mymap, namespace: app}`), plus how
@@ -160,71 +165,6 @@ impl<'de> Deserialize<'de> for ApplySpec {
     }
 }
 
-/// A reference to one Kubernetes object, by kind and name.
-///
-/// `namespace` and, for `kind: Namespace`, `name` are *logical* namespace
-/// names from [`Scenario::namespaces`]; the runner maps them to the real
-/// namespaces of the run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ObjectRef {
-    /// `group/version` (or `v1` for the core group). May be left out for
-    /// the well-known kinds of [`default_api_version`](super::default_api_version);
-    /// the loader fills it in, so it is always `Some` in a loaded scenario.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    /// The object's kind, such as `ConfigMap`.
-    pub kind: Located<String>,
-    /// The object's name (a logical namespace name for `kind: Namespace`).
-    pub name: Located<String>,
-    /// Logical namespace, for namespaced kinds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Located<String>>,
-}
-
-impl ObjectRef {
-    /// For a name written as a prefix pattern (`cron-job-dashmail-*`, for
-    /// objects whose names a controller generates), the prefix. Only
-    /// `terminating` and `gone` take one: some object whose name starts
-    /// with it is Terminating; no object whose name starts with it exists.
-    pub fn name_prefix(&self) -> Option<&str> {
-        self.name.strip_suffix('*')
-    }
-
-    /// The explicit apiVersion, or the well-known default for the kind.
-    pub fn api_version(&self) -> Option<&str> {
-        self.api_version
-            .as_deref()
-            .or_else(|| super::default_api_version(&self.kind))
-    }
-}
-
-impl fmt::Display for ObjectRef {
-    /// `ConfigMap app/mymap`, or `Namespace app` for cluster-scoped objects.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
-            None => write!(f, "{} {}", self.kind, self.name),
-        }
-    }
-}
-
-/// A pod, by logical namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PodRef {
-    /// The pod's name.
-    pub pod: Located<String>,
-    /// Its logical namespace.
-    pub namespace: Located<String>,
-}
-
-impl fmt::Display for PodRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.pod)
-    }
-}
-
 /// A gate: every condition must hold at the same time before the timeout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -275,5 +215,5 @@ impl fmt::Display for Phase {
 }
 
 fn default_expect_timeout() -> Located<Duration> {
-    Located::unlocated(super::model::DEFAULT_EXPECT_TIMEOUT)
+    Located::unlocated(DEFAULT_EXPECT_TIMEOUT)
 }

@@ -18,7 +18,7 @@ use super::{
     kinds::{default_api_version, is_namespaced},
     located::{Located, Position},
     model::{Scenario, Step},
-    steps::ObjectRef,
+    refs::ObjectRef,
 };
 use crate::duration::Duration;
 

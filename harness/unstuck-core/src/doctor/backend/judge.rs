@@ -1,8 +1,8 @@
 //! The verdict "gone" (or serving, or unknown) on a backend, from the
 //! collector's lookup of its Service.
 
-use super::{BackendState, EndpointRead, Judgement, SUSTAINED};
-use crate::doctor::webhook::ServiceLookup;
+use super::{BackendState, Judgement, SUSTAINED};
+use crate::doctor::model::{EndpointRead, ServiceLookup};
 
 fn quote_read(r: &EndpointRead) -> String {
     format!(
@@ -198,8 +198,7 @@ fn judge_selected(l: &ServiceLookup, last: Option<&EndpointRead>) -> Judgement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::backend::BackendPod;
-    use crate::doctor::webhook::ServiceKey;
+    use crate::doctor::model::{BackendPod, ServiceKey};
     use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 
     fn t(s: &str) -> Timestamp {

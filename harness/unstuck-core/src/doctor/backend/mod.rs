@@ -30,15 +30,12 @@ mod probe;
 
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
-use serde::{Deserialize, Serialize};
-
 pub use call::{CallFailure, CallVerdict, Misconfiguration, classify};
 pub use judge::{judge, not_serving_cause};
-pub use pod::BackendPod;
-pub use probe::{
-    ApiServiceProbe, MAX_TRIES, WebhookProbe, api_service_probe_targets, probe_targets,
-};
+pub use probe::{MAX_TRIES, api_service_probe_targets, probe_targets};
+
+pub use super::model::probe::{ApiServiceProbe, WebhookProbe};
+pub use super::model::service::{BackendPod, EndpointRead};
 
 /// The verdict of a fail-closed webhook whose backend is installed but
 /// has no ready endpoint (its pods Pending, crash-looping, or none): every
@@ -55,20 +52,6 @@ pub const SUSTAINED: Duration = Duration::from_secs(5);
 /// coming back (the owner verdict's window for "installed, not shown
 /// running" is the same ten minutes).
 pub const RECENT: Duration = Duration::from_secs(600);
-
-/// One read of a Service's EndpointSlices.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EndpointRead {
-    /// When the list returned.
-    pub at: Timestamp,
-    /// EndpointSlices labelled for the Service.
-    pub slices: u32,
-    /// Endpoints whose `ready` is true or unset (the API's rule).
-    pub ready: u32,
-    /// Endpoints listed with `ready: false`.
-    pub not_ready: u32,
-}
 
 /// The verdict on a backend.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,46 +2,9 @@
 //! whether it is a backend coming back.
 
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
-use serde::{Deserialize, Serialize};
 
 use super::RECENT;
-
-/// What the doctor keeps of a pod the Service's selector matches: enough
-/// to tell a backend coming back from one that is gone.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BackendPod {
-    pub name: String,
-    /// `status.phase`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    /// `metadata.deletionTimestamp` is set.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub deleting: bool,
-    /// Its `Ready` condition is `True`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ready: bool,
-    /// The latest `state.running.startedAt` of its containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_started: Option<Timestamp>,
-    /// The latest `lastState.terminated.finishedAt` of its containers:
-    /// when a container last exited before a restart.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_restart: Option<Timestamp>,
-    /// Sum of the containers' `restartCount`.
-    #[serde(default)]
-    pub restarts: u32,
-    /// `state.waiting.reason` of containers that wait (init ones too).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub waiting: Vec<String>,
-    /// Why it is not Ready, in the words of the component that knows: the
-    /// scheduler's `PodScheduled=False` message, the kubelet's waiting
-    /// reason and message (a pull failure quotes the registry's answer),
-    /// a container's last termination (reason, exit code, message). Empty
-    /// for a Ready pod, and in snapshots recorded before it was kept.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub causes: Vec<String>,
-}
+use crate::doctor::model::BackendPod;
 
 /// Messages are quoted up to this many characters: a crash's termination
 /// message can be a whole stack trace.

@@ -14,7 +14,7 @@ use crate::doctor::apiservice::Backend;
 use crate::doctor::conditions::{
     NS_DISCOVERY_FAILURE, api_service_available, quote_api_service_condition,
 };
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef, Outage};
+use crate::doctor::model::{Finding, FindingDetail, FindingKind, ObjectRef, Outage};
 use crate::doctor::owner::fmt_secs;
 
 impl<'a> Diagnosis<'a> {

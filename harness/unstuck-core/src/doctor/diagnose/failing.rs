@@ -21,8 +21,8 @@ use crate::doctor::backend::{
     BackendState, CallFailure, CallVerdict, Misconfiguration, NOT_SERVING, classify, judge,
 };
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind};
-use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
+use crate::doctor::model::{Finding, FindingDetail, FindingKind, ServiceKey, WebhookView};
+use crate::doctor::webhook::webhooks;
 
 /// Drops the not-serving webhook findings that stand in nothing's way
 /// (no namespace names them, no release is rejected by them): a product

@@ -17,9 +17,11 @@ use crate::doctor::conditions::{
     namespace_condition, parse_content_remaining, parse_discovery_failure,
     parse_finalizers_remaining, quote_api_service_condition, quote_namespace_condition,
 };
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef};
+use crate::doctor::model::object::namespace_ref;
+use crate::doctor::model::{
+    Finding, FindingDetail, FindingKind, ObjectRecord, ObjectRef, display_name,
+};
 use crate::doctor::owner::{controller_manager_alive, fmt_secs};
-use crate::doctor::snapshot::{ObjectRecord, display_name};
 use crate::doctor::webhook::failed_webhooks;
 
 /// The namespace controller retries a failing namespace at most every 60 s
@@ -384,17 +386,6 @@ impl<'a> Diagnosis<'a> {
         c.iter()
             .map(|r| format!("{}/{}", r.kind, r.name()))
             .collect()
-    }
-}
-
-/// A finding's subject for namespace `ns`.
-pub(crate) fn namespace_ref(ns: &Namespace) -> ObjectRef {
-    ObjectRef {
-        api_version: "v1".into(),
-        kind: "Namespace".into(),
-        namespace: None,
-        name: ns.metadata.name.clone().unwrap_or_default(),
-        uid: ns.metadata.uid.clone(),
     }
 }
 

@@ -8,11 +8,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::SignedDuration;
 
 use super::{Diagnosis, MAX_LISTED, record_key, record_ref};
-use crate::doctor::finding::{FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRef};
-use crate::doctor::owner::{
-    FinalizerVerdict, OwnerQuery, OwnerVerdict, fmt_secs, protection_in_use,
+use crate::doctor::model::{
+    FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind, ObjectRecord,
+    ObjectRef, OwnerVerdict, display_name,
 };
-use crate::doctor::snapshot::{ObjectRecord, display_name};
+use crate::doctor::owner::{OwnerQuery, fmt_secs, protection_in_use};
 
 /// The garbage collector's finalizer of an owner in foreground deletion.
 const FOREGROUND: &str = "foregroundDeletion";

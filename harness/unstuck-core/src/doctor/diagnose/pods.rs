@@ -5,9 +5,10 @@
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::Diagnosis;
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint};
+use crate::doctor::model::{
+    Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint, container_statuses, display_name,
+};
 use crate::doctor::owner::fmt_secs;
-use crate::doctor::snapshot::{container_statuses, display_name};
 
 impl<'a> Diagnosis<'a> {
     /// Evidence that node `name` is not answering: its `Ready` condition

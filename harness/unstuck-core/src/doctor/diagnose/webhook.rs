@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use super::Diagnosis;
 use super::namespace::ContentFailure;
 use crate::doctor::conditions::NS_CONTENT_FAILURE;
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind};
-use crate::doctor::webhook::{ServiceKey, WebhookView, webhooks};
+use crate::doctor::model::{Finding, FindingDetail, FindingKind, ServiceKey, WebhookView};
+use crate::doctor::webhook::webhooks;
 
 impl<'a> Diagnosis<'a> {
     /// DeadWebhook findings; returns the names of the dead webhooks. Dead

@@ -11,11 +11,10 @@ use super::{BlockerGraph, GraphEdge, GraphNode, NodeKind, NodeState, RootCause};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::doctor::finding::{Finding, FindingDetail, ObjectRef};
+use crate::doctor::model::{Finding, FindingDetail, ObjectRecord, ObjectRef, Snapshot};
 use crate::doctor::node::NodeFinding;
 use crate::doctor::owner::fmt_secs;
 use crate::doctor::plan::Plan;
-use crate::doctor::snapshot::{ObjectRecord, Snapshot};
 
 /// `object:<apiVersion>:<Kind>:<namespace>/<name>`, or without the
 /// namespace when cluster-scoped.

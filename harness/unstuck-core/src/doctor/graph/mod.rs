@@ -30,10 +30,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::finding::Finding;
+use super::model::{Finding, Snapshot};
 use super::node::NodeFinding;
 use super::plan::{Action, Plan, PlannedStep};
-use super::snapshot::Snapshot;
 pub use build::{object_id, object_label};
 pub use index::GraphIndex;
 

@@ -14,7 +14,7 @@ use super::mounts::{MountRole, PodMount, classify_pod_mounts, pod_dir};
 use super::runtime::{ShimFact, TaskFact};
 use super::thaw::FrozenPod;
 use super::{CniConfigFile, Holder, NodeFacts};
-use crate::doctor::{ObjectRef, PodStuckHint};
+use crate::doctor::model::{ObjectRef, PodStuckHint};
 
 /// Knobs for [`diagnose_pod`].
 #[derive(Clone, Debug, PartialEq, Eq)]

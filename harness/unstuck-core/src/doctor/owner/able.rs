@@ -33,7 +33,7 @@ use super::{
     rbac::{Breadth, Grant, Request},
     verdict::SourceReport,
 };
-use crate::doctor::snapshot::{Snapshot, display_name};
+use crate::doctor::model::{Snapshot, display_name};
 
 /// RBAC's resources, as the collector records them when it cannot list them.
 const RBAC_RESOURCES: [&str; 4] = [

@@ -14,8 +14,8 @@
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 
-use super::{OwnerVerdict, failing_group_versions, fmt_secs};
-use crate::doctor::snapshot::{Snapshot, display_name};
+use super::{failing_group_versions, fmt_secs};
+use crate::doctor::model::{OwnerVerdict, Snapshot, display_name};
 
 /// kube-controller-manager's key on PersistentVolumeClaims.
 pub const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";

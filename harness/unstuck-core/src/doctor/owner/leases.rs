@@ -6,7 +6,7 @@
 use k8s_openapi::api::coordination::v1::Lease;
 
 use super::{Ctx, INSTALLED_SECS, builtin::renew_age, unreadable, verdict::SourceReport};
-use crate::doctor::snapshot::display_name;
+use crate::doctor::model::display_name;
 
 /// What in a lease names the target: its name (the domain rule:
 /// controller-runtime IDs look like `8d3f5d2a.example.com`), or a product

@@ -58,9 +58,10 @@ pub use builtin::{
 };
 pub use known_keys::{KNOWN_KEYS, KnownKey, known_key};
 pub use protection::protection_in_use;
-pub use verdict::{FinalizerVerdict, OwnerVerdict};
 
-use super::snapshot::{ObjectRecord, Snapshot};
+pub use super::model::{FinalizerVerdict, OwnerVerdict};
+
+use super::model::{ObjectRecord, Snapshot};
 use rbac::Request;
 use verdict::SourceReport;
 use words::Target;

@@ -7,7 +7,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::builtin::{PV_PROTECTION, PVC_PROTECTION, VAC_PROTECTION};
-use crate::doctor::snapshot::{Snapshot, display_name};
+use crate::doctor::model::{Snapshot, display_name};
 
 /// Whether a protection finalizer on this object is in normal use:
 /// `kubernetes.io/pvc-protection` on a PersistentVolumeClaim that a

@@ -22,28 +22,9 @@
 //! `system:authenticated`). Users and other groups act from outside the
 //! cluster; they are counted, and their writes show in managedFields.
 
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
-};
-use serde::{Deserialize, Serialize};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, RoleRef, Subject};
 
-/// The cluster's RBAC objects, as the collector listed them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Rbac {
-    /// Every Role.
-    #[serde(default)]
-    pub roles: Vec<Role>,
-    /// Every ClusterRole.
-    #[serde(default)]
-    pub cluster_roles: Vec<ClusterRole>,
-    /// Every RoleBinding.
-    #[serde(default)]
-    pub role_bindings: Vec<RoleBinding>,
-    /// Every ClusterRoleBinding.
-    #[serde(default)]
-    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
-}
+pub use crate::doctor::model::rbac::Rbac;
 
 /// The request a finalizer's remover would make.
 #[derive(Clone, Copy, Debug)]

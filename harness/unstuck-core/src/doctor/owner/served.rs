@@ -8,7 +8,7 @@ use k8s_openapi::api::admissionregistration::v1::WebhookClientConfig;
 
 use super::{Ctx, unreadable, verdict::SourceReport};
 use crate::doctor::backend::{BackendState, judge};
-use crate::doctor::webhook::ServiceKey;
+use crate::doctor::model::ServiceKey;
 
 /// Where a webhook calls, and what [`crate::doctor::backend::judge`]
 /// makes of it (`None`: a URL, not looked up).

@@ -2,77 +2,10 @@
 //! combine into it: `Alive` needs positive evidence; `Unknown` when the
 //! owner looks installed but is not shown running, or a source it needs
 //! could not be read; `Dead` only when every source was read and none
-//! shows the owner, with each check listed.
+//! shows the owner, with each check listed. The verdict's types are the
+//! model's ([`crate::doctor::model::verdict`]).
 
-use serde::{Deserialize, Serialize};
-
-/// Whether a finalizer's owner is alive, dead or not known, with the
-/// evidence for the verdict.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "verdict", rename_all_fields = "camelCase")]
-pub enum OwnerVerdict {
-    /// A controller that serves the key is alive: leave it alone.
-    Alive {
-        /// Why it is considered alive.
-        evidence: Vec<String>,
-    },
-    /// Nothing serves the key: it is an orphan.
-    Dead {
-        /// Why it is considered dead.
-        evidence: Vec<String>,
-    },
-    /// Neither could be argued.
-    Unknown {
-        /// What was checked.
-        evidence: Vec<String>,
-    },
-}
-
-impl OwnerVerdict {
-    /// The evidence lines, whatever the verdict.
-    pub fn evidence(&self) -> &[String] {
-        match self {
-            OwnerVerdict::Alive { evidence }
-            | OwnerVerdict::Dead { evidence }
-            | OwnerVerdict::Unknown { evidence } => evidence,
-        }
-    }
-
-    /// `Alive`, `Dead` or `Unknown`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            OwnerVerdict::Alive { .. } => "Alive",
-            OwnerVerdict::Dead { .. } => "Dead",
-            OwnerVerdict::Unknown { .. } => "Unknown",
-        }
-    }
-
-    /// Whether the verdict is `Dead`.
-    pub fn is_dead(&self) -> bool {
-        matches!(self, OwnerVerdict::Dead { .. })
-    }
-
-    /// Whether the verdict is `Alive`.
-    pub fn is_alive(&self) -> bool {
-        matches!(self, OwnerVerdict::Alive { .. })
-    }
-}
-
-/// The verdict on one finalizer key of one object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FinalizerVerdict {
-    /// The key.
-    pub finalizer: String,
-    /// The verdict on its owner.
-    #[serde(flatten)]
-    pub verdict: OwnerVerdict,
-    /// The verdict is `Dead` only because the operator named this key in
-    /// `--assume-dead`: the evidence alone left it `Unknown`. The plan
-    /// re-argues such a key and strips it only while it is still `Unknown`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub assumed_dead: bool,
-}
+use crate::doctor::model::OwnerVerdict;
 
 /// What one evidence source found about one key's owner.
 #[derive(Clone, Debug, Default)]

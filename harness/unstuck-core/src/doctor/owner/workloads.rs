@@ -16,7 +16,7 @@ use k8s_openapi::{
 };
 
 use super::{Ctx, builtin::pod_running_ready, unreadable, verdict::SourceReport};
-use crate::doctor::snapshot::{container_statuses, display_name};
+use crate::doctor::model::{container_statuses, display_name};
 
 /// What in an object and its pod template names the target.
 fn names(

@@ -10,9 +10,8 @@ use crate::doctor::apiservice::Backend;
 use crate::doctor::conditions::api_service_available;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
-use crate::doctor::finding::{Finding, FindingDetail};
+use crate::doctor::model::{Finding, FindingDetail, Snapshot};
 use crate::doctor::owner::fmt_secs;
-use crate::doctor::snapshot::Snapshot;
 
 /// The APIService reasons that say the backend itself is missing or broken
 /// (a registration whose extension was removed). `ServiceAccessError` and

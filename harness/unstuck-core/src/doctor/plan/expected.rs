@@ -9,10 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{Action, PlannedStep};
 use crate::doctor::admission::{NO_LABELS, Write, matches};
-use crate::doctor::finding::{Finding, FindingDetail, ObjectRef};
-use crate::doctor::owner::{OwnerCache, OwnerQuery, OwnerVerdict};
-use crate::doctor::snapshot::{ObjectRecord, Snapshot};
-use crate::doctor::webhook::{WebhookView, webhooks};
+use crate::doctor::model::{
+    Finding, FindingDetail, ObjectRecord, ObjectRef, OwnerVerdict, Snapshot, WebhookView,
+};
+use crate::doctor::owner::{OwnerCache, OwnerQuery};
+use crate::doctor::webhook::webhooks;
 
 /// An object a later round is expected to meet, Terminating and held by
 /// its finalizers, once a webhook's fail-open lets its DELETE through.

@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 use super::{
     Action, FORCE_REMOVE_FINALIZER, ObjectTarget, PlannedStep, refuse, related_findings, wait,
 };
-use crate::doctor::finding::{FinalizerRemoval, Finding, FindingDetail, FindingKind};
-use crate::doctor::owner::{OwnerCache, OwnerQuery, OwnerVerdict, protection_in_use};
-use crate::doctor::snapshot::{ObjectRecord, Snapshot};
+use crate::doctor::model::{
+    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRecord, OwnerVerdict, Snapshot,
+};
+use crate::doctor::owner::{OwnerCache, OwnerQuery, protection_in_use};
 
 /// Remove dead keys from one object's `metadata.finalizers`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

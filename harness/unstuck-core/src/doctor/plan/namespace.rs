@@ -11,9 +11,8 @@ use super::{
     related_findings, wait,
 };
 use crate::doctor::conditions::{NS_DISCOVERY_FAILURE, failing_namespace_condition};
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind};
+use crate::doctor::model::{Finding, FindingDetail, FindingKind, Snapshot};
 use crate::doctor::owner::failing_group_versions;
-use crate::doctor::snapshot::Snapshot;
 use crate::doctor::webhook::webhooks;
 
 /// `PUT /api/v1/namespaces/<name>/finalize` without the stuck tokens.

@@ -3,7 +3,7 @@
 //! and a pod that never starts is fixed in its spec, image or node.
 
 use super::{PlannedStep, refuse, related_findings, wait};
-use crate::doctor::finding::{Finding, FindingDetail, FindingKind, PodStuckHint};
+use crate::doctor::model::{Finding, FindingDetail, FindingKind, PodStuckHint};
 
 /// PodNotStarting: not stuck in deletion; nothing for the doctor.
 pub(super) fn not_starting(i: usize, f: &Finding) -> PlannedStep {

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Action, FORCE_WEBHOOK_FAIL_OPEN, PlannedStep, refuse, wait};
-use crate::doctor::finding::{Finding, FindingDetail, PodStuckHint};
-use crate::doctor::snapshot::Snapshot;
-use crate::doctor::webhook::{WebhookConfigKind, WebhookView, webhooks};
+use crate::doctor::model::{
+    Finding, FindingDetail, PodStuckHint, Snapshot, WebhookConfigKind, WebhookView,
+};
+use crate::doctor::webhook::webhooks;
 
 /// Set one webhook's `failurePolicy` from `Fail` to `Ignore`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,7 +160,7 @@ pub(super) fn drop_purposeless_fail_opens(
     steps: &mut [PlannedStep],
     snapshot: &Snapshot,
 ) {
-    let refused_only = |subject: &crate::doctor::finding::ObjectRef| {
+    let refused_only = |subject: &crate::doctor::model::ObjectRef| {
         let mut of_subject = steps
             .iter()
             .filter(|s| findings[s.finding_index].subject == *subject)
@@ -217,7 +218,7 @@ fn still_dead<'a>(
     configuration_name: &str,
     index: usize,
     webhook: &str,
-    service: &crate::doctor::webhook::ServiceKey,
+    service: &crate::doctor::model::ServiceKey,
 ) -> Result<WebhookView<'a>, Box<PlannedStep>> {
     let Some(w) = webhooks(snapshot).into_iter().find(|w| {
         w.config_kind == configuration
@@ -254,7 +255,7 @@ fn still_dead<'a>(
 /// What a dead webhook keeps stuck, for the fail-open's rationale.
 fn keeps_stuck(
     blocks_namespaces: &[String],
-    rejects: &[crate::doctor::rejected::RejectedWrite],
+    rejects: &[crate::doctor::model::RejectedWrite],
     blocks_pod_delete: bool,
 ) -> String {
     let mut parts = Vec::new();

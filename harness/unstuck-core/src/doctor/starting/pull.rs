@@ -7,8 +7,8 @@
 use k8s_openapi::api::core::v1::{Event, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::doctor::finding::pull::{ImagePull, PullProblem, problem_of, registry_of};
-use crate::doctor::snapshot::{Snapshot, container_statuses};
+use crate::doctor::finding::pull::{problem_of, registry_of};
+use crate::doctor::model::{ImagePull, PullProblem, Snapshot, container_statuses};
 
 /// The kubelet's waiting reasons for a container whose image cannot be had.
 const PULL_FAILED: [&str; 2] = ["ErrImagePull", "ImagePullBackOff"];

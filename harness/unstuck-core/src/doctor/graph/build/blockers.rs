@@ -3,9 +3,9 @@
 
 use super::{Builder, NodePart, object_id, object_label, pod_key};
 use crate::doctor::backend::{BackendState, judge};
-use crate::doctor::finding::ObjectRef;
 use crate::doctor::graph::{NodeKind, NodeState};
-use crate::doctor::webhook::{ServiceKey, WebhookConfigKind, webhooks};
+use crate::doctor::model::{ObjectRef, ServiceKey, WebhookConfigKind};
+use crate::doctor::webhook::webhooks;
 
 impl<'a> Builder<'a> {
     /// One webhook of one configuration.

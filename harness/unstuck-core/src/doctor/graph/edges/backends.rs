@@ -4,8 +4,7 @@
 use super::super::NodeState;
 use super::super::build::Builder;
 use super::namespace_ref;
-use crate::doctor::finding::{Finding, FindingKind};
-use crate::doctor::webhook::{ServiceKey, WebhookConfigKind};
+use crate::doctor::model::{Finding, FindingKind, ServiceKey, WebhookConfigKind};
 
 /// An unavailable APIService waits on its Service; the namespaces whose
 /// discovery it breaks wait on it.
@@ -52,7 +51,7 @@ pub(super) struct DeadWebhook<'a> {
     pub backend: &'a str,
     pub blocks: &'a [String],
     /// The writes that would release stuck objects, which it rejects.
-    pub rejects: &'a [crate::doctor::rejected::RejectedWrite],
+    pub rejects: &'a [crate::doctor::model::RejectedWrite],
 }
 
 /// A webhook failing closed waits on its Service; the namespaces whose

@@ -6,7 +6,7 @@
 use super::super::NodeState;
 use super::super::build::Builder;
 use super::namespace_ref;
-use crate::doctor::finding::{Finding, FindingDetail};
+use crate::doctor::model::{Finding, FindingDetail};
 
 pub(super) fn failing_webhook(b: &mut Builder, i: usize, f: &Finding) {
     let FindingDetail::FailingWebhook {

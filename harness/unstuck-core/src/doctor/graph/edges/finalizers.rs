@@ -4,8 +4,7 @@
 
 use super::super::build::{Builder, object_label};
 use super::super::{NodeKind, NodeState};
-use crate::doctor::finding::{FinalizerRemoval, Finding, ObjectRef};
-use crate::doctor::owner::{FinalizerVerdict, OwnerVerdict};
+use crate::doctor::model::{FinalizerRemoval, FinalizerVerdict, Finding, ObjectRef, OwnerVerdict};
 
 /// The first line of a verdict's evidence, and how many more there are.
 fn verdict_line(v: &FinalizerVerdict) -> String {

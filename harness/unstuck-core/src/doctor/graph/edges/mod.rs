@@ -17,7 +17,7 @@ mod pods;
 
 use super::build::{Builder, object_id, object_label};
 use super::{NodeKind, NodeState};
-use crate::doctor::finding::{Finding, FindingDetail, ObjectRef};
+use crate::doctor::model::{Finding, FindingDetail, ObjectRef};
 use backends::{DeadWebhook, api_service, dead_webhook};
 use finalizers::{finalizers, foreground, orphan_finalizer, protected};
 use namespace::{

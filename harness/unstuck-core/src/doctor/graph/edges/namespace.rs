@@ -3,9 +3,9 @@
 
 use super::super::build::Builder;
 use super::super::{NodeKind, NodeState};
-use crate::doctor::conditions::{FinalizerCount, ResourceCount};
-use crate::doctor::finding::{Finding, FindingDetail, ObjectRef};
-use crate::doctor::namespace_stall::{NamespaceStall, StallCause};
+use crate::doctor::model::{
+    FinalizerCount, Finding, FindingDetail, NamespaceStall, ObjectRef, ResourceCount, StallCause,
+};
 
 /// A namespace waits on the objects still in it that are being deleted
 /// with finalizers; without such objects, on what its conditions count.

@@ -3,8 +3,8 @@
 
 use super::super::NodeState;
 use super::super::build::{Builder, NodePart};
-use crate::doctor::finding::{Finding, FindingDetail, ObjectRef, PodStuckHint};
-use crate::doctor::webhook::{WebhookConfigKind, webhooks};
+use crate::doctor::model::{Finding, FindingDetail, ObjectRef, PodStuckHint, WebhookConfigKind};
+use crate::doctor::webhook::webhooks;
 
 /// A pod the kubelet does not finish waits on what its status points at
 /// on its node (the node doctor's causes replace this guess when it

@@ -14,7 +14,7 @@ use super::super::runtime::{ShimFact, TaskFact};
 use super::super::thaw::{FrozenPod, frozen_pod};
 use super::super::{Holder, NodeFacts};
 use super::{BusyVolume, DiagnoseNodeOptions};
-use crate::doctor::snapshot::status_container_ids;
+use crate::doctor::model::status_container_ids;
 
 /// Where the pod's deletion stands.
 pub(super) struct Deletion {

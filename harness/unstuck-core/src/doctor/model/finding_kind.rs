@@ -12,15 +12,15 @@ use serde::{Deserialize, Serialize};
 pub enum FindingKind {
     /// An aggregated APIService whose `Available` condition is not `True`
     /// and whose backend the collector's lookup of its Service proves gone
-    /// ([`super::backend::judge`]). Never for local APIServices (no
+    /// ([`crate::doctor::backend::judge`]). Never for local APIServices (no
     /// `spec.service`).
     DeadApiService,
     /// An aggregated APIService that is unavailable while its backend is
     /// not proven gone by a lookup of its Service (whatever the
-    /// aggregator's reason): reported, never changed ([`super::apiservice`]).
+    /// aggregator's reason): reported, never changed ([`crate::doctor::apiservice`]).
     ApiServiceUnavailable,
     /// An admission webhook with `failurePolicy: Fail` whose backend is
-    /// proven gone ([`super::backend::judge`]: its Service does not exist,
+    /// proven gone ([`crate::doctor::backend::judge`]: its Service does not exist,
     /// or selects pods and has had no ready endpoint, sustained, while none
     /// restarts): every operation it matches is rejected. Never for URL
     /// webhooks, `ExternalName` or selectorless Services, or
@@ -28,17 +28,17 @@ pub enum FindingKind {
     DeadWebhook,
     /// An admission webhook with `failurePolicy: Fail` whose backend is
     /// there but fails the apiserver's calls, as the apiserver's own error
-    /// shows ([`super::backend::classify`]): it hangs past the timeout, or
+    /// shows ([`crate::doctor::backend::classify`]): it hangs past the timeout, or
     /// answers wrongly (TLS that does not verify, an HTTP error, a bad
     /// review). Never called gone, never failed open: the advice is to
     /// repair it.
     WebhookBackendFailing,
     /// A CustomResourceDefinition whose conversion webhook's backend is
-    /// proven gone ([`super::backend::judge`] on its Service): every read
+    /// proven gone ([`crate::doctor::backend::judge`] on its Service): every read
     /// of its objects in another version than the one each is stored in
     /// fails, the namespace controller's among them, so namespaces holding
     /// such objects (and lists of the type cluster-wide) fail on it
-    /// ([`super::conversion`]). Never for URL webhooks.
+    /// ([`crate::doctor::conversion`]). Never for URL webhooks.
     DeadConversionWebhook,
     /// A Terminating namespace whose deletion is blocked because discovery
     /// of some group/versions fails (`NamespaceDeletionDiscoveryFailure`).
@@ -49,7 +49,7 @@ pub enum FindingKind {
     NamespaceContentDeletionFailed,
     /// An object past the stuck threshold whose remaining finalizers
     /// include keys with no live owner (argued by
-    /// [`super::owner::finalizer_owner`]).
+    /// [`crate::doctor::owner::finalizer_owner`]).
     OrphanFinalizer,
     /// A Terminating namespace that still has content
     /// (`NamespaceContentRemaining` / `NamespaceFinalizersRemaining`, or
