@@ -6,9 +6,9 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use unstuck::{
     cluster::provider::{
-        AnyProvider, ClusterStatus, CreateOptions, Created, Lifetime, ProviderKind, Teardown, all,
-        provider,
+        AnyProvider, ClusterStatus, CreateOptions, Created, Lifetime, ProviderKind, Teardown,
     },
+    cluster::providers::{all, provider},
     components::DEFAULT_K8S_VERSION,
 };
 

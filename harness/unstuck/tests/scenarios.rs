@@ -14,7 +14,8 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use unstuck::{
     cluster::{
         local::{self, LocalCluster, LocalNode, UpOptions},
-        provider::{CreateOptions, ProviderKind, provider},
+        provider::{CreateOptions, ProviderKind},
+        providers::provider,
     },
     node::AnyNode,
     report::RunReport,

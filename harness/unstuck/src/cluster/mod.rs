@@ -12,6 +12,7 @@ pub mod kind;
 pub mod local;
 pub mod name;
 pub mod provider;
+pub mod providers;
 pub mod readiness;
 
 mod error;

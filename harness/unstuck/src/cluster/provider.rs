@@ -22,7 +22,7 @@ use futures::future::BoxFuture;
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterError, exits::ExitLog, kind::KindProvider, local::LocalProvider};
+use super::{ClusterError, exits::ExitLog};
 use crate::node::AnyNode;
 
 /// Which provider makes a run's clusters.
@@ -191,28 +191,6 @@ pub trait Provider: Send + Sync {
 
 /// The provider a run or a command holds, whichever it is.
 pub type AnyProvider = Arc<dyn Provider>;
-
-/// The provider of `kind`, making clusters with `opts`.
-pub fn provider(kind: ProviderKind, opts: CreateOptions) -> AnyProvider {
-    match kind {
-        ProviderKind::Local => Arc::new(LocalProvider(opts)),
-        ProviderKind::Kind => Arc::new(KindProvider(opts)),
-    }
-}
-
-/// Every provider, for the commands that look at all clusters (`cluster
-/// list/status/gc`, the reaper); their create options are the defaults.
-pub fn all() -> Vec<AnyProvider> {
-    ProviderKind::ALL
-        .into_iter()
-        .map(|k| {
-            provider(
-                k,
-                CreateOptions::owned(crate::components::DEFAULT_K8S_VERSION, None),
-            )
-        })
-        .collect()
-}
 
 /// What a run needs of a cluster, whichever provider made it.
 pub trait ProvidedCluster: Send + Sync {

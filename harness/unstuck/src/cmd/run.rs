@@ -7,7 +7,8 @@ mod existing;
 use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::{Context, Result};
-use unstuck::cluster::provider::{CreateOptions, ProviderKind, provider};
+use unstuck::cluster::provider::{CreateOptions, ProviderKind};
+use unstuck::cluster::providers::provider;
 
 use existing::{existing_suite, guard_existing, refuse_cluster_wide};
 

@@ -7,9 +7,11 @@
 //! ([`super::pages`]); with a namespace scope, namespaced types are listed
 //! only in those namespaces.
 
+mod conversion;
 mod discover;
 mod lists;
 mod services;
+pub(super) mod types;
 
 use std::time::{Duration, Instant};
 
@@ -18,9 +20,9 @@ use kube::Client;
 use unstuck_core::doctor::Snapshot;
 
 pub use super::pages::PAGE;
-pub use discover::{Discovered, ListableType, api_resource, discover};
+pub use discover::{Discovered, discover};
 use lists::Unread;
-pub(super) use services::look_up_service;
+pub use types::{ListableType, api_resource};
 
 /// How many requests collect keeps in flight at once.
 const CONCURRENCY: usize = 16;

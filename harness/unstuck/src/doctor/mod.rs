@@ -6,7 +6,6 @@
 pub mod apply;
 mod clock;
 pub mod collect;
-mod collect_conversion;
 pub mod collect_owners;
 pub mod consent;
 pub mod node;

@@ -24,7 +24,7 @@ use kube::{
 };
 use unstuck_core::doctor::ObjectRecord;
 
-use super::collect::ListableType;
+use super::collect::types::ListableType;
 
 /// Objects per LIST page: a cluster of 100k objects is read in pages so
 /// that only what diagnosis needs is kept between them.

@@ -5,7 +5,8 @@
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Result;
-use unstuck::cluster::provider::{AnyProvider, CreateOptions, ProviderKind, provider};
+use unstuck::cluster::provider::{AnyProvider, CreateOptions, ProviderKind};
+use unstuck::cluster::providers::provider;
 use unstuck::components::DEFAULT_K8S_VERSION;
 use unstuck::doctor::node::{
     HealOptions, HealOutcome, NodeDoctorReport, ShownPod, StuckPod, heal_pod, stuck_pods,

@@ -4,38 +4,10 @@ use std::collections::BTreeSet;
 
 use futures::{StreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
-use kube::{Client, api::ApiResource};
+use kube::Client;
 use unstuck_core::doctor::DiscoveryFailure;
 
-use super::CONCURRENCY;
-
-/// One listable resource type found by discovery.
-#[derive(Clone, Debug)]
-pub struct ListableType {
-    pub api_version: String,
-    pub kind: String,
-    pub resource: String,
-    pub namespaced: bool,
-}
-
-impl ListableType {
-    pub fn api_resource(&self) -> ApiResource {
-        api_resource(&self.api_version, &self.kind, &self.resource)
-    }
-}
-
-/// The dynamic-API description of a type known by apiVersion, kind and
-/// plural resource name (`v1` is the core group).
-pub fn api_resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    ApiResource {
-        group: group.to_string(),
-        version: version.to_string(),
-        api_version: api_version.to_string(),
-        kind: kind.to_string(),
-        plural: plural.to_string(),
-    }
-}
+use super::{CONCURRENCY, types::ListableType};
 
 /// Discovery result: the types, and the group/versions that failed.
 pub struct Discovered {

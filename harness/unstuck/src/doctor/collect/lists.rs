@@ -106,7 +106,7 @@ pub(super) async fn read_typed(client: &Client, unread: &mut Unread<'_>) -> Type
         Box::pin(list_all(Api::<PersistentVolume>::all(client.clone()))),
         Box::pin(collect_webhooks(client)),
         Box::pin(list_all(Api::<Node>::all(client.clone()))),
-        Box::pin(crate::doctor::collect_conversion::webhook_crds(client)),
+        Box::pin(super::conversion::webhook_crds(client)),
     );
     let namespaces: Vec<Namespace> = unread.read("namespaces", "v1", namespaces);
     let api_services: Vec<APIService> =

@@ -16,7 +16,8 @@ use k8s_openapi::{
 };
 use kube::{Api, Client, api::ListParams};
 use unstuck_core::doctor::{
-    DiscoveryFailure, ServiceKey, ServiceLookup, backend, webhook::services_called,
+    DiscoveryFailure, ServiceKey, ServiceLookup, backend,
+    conversion::services_called as conversion_services_called, webhook::services_called,
 };
 
 use super::{BlindSpot, CONCURRENCY};
@@ -80,12 +81,8 @@ pub(super) async fn backends(
         failures.push(failure);
         Webhooks::default()
     });
-    let conversion_services = crate::doctor::collect_conversion::look_up_services(
-        client,
-        conversion_webhook_crds,
-        &webhooks.services,
-    )
-    .await;
+    let conversion_services =
+        look_up_conversion_services(client, conversion_webhook_crds, &webhooks.services).await;
     webhooks.services.extend(conversion_services);
     webhooks.services.sort_by(|a, b| a.service.cmp(&b.service));
     let api_service_backends = stream::iter(
@@ -123,7 +120,7 @@ pub(super) async fn backends(
 /// too and, unless one is coming back, the slices again
 /// [`backend::SUSTAINED`] later: "no ready endpoint" counts as proof
 /// ([`backend::judge`]) only when sustained, with both reads recorded.
-pub(in crate::doctor) async fn look_up_service(client: &Client, key: ServiceKey) -> ServiceLookup {
+async fn look_up_service(client: &Client, key: ServiceKey) -> ServiceLookup {
     let svc: Api<Service> = Api::namespaced(client.clone(), &key.namespace);
     let mut lookup = ServiceLookup {
         service: key,
@@ -234,4 +231,21 @@ async fn read_backend_pods(client: &Client, lookup: &mut ServiceLookup) {
             lookup.pods_error = Some(crate::kube_error::text(&e));
         }
     }
+}
+
+/// Lookups of the Services these CRDs' webhooks call that `known` does
+/// not hold yet (an admission webhook may call the same Service).
+async fn look_up_conversion_services(
+    client: &Client,
+    crds: &[CustomResourceDefinition],
+    known: &[ServiceLookup],
+) -> Vec<ServiceLookup> {
+    let mut out = Vec::new();
+    for key in conversion_services_called(crds)
+        .into_iter()
+        .filter(|k| !known.iter().any(|l| l.service == *k))
+    {
+        out.push(look_up_service(client, key).await);
+    }
+    out
 }

@@ -1,12 +1,10 @@
-//! The CRDs that convert through a webhook, and a lookup of each of their
-//! Services, for [`unstuck_core::doctor::conversion`].
+//! The CRDs that convert through a webhook, for
+//! [`unstuck_core::doctor::conversion`] (their Services are looked up with
+//! the webhooks', in [`super::services`]).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client, api::ListParams};
-use unstuck_core::doctor::{
-    ServiceLookup,
-    conversion::{converts_through_webhook, services_called},
-};
+use unstuck_core::doctor::conversion::converts_through_webhook;
 
 /// CRDs a page: full CRDs carry their schemas, and only the few that
 /// convert through a webhook are kept, so pages stay small.
@@ -27,21 +25,4 @@ pub(super) async fn webhook_crds(
             _ => return Ok(out),
         }
     }
-}
-
-/// Lookups of the Services these CRDs' webhooks call that `known` does
-/// not hold yet (an admission webhook may call the same Service).
-pub(super) async fn look_up_services(
-    client: &Client,
-    crds: &[CustomResourceDefinition],
-    known: &[ServiceLookup],
-) -> Vec<ServiceLookup> {
-    let mut out = Vec::new();
-    for key in services_called(crds)
-        .into_iter()
-        .filter(|k| !known.iter().any(|l| l.service == *k))
-    {
-        out.push(super::collect::look_up_service(client, key).await);
-    }
-    out
 }
