@@ -57,6 +57,7 @@ built() {
 build() {
   if built; then log "dockerd $VERSION: cached ($BIN)"; return 0; fi
   command -v go >/dev/null || die "Go is not installed; the Docker Engine is built from its Go module"
+  command -v jq >/dev/null || die "jq is not installed (apt-get install jq; ci/kind/setup.sh installs it)"
   local module="github.com/docker/docker@$VERSION+incompatible" dir work
   log "dockerd $VERSION: building $module from the Go module proxy"
   dir=$(go mod download -json "$module" | jq -r '.Dir // empty') \
