@@ -154,6 +154,45 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         common::output_text(&whole)
     );
     let report = json(&whole);
+    let broken = common::schema_errors(&report);
+    assert!(
+        broken.is_empty(),
+        "the JSON breaks docs/doctor-report.schema.json: {broken:#?}"
+    );
+    assert_eq!(report["schemaVersion"], "unstuck.dev/doctor-report/v1");
+    // Typed all the way out: the dead APIService's step as data, with its
+    // API call and the UID its DELETE is preconditioned on; the held
+    // ConfigMap's owner verdict as a field, not inside a sentence.
+    let steps = report["planSteps"].as_array().expect("planSteps");
+    let delete = steps
+        .iter()
+        .find(|s| s["action"]["type"] == "DeleteApiService")
+        .unwrap_or_else(|| panic!("a DeleteApiService step: {steps:#?}"));
+    assert_eq!(delete["action"]["name"], DEAD_API);
+    assert_eq!(
+        delete["apiCall"],
+        serde_json::json!({
+            "method": "DELETE",
+            "path": format!("/apis/apiregistration.k8s.io/v1/apiservices/{DEAD_API}"),
+        })
+    );
+    let api_uid = api_service_json(&apis).await["metadata"]["uid"].clone();
+    assert_eq!(delete["action"]["uid"], api_uid);
+    let held = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "OrphanFinalizer" && f["object"]["name"] == CM)
+        .expect("the held ConfigMap's finding");
+    assert_eq!(held["object"]["namespace"], NS);
+    assert!(held["object"]["uid"].is_string(), "{held:#}");
+    let verdict = held["detail"]["verdicts"]
+        .as_array()
+        .expect("detail.verdicts")
+        .iter()
+        .find(|v| v["finalizer"] == KEY)
+        .unwrap_or_else(|| panic!("{KEY}'s verdict: {held:#}"));
+    assert_eq!(verdict["verdict"], "Dead");
     assert_eq!(report["target"]["clusterUid"], kube_system_uid.as_str());
     assert_eq!(report["target"]["kubeconfig"], kc.as_str());
     assert!(
@@ -845,4 +884,50 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");
     assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
+}
+
+/// The schema has teeth: a minimal report holds, and each thing a consumer
+/// relies on, broken, is refused.
+#[test]
+fn the_documented_schema_refuses_a_report_that_breaks_it() {
+    let valid = serde_json::json!({
+        "schemaVersion": "unstuck.dev/doctor-report/v1",
+        "target": {"kubeconfig": null, "context": null, "server": "https://127.0.0.1:6443",
+                   "clusterUid": "u", "serverVersion": "v1.34.4"},
+        "blindSpots": [],
+        "scan": {"typesListed": 1, "objectsSeen": 1, "seconds": 0.1, "scope": "cluster-wide",
+                 "terminatingNamespaces": 0},
+        "findings": [],
+        "normalSoFar": [],
+        "graph": {"nodes": [], "edges": [], "roots": [], "targets": []},
+        "plan": [],
+        "planSteps": [{"step": 1, "finding": 1, "why": "its owner is gone", "forceLevel": 1,
+                       "action": {"type": "RemoveFinalizers"},
+                       "apiCall": {"method": "PATCH", "path": "/api/v1/namespaces/a/configmaps/b"}}],
+        "node": [],
+        "applied": [],
+        "backups": [],
+        "targets": [],
+        "outcome": "dry run"
+    });
+    assert_eq!(common::schema_errors(&valid), Vec::<String>::new());
+    let broken = |edit: fn(&mut serde_json::Value)| {
+        let mut r = valid.clone();
+        edit(&mut r);
+        common::schema_errors(&r)
+    };
+    assert!(!broken(|r| r["schemaVersion"] = "unstuck.dev/doctor-report/v0".into()).is_empty());
+    assert!(!broken(|r| drop(r.as_object_mut().unwrap().remove("planSteps"))).is_empty());
+    // A write without its API call, and a wait with one.
+    assert!(
+        !broken(|r| drop(r["planSteps"][0].as_object_mut().unwrap().remove("apiCall"))).is_empty()
+    );
+    assert!(!broken(|r| r["planSteps"][0]["action"]["type"] = "Wait".into()).is_empty());
+    assert!(
+        !broken(
+            |r| r["targets"] = serde_json::json!([{"target": {"apiVersion": "v1",
+        "kind": "ConfigMap", "name": "b"}, "state": "Stuck"}])
+        )
+        .is_empty()
+    );
 }

@@ -59,7 +59,7 @@ pub use model::{
 };
 pub use owner::finalizer_owner;
 pub use plan::{
-    Action, BlockedStep, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget, Plan,
-    PlannedStep, RemoveFinalizers, SetCrdConversionNone, SetWebhookFailurePolicy, plan,
+    Action, ApiCall, BlockedStep, DeleteApiService, FinalizeError, FinalizeNamespace, ObjectTarget,
+    Plan, PlannedStep, RemoveFinalizers, SetCrdConversionNone, SetWebhookFailurePolicy, plan,
     plan_assuming,
 };

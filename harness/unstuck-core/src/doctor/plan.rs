@@ -140,7 +140,45 @@ pub enum Action {
     SetCrdConversionNone(SetCrdConversionNone),
 }
 
+/// The one write a mutating step makes (after a GET that saves the
+/// object's manifest), for machines: the doctor's JSON carries it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiCall {
+    /// `PATCH`, `DELETE` or `PUT`.
+    pub method: String,
+    pub path: String,
+    /// The body's media type (`application/json-patch+json` for a patch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+}
+
+impl ApiCall {
+    fn new(method: &str, path: String, content_type: Option<&str>) -> Self {
+        Self {
+            method: method.into(),
+            path,
+            content_type: content_type.map(Into::into),
+        }
+    }
+}
+
 impl Action {
+    /// The write the step makes; `None` for a wait or a refusal.
+    pub fn api_call(&self) -> Option<ApiCall> {
+        const JSON_PATCH: Option<&str> = Some("application/json-patch+json");
+        Some(match self {
+            Action::Wait { .. } | Action::Refuse { .. } => return None,
+            Action::RemoveFinalizers(r) => ApiCall::new("PATCH", r.target.api_path(), JSON_PATCH),
+            Action::DeleteApiService(d) => ApiCall::new("DELETE", d.api_path(), None),
+            Action::FinalizeNamespace(f) => {
+                ApiCall::new("PUT", f.api_path(), Some("application/json"))
+            }
+            Action::SetWebhookFailurePolicy(w) => ApiCall::new("PATCH", w.api_path(), JSON_PATCH),
+            Action::SetCrdConversionNone(c) => ApiCall::new("PATCH", c.api_path(), JSON_PATCH),
+        })
+    }
+
     /// The variant name, e.g. `RemoveFinalizers`.
     pub fn name(&self) -> &'static str {
         match self {

@@ -6,7 +6,9 @@
 mod text;
 
 use serde::Serialize;
-use unstuck_core::doctor::BlockerGraph;
+use unstuck_core::doctor::{
+    Action, ApiCall, BlockedStep, BlockerGraph, FindingDetail, ObjectRef, PlannedStep,
+};
 
 use super::{BlindSpot, DoctorReport, StepOutcome, node::NodeDoctorReport, target::Target};
 
@@ -19,10 +21,16 @@ pub enum Format {
     Markdown,
 }
 
+/// What the doctor's JSON says it is: its schema
+/// (`docs/doctor-report.schema.json`) and that schema's version. A field
+/// may be added within a version; one removed or changed takes a new one.
+pub const SCHEMA_VERSION: &str = "unstuck.dev/doctor-report/v1";
+
 /// Everything a report says, in the order it says it.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct View {
+    pub schema_version: &'static str,
     pub target: Target,
     pub blind_spots: Vec<BlindSpot>,
     pub scan: Scan,
@@ -35,6 +43,10 @@ pub struct View {
     pub graph: BlockerGraph,
     /// The dry-run plan, one line each (empty when the plan was applied).
     pub plan: Vec<String>,
+    /// The first round's plan as data (also when it was applied): each
+    /// step's action with its target and keys, its API call, why, and
+    /// what blocks it.
+    pub plan_steps: Vec<PlanStepView>,
     pub node: Vec<NodeView>,
     /// What was done, one line each (empty in a dry run).
     pub applied: Vec<String>,
@@ -67,8 +79,74 @@ pub struct FindingView {
     pub number: usize,
     pub kind: String,
     pub subject: String,
+    /// The subject as data: apiVersion, kind, namespace, name, UID.
+    pub object: ObjectRef,
     pub summary: String,
     pub evidence: Vec<String>,
+    /// The facts the finding rests on, by kind (`type`): for a finalizer,
+    /// the verdict on each key's owner (`verdicts[].verdict`).
+    pub detail: FindingDetail,
+}
+
+/// One step of the plan, as data.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStepView {
+    /// From 1, as the dry run numbers it.
+    pub step: usize,
+    /// The finding it remedies (its `number`).
+    pub finding: usize,
+    /// What it does, with its target and keys (`type` names the action).
+    pub action: Action,
+    /// The write it makes; none for a wait or a refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_call: Option<ApiCall>,
+    /// Why, in the doctor's words.
+    pub why: String,
+    pub force_level: u8,
+    /// Webhooks that reject this step's write while their backend does
+    /// not serve.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<BlockedView>,
+}
+
+/// A webhook in the way of a step's write.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedView {
+    /// The finding that names the webhook (its `number`).
+    pub webhook_finding: usize,
+    pub webhook: String,
+    /// Its backend Service, `namespace/name`.
+    pub service: String,
+    /// How the call fails, when it was seen failing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing: Option<String>,
+}
+
+impl From<&BlockedStep> for BlockedView {
+    fn from(b: &BlockedStep) -> Self {
+        Self {
+            webhook_finding: b.webhook_finding + 1,
+            webhook: b.webhook.clone(),
+            service: b.service.clone(),
+            failing: b.failing.clone(),
+        }
+    }
+}
+
+impl PlanStepView {
+    fn new(number: usize, s: &PlannedStep, blocked: Vec<BlockedView>) -> Self {
+        Self {
+            step: number,
+            finding: s.finding_index + 1,
+            action: s.action.clone(),
+            api_call: s.action.api_call(),
+            why: s.rationale.clone(),
+            force_level: s.force_level,
+            blocked_by: blocked,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -99,8 +177,10 @@ impl View {
                 number: i + 1,
                 kind: f.kind.as_str().to_string(),
                 subject: f.subject.to_string(),
+                object: f.subject.clone(),
                 summary: f.summary.clone(),
                 evidence: f.evidence.clone(),
+                detail: f.detail.clone(),
             })
             .collect();
         let plan = match first {
@@ -109,6 +189,21 @@ impl View {
             }
             _ => Vec::new(),
         };
+        let plan_steps = first.map_or_else(Vec::new, |r| {
+            r.plan
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let blocked = r
+                        .plan
+                        .blockers_of(s.finding_index)
+                        .map(Into::into)
+                        .collect();
+                    PlanStepView::new(i + 1, s, blocked)
+                })
+                .collect()
+        });
         let node = nodes.iter().map(node_view).collect();
         let graph = first.map_or_else(BlockerGraph::default, |r| {
             let on_nodes: Vec<_> = nodes.iter().filter_map(|n| n.initial.as_ref()).collect();
@@ -118,6 +213,7 @@ impl View {
         let backups = report.backups().map(|b| b.display().to_string()).collect();
         let outcome = closing_line(report, nodes);
         View {
+            schema_version: SCHEMA_VERSION,
             target,
             blind_spots,
             scan,
@@ -125,6 +221,7 @@ impl View {
             normal_so_far: report.normal_so_far.iter().map(|n| n.line()).collect(),
             graph,
             plan,
+            plan_steps,
             node,
             applied,
             backups,

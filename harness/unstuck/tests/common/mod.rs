@@ -520,3 +520,23 @@ pub fn spawn_run_env(
         env,
     )
 }
+
+/// The doctor's documented JSON schema, `docs/doctor-report.schema.json`.
+#[allow(dead_code)]
+pub fn doctor_schema() -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/doctor-report.schema.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Where `report` breaks the doctor's documented schema (empty: it holds).
+#[allow(dead_code)]
+pub fn schema_errors(report: &serde_json::Value) -> Vec<String> {
+    let validator = jsonschema::validator_for(&doctor_schema()).expect("the schema compiles");
+    validator
+        .iter_errors(report)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
