@@ -21,7 +21,10 @@ pub mod scenario;
 pub mod write;
 pub use cleanup::CleanupReport;
 pub use merge::MergeError;
-pub use scenario::{IsolatedCluster, NamespaceMap, Outcome, ScenarioReport, StepGraph, StepRecord};
+pub use scenario::{
+    FoundKind, IsolatedCluster, NamespaceMap, Outcome, ReportedFinding, ScenarioReport, StepGraph,
+    StepRecord,
+};
 pub use write::WriteError;
 
 /// A whole run.

@@ -259,10 +259,29 @@ fn a_run_with_a_relative_out_dir_passes() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // The run's folder is the one entry of --out (named by its start).
+    let report = std::fs::read_dir(cwd.join(&out_name))
+        .ok()
+        .and_then(|d| d.flatten().next())
+        .and_then(|run| std::fs::read_to_string(run.path().join("report.json")).ok())
+        .map(|t| serde_json::from_str::<serde_json::Value>(&t).expect("report.json is JSON"));
     let _ = std::fs::remove_dir_all(&scenarios);
     let _ = std::fs::remove_dir_all(cwd.join(&out_name));
     assert!(out.status.success(), "the run failed:\n{text}");
     assert!(text.contains("1 passed, 0 failed"), "{text}");
+    // The run report keeps the doctor's findings as data, not only as
+    // lines: which doctor, which kind, which object.
+    let report = report.expect("the run wrote report.json");
+    let found = report["scenarios"][0]["found"]
+        .as_array()
+        .unwrap_or_else(|| panic!("scenarios[0].found: {report:#}"));
+    let webhook = found
+        .iter()
+        .find(|f| f["kind"] == "WebhookBackendFailing")
+        .unwrap_or_else(|| panic!("a WebhookBackendFailing finding: {found:#?}"));
+    assert_eq!(webhook["doctor"], "api");
+    assert_eq!(webhook["subject"]["kind"], "ValidatingWebhookConfiguration");
+    assert!(webhook["subject"]["uid"].is_string(), "{webhook:#}");
 }
 
 #[test]

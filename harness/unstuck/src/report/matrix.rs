@@ -92,9 +92,9 @@ impl MatrixReport {
                 continue;
             }
             for what in ["symptom", "finding", "remedy"] {
-                let per_version: Vec<(&str, BTreeSet<String>)> =
+                let per_version: Vec<(&str, BTreeSet<Observed>)> =
                     ran.iter().map(|(v, s)| (*v, observed(s, what))).collect();
-                let all: BTreeSet<&String> = per_version.iter().flat_map(|(_, l)| l).collect();
+                let all: BTreeSet<&Observed> = per_version.iter().flat_map(|(_, l)| l).collect();
                 for line in all {
                     let (seen, not): (Vec<_>, Vec<_>) =
                         per_version.iter().partition(|(_, l)| l.contains(line));
@@ -102,7 +102,7 @@ impl MatrixReport {
                         out.push(Drift {
                             scenario: name.to_string(),
                             what,
-                            line: line.clone(),
+                            line: line.to_string(),
                             seen_on: seen.iter().map(|(v, _)| v.to_string()).collect(),
                             not_on: not.iter().map(|(v, _)| v.to_string()).collect(),
                         });
@@ -263,14 +263,25 @@ impl MatrixReport {
     }
 }
 
-/// One scenario's lines of one kind, normalised.
-fn observed(s: &ScenarioReport, what: &str) -> BTreeSet<String> {
+/// What one scenario observed of one kind, normalised. Findings are
+/// compared as values — which doctor, which kind, which object (its run
+/// id taken out, its UID left out) — so a summary reworded between
+/// versions is no drift; a report written before findings were kept as
+/// data is compared by its lines.
+fn observed(s: &ScenarioReport, what: &str) -> BTreeSet<Observed> {
     let ids: Vec<String> = s
         .namespaces
         .real_names()
         .iter()
         .filter_map(|real| real.rsplit_once('-').map(|(_, id)| id.to_string()))
         .collect();
+    if what == "finding" && !s.found.is_empty() {
+        return s
+            .found
+            .iter()
+            .map(|f| Observed::Finding(FindingKey::of(f, &ids)))
+            .collect();
+    }
     let lines = match what {
         "symptom" => &s.symptoms,
         "finding" => &s.findings,
@@ -280,8 +291,65 @@ fn observed(s: &ScenarioReport, what: &str) -> BTreeSet<String> {
     let out = s.out_dir.display().to_string();
     lines
         .iter()
-        .map(|l| normalize(&l.replace(&out, "<out>"), &ids))
+        .map(|l| Observed::Line(normalize(&l.replace(&out, "<out>"), &ids)))
         .collect()
+}
+
+/// One thing a scenario observed: a normalised line (a symptom, a
+/// remedy, a finding of an older report), or a finding as a value.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Observed {
+    Line(String),
+    Finding(FindingKey),
+}
+
+impl std::fmt::Display for Observed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Observed::Line(l) => f.write_str(l),
+            Observed::Finding(k) => k.fmt(f),
+        }
+    }
+}
+
+/// A finding as the matrix compares it across versions.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct FindingKey {
+    kind: crate::report::FoundKind,
+    api_version: String,
+    object_kind: String,
+    /// With the run's id replaced by `RUN`.
+    namespace: Option<String>,
+    name: String,
+}
+
+impl FindingKey {
+    fn of(f: &crate::report::ReportedFinding, run_ids: &[String]) -> Self {
+        let neutral = |s: &str| {
+            run_ids
+                .iter()
+                .filter(|id| !id.is_empty())
+                .fold(s.to_string(), |s, id| s.replace(&format!("-{id}"), "-RUN"))
+        };
+        Self {
+            kind: f.kind,
+            api_version: f.subject.api_version.clone(),
+            object_kind: f.subject.kind.clone(),
+            namespace: f.subject.namespace.as_deref().map(neutral),
+            name: neutral(&f.subject.name),
+        }
+    }
+}
+
+/// How the drift names it: `OrphanFinalizer ConfigMap app-RUN/mymap`.
+impl std::fmt::Display for FindingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ", self.kind.name(), self.object_kind)?;
+        if let Some(ns) = &self.namespace {
+            write!(f, "{ns}/")?;
+        }
+        f.write_str(&self.name)
+    }
 }
 
 /// A `--k8s-version` that names no version the harness can run.
@@ -321,141 +389,4 @@ pub fn parse_versions(spec: &str, supported: &[&str]) -> Result<Versions, Versio
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::Outcome;
-
-    fn scenario(name: &str, ns: &str, symptoms: &[&str], passed: bool) -> ScenarioReport {
-        let mut s: ScenarioReport = serde_json::from_value(serde_json::json!({
-            "name": name, "description": "", "catalog_case": null,
-            "file": format!("/s/{name}.yaml"), "namespaces": {"map": {"app": ns}},
-            "outcome": {"result": "passed"}, "steps": [], "symptoms": symptoms,
-            "findings": [], "remedies": [], "time_to_detect_ms": null,
-            "time_to_recover_ms": null, "duration_ms": 5,
-            "cleanup": {"reverted": [], "deleted": [], "forced": [], "leaked": []},
-            "out_dir": "/o"
-        }))
-        .unwrap();
-        if !passed {
-            s.outcome = Outcome::Failed {
-                step: 3,
-                reason: "symptom never seen".into(),
-            };
-        }
-        s
-    }
-
-    fn run(version: &str, scenarios: Vec<ScenarioReport>) -> RunReport {
-        RunReport {
-            started_at: String::new(),
-            cluster: "local cluster 'run-x'".into(),
-            k8s_version: version.into(),
-            provider: Default::default(),
-            shard: None,
-            duration_ms: 1,
-            scenarios,
-        }
-    }
-
-    fn matrix() -> MatrixReport {
-        // The v1.34.4 line is recorded; the v1.37.2 one is a made-up change.
-        MatrixReport::new(vec![
-            run(
-                "v1.34.4",
-                vec![
-                    scenario(
-                        "broken-runtime-container",
-                        "app-ckc8kk",
-                        &[
-                            r#"Event Warning Pod/web: FailedKillPod "error killing pod: [failed to "KillContainer" for "app" with KillContainerError: "rpc error: code = DeadlineExceeded desc = context deadline exceeded"]" (pod app-ckc8kk/web)"#,
-                        ],
-                        true,
-                    ),
-                    scenario(
-                        "orphan-finalizer-configmap",
-                        "app-aaaaaa",
-                        &[
-                            "ConfigMap app-aaaaaa/mymap has deletionTimestamp 2026-11-23T20:58:10Z and finalizers [\"kubernetes\"]",
-                        ],
-                        true,
-                    ),
-                ],
-            ),
-            run(
-                "v1.37.2",
-                vec![
-                    scenario(
-                        "broken-runtime-container",
-                        "app-zzzzzz",
-                        &[
-                            r#"Event Warning Pod/web: FailedKillPod "error killing pod: [failed to "KillContainer" for "app" with KillContainerError: "rpc error: code = DeadlineExceeded desc = the runtime did not answer"]" (pod app-zzzzzz/web)"#,
-                        ],
-                        false,
-                    ),
-                    scenario(
-                        "orphan-finalizer-configmap",
-                        "app-bbbbbb",
-                        &[
-                            "ConfigMap app-bbbbbb/mymap has deletionTimestamp 2026-11-24T01:00:00Z and finalizers [\"kubernetes\"]",
-                        ],
-                        true,
-                    ),
-                ],
-            ),
-        ])
-    }
-
-    #[test]
-    fn the_table_says_which_scenario_passes_where() {
-        let m = matrix();
-        let t = m.terminal();
-        let row = t
-            .lines()
-            .find(|l| l.starts_with("broken-runtime-container"))
-            .unwrap();
-        assert!(row.contains("pass") && row.contains("FAIL"), "{t}");
-        assert_eq!(m.failed(), 1);
-        assert!(t.ends_with("3 passed, 1 failed\n"), "{t}");
-        let md = m.markdown();
-        assert!(
-            md.contains("| broken-runtime-container | ✅ | ❌ |"),
-            "{md}"
-        );
-    }
-
-    #[test]
-    fn drift_is_what_a_version_says_differently_not_run_names_or_times() {
-        let d = matrix().drift();
-        assert_eq!(d.len(), 2, "{d:#?}");
-        assert!(d.iter().all(|d| d.scenario == "broken-runtime-container"));
-        let only_new = d.iter().find(|d| d.seen_on == ["v1.37.2"]).unwrap();
-        assert!(
-            only_new.line.contains("the runtime did not answer"),
-            "{only_new:?}"
-        );
-        assert!(only_new.line.contains("pod app-RUN/web"), "{only_new:?}");
-        assert_eq!(only_new.not_on, ["v1.34.4"]);
-    }
-
-    #[test]
-    fn one_junit_suite_per_version() {
-        let x = matrix().junit().unwrap();
-        assert_eq!(x.matches("<testsuite ").count(), 2, "{x}");
-        assert!(x.contains("v1.34.4") && x.contains("v1.37.2"));
-    }
-
-    #[test]
-    fn versions_are_a_list_or_the_supported_set() {
-        let sup = ["v1.33.13", "v1.34.4"];
-        assert_eq!(parse_versions("supported", &sup).unwrap(), sup);
-        assert_eq!(
-            parse_versions("v1.34.4, v1.37.2", &sup).unwrap(),
-            ["v1.34.4", "v1.37.2"]
-        );
-        let e = parse_versions("1.34", &sup).unwrap_err().to_string();
-        assert!(e.contains("versions look like v1.34.4"), "{e}");
-        let e = parse_versions("v1.34.4,v1.34.4", &sup).unwrap_err();
-        assert_eq!(e, VersionsError::Twice("v1.34.4".into()));
-        assert!(e.to_string().contains("twice"), "{e}");
-    }
-}
+mod tests;

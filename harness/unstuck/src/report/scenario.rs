@@ -7,7 +7,10 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use serde::{Deserialize, Serialize};
-use unstuck_core::scenario::{Scenario, ScenarioMeta};
+use unstuck_core::{
+    doctor::{FindingKind, ObjectRef, node::NodeCause},
+    scenario::{Scenario, ScenarioMeta},
+};
 
 use super::cleanup::CleanupReport;
 use crate::{cluster::exits::ComponentExit, doctor::DoctorReport};
@@ -41,6 +44,36 @@ impl Outcome {
     }
 }
 
+/// What a doctor found, by which doctor: the API doctor's kinds and the
+/// node doctor's causes are two vocabularies, kept apart by type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "doctor", content = "kind", rename_all = "camelCase")]
+pub enum FoundKind {
+    Api(FindingKind),
+    Node(NodeCause),
+}
+
+impl FoundKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FoundKind::Api(k) => k.as_str(),
+            FoundKind::Node(c) => c.name(),
+        }
+    }
+}
+
+/// One finding of a doctor step, as data: what `report matrix` compares
+/// across versions (its kind and subject; the summary's wording may
+/// change between versions without a finding changing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedFinding {
+    #[serde(flatten)]
+    pub kind: FoundKind,
+    pub subject: ObjectRef,
+    pub summary: String,
+}
+
 /// One step as it ran.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -67,6 +100,10 @@ pub struct ScenarioReport {
     pub symptoms: Vec<String>,
     /// `Kind: summary` of each finding the doctor made before any remedy.
     pub findings: Vec<String>,
+    /// The same findings as data (absent from reports written before
+    /// it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub found: Vec<ReportedFinding>,
     /// Remedies the doctor carried out.
     pub remedies: Vec<String>,
     /// From the start of the doctor step to its diagnosis.
@@ -165,6 +202,7 @@ impl ScenarioReport {
             steps: Vec::new(),
             symptoms: Vec::new(),
             findings: Vec::new(),
+            found: Vec::new(),
             remedies: Vec::new(),
             time_to_detect_ms: None,
             time_to_recover_ms: None,

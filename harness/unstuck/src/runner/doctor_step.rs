@@ -193,12 +193,16 @@ impl ScenarioRun<'_> {
         }
         // A scenario may call the doctor more than once (a refusal, then
         // the operator's --assume-dead): the report keeps every call's.
-        self.report.findings.extend(
-            report
-                .initial_findings()
-                .iter()
-                .map(|f| format!("{}: {}", f.kind.as_str(), f.summary)),
-        );
+        for f in report.initial_findings() {
+            self.report
+                .findings
+                .push(format!("{}: {}", f.kind.as_str(), f.summary));
+            self.report.found.push(crate::report::ReportedFinding {
+                kind: crate::report::FoundKind::Api(f.kind),
+                subject: f.subject.clone(),
+                summary: f.summary.clone(),
+            });
+        }
         self.report.remedies.extend(report.done());
     }
 
@@ -314,6 +318,17 @@ impl ScenarioRun<'_> {
                 for cause in &f.causes {
                     found.push(cause.name().to_string());
                     self.report.findings.push(format!("{cause}: {}", f.summary));
+                    self.report.found.push(crate::report::ReportedFinding {
+                        kind: crate::report::FoundKind::Node(*cause),
+                        subject: unstuck_core::doctor::ObjectRef {
+                            api_version: "v1".into(),
+                            kind: "Pod".into(),
+                            namespace: Some(pod.namespace.clone()),
+                            name: pod.name.clone(),
+                            uid: Some(pod.uid.clone()),
+                        },
+                        summary: f.summary.clone(),
+                    });
                 }
                 evidence.extend(f.evidence.iter().cloned());
                 on_nodes.push(f.clone());
