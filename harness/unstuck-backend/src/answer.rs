@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde_json::{Value, json};
 
-use crate::http::Request;
+use crate::http::{Reply, Request};
 
 pub enum Role {
     Webhook,
@@ -25,15 +25,6 @@ pub enum Fault {
 pub struct Behaviour {
     pub role: Role,
     pub fault: Fault,
-}
-
-pub enum Reply {
-    Never,
-    Send {
-        status: u16,
-        content_type: &'static str,
-        body: Vec<u8>,
-    },
 }
 
 fn json_reply(status: u16, v: &Value) -> Reply {

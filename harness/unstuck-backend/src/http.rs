@@ -3,13 +3,22 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
-use crate::answer::{Behaviour, Reply};
-
 /// A request as far as the backend cares.
 pub struct Request {
     pub method: String,
     pub path: String,
     pub body: Vec<u8>,
+}
+
+/// What to answer a request with.
+pub enum Reply {
+    /// Nothing, ever: the connection is held open and silent.
+    Never,
+    Send {
+        status: u16,
+        content_type: &'static str,
+        body: Vec<u8>,
+    },
 }
 
 /// Why a connection was given up.
@@ -30,10 +39,11 @@ pub enum HttpError {
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: usize = 8 * 1024 * 1024;
 
-/// Serves requests on one connection until the caller closes it.
+/// Serves requests on one connection until the caller closes it, each
+/// answered by `answer` (what to say is the caller's, how is this file's).
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
-    behaviour: &Behaviour,
+    answer: impl Fn(&Request) -> Reply,
 ) -> Result<(), HttpError> {
     let mut buf = Vec::new();
     loop {
@@ -41,7 +51,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             return Ok(());
         };
         eprintln!("{} {} ({} bytes)", req.method, req.path, req.body.len());
-        match behaviour.answer(&req) {
+        match answer(&req) {
             Reply::Never => {
                 // Hold the connection open and say nothing: the caller's
                 // own timeout is what ends it.

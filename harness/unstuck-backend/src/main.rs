@@ -146,7 +146,7 @@ async fn main() {
                 // ours is logged for the scenario's evidence.
                 Err(e) => eprintln!("{peer}: TLS handshake failed: {e}"),
                 Ok(stream) => {
-                    if let Err(e) = http::serve(stream, &behaviour).await {
+                    if let Err(e) = http::serve(stream, |r| behaviour.answer(r)).await {
                         eprintln!("{peer}: {e}");
                     }
                 }

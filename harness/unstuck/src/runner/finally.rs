@@ -10,7 +10,10 @@ use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
 
-use super::{cleanup, progress, scenario_run::ScenarioRun, scenario_run::panic_text};
+use super::{
+    cleanup, progress,
+    scenario_state::{ScenarioRun, panic_text},
+};
 
 pub(super) async fn run(run: &mut ScenarioRun<'_>) {
     let name = run.scenario.name.as_str();

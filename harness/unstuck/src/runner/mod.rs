@@ -25,6 +25,7 @@ pub mod objects;
 pub mod progress;
 pub mod reach;
 mod scenario_run;
+mod scenario_state;
 mod step;
 pub mod suite;
 
@@ -40,7 +41,7 @@ pub use self::{
 // them.
 pub use crate::report::{Outcome, ScenarioReport, StepGraph, StepRecord};
 use crate::{cluster::exits::ExitLog, node::AnyNode};
-use scenario_run::ScenarioRun;
+use scenario_state::ScenarioRun;
 
 /// How long a deletion must hang before the doctor in a scenario calls it
 /// stuck. Short, because the symptom gate has already shown it hangs.

@@ -19,7 +19,7 @@ use unstuck_core::scenario::Step;
 use super::{
     create::CreateError,
     objects::{FixtureError, ResolveError},
-    scenario_run::ScenarioRun,
+    scenario_state::ScenarioRun,
 };
 use crate::{doctor::DoctorError, faults::FaultError, wait::WaitTimeout};
 

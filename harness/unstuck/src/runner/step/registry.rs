@@ -7,24 +7,16 @@
 //! names. The finally takes the node's `hosts.toml` and the images the
 //! node pulled from it away, then the container.
 
+use crate::runner::scenario_state::ScenarioRegistry;
 use std::path::PathBuf;
 
 use unstuck_core::scenario::{RegistryAuth, RegistryFault, RegistrySpec};
 
 use super::{Evidence, ScenarioRun, StepError};
 use crate::{
-    containers::registry::{self, Registry, RegistryError},
+    containers::registry::{self, RegistryError},
     node::AnyNode,
 };
-
-/// A registry of this scenario run.
-pub(crate) struct ScenarioRegistry {
-    /// The scenario's name for it.
-    pub name: String,
-    /// The host pods pull from, renamed for this run.
-    pub host: String,
-    pub registry: Registry,
-}
 
 pub(super) async fn run(
     run: &mut ScenarioRun<'_>,
