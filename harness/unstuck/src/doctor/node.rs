@@ -276,17 +276,27 @@ pub async fn stuck_pods(
     Ok(out)
 }
 
-/// Heals every pod stuck on the node, one after the other.
-pub async fn heal_node(
+/// The one loop over a node's stuck pods, for the doctor's command and
+/// the runner alike: every pod stuck on the node now that `within`
+/// admits, one after the other, healed (or, without `opts.apply`, only
+/// diagnosed and planned) with `opts`. One result per pod, in name order:
+/// a pod whose heal fails does not stop the next. Err only when the
+/// node's pods cannot be listed.
+pub async fn heal_stuck(
     client: &Client,
     node: &dyn Node,
     opts: &HealOptions,
-) -> Result<Vec<NodeDoctorReport>, NodeDoctorError> {
-    let mut reports = Vec::new();
+    within: impl Fn(&StuckPod) -> bool,
+) -> Result<Vec<(StuckPod, Result<NodeDoctorReport, NodeDoctorError>)>, NodeDoctorError> {
+    let mut out = Vec::new();
     for p in stuck_pods(client, node.name(), opts.stuck_after).await? {
-        reports.push(heal_pod(client, node, &p.namespace, &p.name, opts).await?);
+        if !within(&p) {
+            continue;
+        }
+        let healed = heal_pod(client, node, &p.namespace, &p.name, opts).await;
+        out.push((p, healed));
     }
-    Ok(reports)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -301,7 +311,7 @@ mod tests {
     fn futures_are_send(client: &Client, node: &AnyNode) {
         let opts = HealOptions::default();
         assert_send(&heal_pod(client, node, "ns", "p", &opts));
-        assert_send(&heal_node(client, node, &opts));
+        assert_send(&heal_stuck(client, node, &opts, |_| true));
         assert_send(&faults::wedge_shim::inject(client, node, "ns", "p"));
         assert_send(&faults::stop_kubelet::inject(client, node, "ns", "p"));
         assert_send(&faults::freeze_cgroup::inject(client, node, "ns", "p"));

@@ -10,7 +10,7 @@ use unstuck_core::scenario::DoctorCheck;
 use super::{Evidence, MAX_SETTLE, STUCK_AFTER, ScenarioRun, StepError, StepGraph};
 use crate::doctor::{
     self, DoctorOptions, DoctorReport, Scope,
-    node::{HealOptions, HealOutcome, heal_pod, stuck_pods},
+    node::{HealOptions, HealOutcome, heal_stuck},
 };
 
 impl ScenarioRun<'_> {
@@ -280,27 +280,23 @@ impl ScenarioRun<'_> {
             return (Vec::new(), Vec::new());
         };
         let (mut found, mut failed) = (Vec::new(), Vec::new());
-        let stuck = match stuck_pods(&self.ctx.client, node.name(), STUCK_AFTER).await {
-            Ok(s) => s,
+        let ours = self.names.namespaces().real_names();
+        let opts = HealOptions {
+            apply,
+            allow_force: false,
+            stuck_after: STUCK_AFTER,
+            ..HealOptions::default()
+        };
+        let healed = match heal_stuck(&self.ctx.client, node.as_ref(), &opts, |p| {
+            ours.contains(&p.namespace)
+        })
+        .await
+        {
+            Ok(h) => h,
             Err(e) => return (found, vec![format!("listing stuck pods: {e}")]),
         };
-        let ours = self.names.namespaces().real_names();
-        for pod in stuck.into_iter().filter(|p| ours.contains(&p.namespace)) {
-            let opts = HealOptions {
-                apply,
-                allow_force: false,
-                stuck_after: STUCK_AFTER,
-                ..HealOptions::default()
-            };
-            let report = match heal_pod(
-                &self.ctx.client,
-                node.as_ref(),
-                &pod.namespace,
-                &pod.name,
-                &opts,
-            )
-            .await
-            {
+        for (pod, healed) in healed {
+            let report = match healed {
                 Ok(r) => r,
                 Err(e) => {
                     failed.push(format!(

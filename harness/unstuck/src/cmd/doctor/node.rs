@@ -9,7 +9,7 @@ use unstuck::cluster::provider::{AnyProvider, CreateOptions, ProviderKind};
 use unstuck::cluster::providers::provider;
 use unstuck::components::DEFAULT_K8S_VERSION;
 use unstuck::doctor::node::{
-    HealOptions, HealOutcome, NodeDoctorReport, ShownPod, StuckPod, heal_pod, stuck_pods,
+    HealOptions, HealOutcome, NodeDoctorReport, ShownPod, StuckPod, heal_pod, heal_stuck,
 };
 use unstuck::node::AnyNode;
 
@@ -49,18 +49,9 @@ pub(super) async fn named_node(args: &DoctorArgs) -> Result<Option<Arc<AnyNode>>
     Ok(Some(p.node(name).await?))
 }
 
-/// The pods stuck on `node` now, within `-n` (all when none was given).
-async fn stuck_within(
-    client: &kube::Client,
-    node: &AnyNode,
-    args: &DoctorArgs,
-    stuck_after: std::time::Duration,
-) -> Result<Vec<StuckPod>> {
-    Ok(stuck_pods(client, node.name(), stuck_after)
-        .await?
-        .into_iter()
-        .filter(|p| args.namespaces.is_empty() || args.namespaces.contains(&p.namespace))
-        .collect())
+/// Whether a stuck pod is within `-n` (all are when none was given).
+fn within_namespaces(args: &DoctorArgs) -> impl Fn(&StuckPod) -> bool + '_ {
+    |p| args.namespaces.is_empty() || args.namespaces.contains(&p.namespace)
 }
 
 /// The node half of `unstuck doctor --local-cluster NAME`, looking
@@ -78,8 +69,8 @@ pub(super) async fn node_look(
         ..HealOptions::default()
     };
     let mut reports = Vec::new();
-    for p in stuck_within(client, node.as_ref(), args, stuck_after).await? {
-        reports.push(heal_pod(client, node.as_ref(), &p.namespace, &p.name, &opts).await?);
+    for (_, healed) in heal_stuck(client, node.as_ref(), &opts, within_namespaces(args)).await? {
+        reports.push(healed?);
     }
     Ok(reports)
 }
@@ -118,14 +109,12 @@ pub(super) async fn node_apply(
         stuck_after,
         ..HealOptions::default()
     };
-    for p in stuck_within(client, node.as_ref(), args, stuck_after).await? {
-        if reports
-            .iter()
-            .any(|r| r.uid.as_deref() == Some(p.uid.as_str()))
-        {
-            continue;
-        }
-        let mut r = heal_pod(client, node.as_ref(), &p.namespace, &p.name, &look).await?;
+    let healed: Vec<Option<String>> = reports.iter().map(|r| r.uid.clone()).collect();
+    let not_shown = |p: &StuckPod| {
+        within_namespaces(args)(p) && !healed.iter().any(|u| u.as_deref() == Some(p.uid.as_str()))
+    };
+    for (_, looked) in heal_stuck(client, node.as_ref(), &look, not_shown).await? {
+        let mut r = looked?;
         if r.outcome == HealOutcome::DryRun {
             r.outcome = HealOutcome::NotShown;
         }
