@@ -18,6 +18,7 @@ pub mod node;
 pub mod report;
 pub mod runner;
 pub mod style;
+pub mod text;
 pub mod wait;
 pub mod waiting;
 

@@ -39,6 +39,17 @@ pub enum PropagationPolicy {
     Orphan,
 }
 
+/// As the API and a scenario write it.
+impl std::fmt::Display for PropagationPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PropagationPolicy::Foreground => "Foreground",
+            PropagationPolicy::Background => "Background",
+            PropagationPolicy::Orphan => "Orphan",
+        })
+    }
+}
+
 /// The written form of a [`DeleteSpec`]: the object reference's keys and
 /// `propagationPolicy` side by side.
 #[derive(Clone, Serialize, Deserialize)]

@@ -275,7 +275,15 @@ fn no_volume(
         pod: pod.to_string(),
         dir: dir.display().to_string(),
         hint: match &opts.volume {
-            Some(v) => format!(" named {v:?} (found: {found:?})"),
+            Some(v) => format!(
+                " named '{v}' (found: {})",
+                crate::text::list(
+                    &found
+                        .iter()
+                        .map(|(a, b)| format!("{a}: {b}"))
+                        .collect::<Vec<_>>()
+                )
+            ),
             None => String::new(),
         },
     }
@@ -289,17 +297,17 @@ impl Placed for BusyMount {
     fn describe(&self) -> String {
         let what = match (&self.kind, &self.mount_point) {
             (BusyKind::NestedMount, Some(m)) => format!(
-                "tmpfs {MOUNT_LABEL} nested on {} inside volume {:?}",
+                "tmpfs {MOUNT_LABEL} nested on {} inside volume '{}'",
                 m.display(),
                 self.volume
             ),
             (BusyKind::HeldVolume, _) => format!(
-                "volume mount {} of volume {:?} held as a process's working directory",
+                "volume mount {} of volume '{}' held as a process's working directory",
                 self.busy_path.display(),
                 self.volume
             ),
             _ => format!(
-                "subPath mount {} of volume {:?} held open",
+                "subPath mount {} of volume '{}' held open",
                 self.busy_path.display(),
                 self.volume
             ),

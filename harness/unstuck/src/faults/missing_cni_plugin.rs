@@ -92,7 +92,7 @@ impl Placed for ChainedMissingPlugin {
 
     fn describe(&self) -> String {
         format!(
-            "missing CNI plugin: chained plugin {:?} in {} (pod {} runs on that node)",
+            "missing CNI plugin: chained plugin '{}' in {} (pod {} runs on that node)",
             self.plugin,
             self.path.display(),
             self.pod
@@ -106,7 +106,7 @@ impl Placed for ChainedMissingPlugin {
             Ok(now) if now == self.written => {
                 replace(node, &self.path, &self.original).await?;
                 Ok(vec![format!(
-                    "wrote {} back without plugin {:?}",
+                    "wrote {} back without plugin '{}'",
                     self.path.display(),
                     self.plugin
                 )])
@@ -152,7 +152,7 @@ struct Unchainable(String);
 fn chained(conf: &str, plugin: &str) -> Result<String, Unchainable> {
     let why = |s: String| Unchainable(s);
     if plugin.is_empty() || plugin.contains('/') {
-        return Err(why(format!("{plugin:?} is not a plugin type")));
+        return Err(why(format!("'{plugin}' is not a plugin type")));
     }
     let mut v: Value = serde_json::from_str(conf)
         .map_err(|e| why(format!("not a CNI configuration: {e}")))?;
@@ -174,7 +174,7 @@ fn chained(conf: &str, plugin: &str) -> Result<String, Unchainable> {
         }
     };
     if plugins.iter().any(|p| p["type"] == plugin) {
-        return Err(why(format!("plugin {plugin:?} is already in the chain")));
+        return Err(why(format!("plugin '{plugin}' is already in the chain")));
     }
     let mut plugins = plugins;
     plugins.push(serde_json::json!({ "type": plugin }));

@@ -131,7 +131,7 @@ pub enum FaultError {
         "fault '{fault}' needs node access; this cluster provider gives none (use the local or kind provider)"
     )]
     NoNodeAccess { fault: String },
-    #[error("no fault is called {fault:?}; the faults are: {known}")]
+    #[error("no fault is called '{fault}'; the faults are: {known}")]
     Unknown { fault: String, known: String },
     #[error("fault {fault}: its parameters do not fit: {source}")]
     Params {

@@ -110,8 +110,14 @@ pub async fn inject(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let failed = FaultError::NotInjected(format!(
-        "shim(s) {:?} did not reach the stopped state",
-        wedged.shims.iter().map(|s| s.pid).collect::<Vec<_>>()
+        "shim(s) {} did not reach the stopped state",
+        crate::text::list(
+            &wedged
+                .shims
+                .iter()
+                .map(|s| s.pid.to_string())
+                .collect::<Vec<_>>()
+        )
     ));
     Err(undone(failed, &wedged, node).await)
 }

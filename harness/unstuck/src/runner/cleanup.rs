@@ -312,9 +312,14 @@ async fn wait_for_all(
                     }
                 )),
                 Holder::NotOnlyOthers => report.leaked.push(format!(
-                    "{c}: still there (deletionTimestamp {:?}, finalizers {:?})",
-                    obj.metadata.deletion_timestamp.map(|t| t.0.to_string()),
-                    obj.metadata.finalizers.unwrap_or_default()
+                    "{c}: still there (deletionTimestamp {}, finalizers {})",
+                    crate::text::or_none(
+                        obj.metadata
+                            .deletion_timestamp
+                            .map(|t| t.0.to_string())
+                            .as_deref()
+                    ),
+                    crate::text::list(&obj.metadata.finalizers.unwrap_or_default())
                 )),
             },
             Err(e) => report.leaked.push(format!("{c}: {e}")),

@@ -400,7 +400,7 @@ fn check_outcome(
     if !failed.is_empty() {
         return Err(StepError::RemediesFailed(failed));
     }
-    evidence.insert(0, format!("found {found:?}"));
+    evidence.insert(0, format!("found {}", crate::text::list(found)));
     if looks > 1 {
         evidence.insert(
             1,

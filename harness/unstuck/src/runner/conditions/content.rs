@@ -16,12 +16,14 @@ pub(super) async fn none_left(ctx: &CheckContext<'_>, r: &NamespaceRef) -> Check
         .map_err(CheckError::api("discovery"))?;
     if !discovered.failures.is_empty() {
         return Err(CheckError::Unmet(format!(
-            "cannot prove {ns} empty: discovery fails for {:?}",
-            discovered
-                .failures
-                .iter()
-                .map(|f| &f.group_version)
-                .collect::<Vec<_>>()
+            "cannot prove {ns} empty: discovery fails for {}",
+            crate::text::list(
+                &discovered
+                    .failures
+                    .iter()
+                    .map(|f| &f.group_version)
+                    .collect::<Vec<_>>()
+            )
         )));
     }
     // Objects of a deleted namespace stay in storage and listable

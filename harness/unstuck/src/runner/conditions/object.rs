@@ -1,6 +1,7 @@
 //! Conditions on one object (or the objects of a name prefix): being
 //! deleted, gone, running, ready.
 
+use crate::text;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use unstuck_core::scenario::ObjectRef;
@@ -22,7 +23,7 @@ pub(super) async fn terminating_with_prefix(ctx: &CheckContext<'_>, r: &ObjectRe
         .find(|o| o.metadata.deletion_timestamp.is_some())
     {
         Some(obj) => Ok(format!(
-            "{} {} has deletionTimestamp {} and finalizers {:?}",
+            "{} {} has deletionTimestamp {} and finalizers {}",
             *r.kind,
             real_namespace(ctx, r)
                 .map(|ns| format!("{ns}/"))
@@ -32,11 +33,12 @@ pub(super) async fn terminating_with_prefix(ctx: &CheckContext<'_>, r: &ObjectRe
                 .deletion_timestamp
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
-            obj.metadata.finalizers.unwrap_or_default()
+            text::list(&obj.metadata.finalizers.unwrap_or_default())
         )),
         None => Err(CheckError::Unmet(format!(
-            "no {} is being deleted (found: {names:?})",
-            describe(ctx, r)
+            "no {} is being deleted (found: {})",
+            describe(ctx, r),
+            text::list(&names)
         ))),
     }
 }
@@ -51,8 +53,9 @@ pub(super) async fn gone_with_prefix(ctx: &CheckContext<'_>, r: &ObjectRef) -> C
         Ok(format!("no {} exists", describe(ctx, r)))
     } else {
         Err(CheckError::Unmet(format!(
-            "{} still exist: {names:?}",
-            describe(ctx, r)
+            "{} still exist: {}",
+            describe(ctx, r),
+            text::list(&names)
         )))
     }
 }
@@ -63,10 +66,10 @@ pub(super) async fn terminating(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckR
         .ok_or_else(|| CheckError::Unmet(format!("{} does not exist", describe(ctx, r))))?;
     match &obj.metadata.deletion_timestamp {
         Some(ts) => Ok(format!(
-            "{} has deletionTimestamp {} and finalizers {:?}",
+            "{} has deletionTimestamp {} and finalizers {}",
             describe(ctx, r),
             ts.0,
-            obj.metadata.finalizers.unwrap_or_default()
+            text::list(&obj.metadata.finalizers.unwrap_or_default())
         )),
         None => Err(CheckError::Unmet(format!(
             "{} exists but is not being deleted",
@@ -84,10 +87,15 @@ pub(super) async fn gone(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
         )),
         Served::Yes(None) => Ok(format!("{} is gone (GET returns 404)", describe(ctx, r))),
         Served::Yes(Some(obj)) => Err(CheckError::Unmet(format!(
-            "{} still exists (deletionTimestamp {:?}, finalizers {:?})",
+            "{} still exists (deletionTimestamp {}, finalizers {})",
             describe(ctx, r),
-            obj.metadata.deletion_timestamp.map(|t| t.0.to_string()),
-            obj.metadata.finalizers.unwrap_or_default()
+            text::or_none(
+                obj.metadata
+                    .deletion_timestamp
+                    .map(|t| t.0.to_string())
+                    .as_deref()
+            ),
+            text::list(&obj.metadata.finalizers.unwrap_or_default())
         ))),
     }
 }
@@ -107,8 +115,9 @@ pub(super) async fn running(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResul
     match pod.status.and_then(|s| s.phase) {
         Some(p) if p == "Running" => Ok(format!("pod {ns}/{} is Running", *r.name)),
         other => Err(CheckError::Unmet(format!(
-            "pod {ns}/{} phase {other:?}",
-            *r.name
+            "pod {ns}/{} phase {}",
+            *r.name,
+            text::or_none(other.as_deref())
         ))),
     }
 }

@@ -150,8 +150,8 @@ fn find_condition<'a, C: StatusCondition>(
         .find(|s| s.type_ == type_)
         .ok_or_else(|| {
             CheckError::Unmet(format!(
-                "{subject} has no {type_} condition (has: {:?})",
-                conds.iter().map(|c| c.seen().type_).collect::<Vec<_>>()
+                "{subject} has no {type_} condition (has: {})",
+                crate::text::list(&conds.iter().map(|c| c.seen().type_).collect::<Vec<_>>())
             ))
         })
 }
@@ -240,7 +240,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             err.to_string(),
-            "namespace app has no NamespaceContentRemaining condition (has: [\"NamespaceDeletionDiscoveryFailure\"])"
+            "namespace app has no NamespaceContentRemaining condition (has: [NamespaceDeletionDiscoveryFailure])"
         );
         let none: [APIServiceCondition; 0] = [];
         let err = find_condition("APIService v1beta1.metrics.k8s.io", &none, "Available")

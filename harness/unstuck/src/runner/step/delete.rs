@@ -62,7 +62,7 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>, d: &DeleteSpec) -> Result<Evi
         *r.kind,
         ns.map(|n| format!("{n}/")).unwrap_or_default(),
         d.propagation_policy
-            .map(|p| format!(" (propagationPolicy {p:?})"))
+            .map(|p| format!(" (propagationPolicy {p})"))
             .unwrap_or_default()
     )])
 }

@@ -77,17 +77,29 @@ pub enum StepError {
     Gate(#[from] WaitTimeout),
     #[error(transparent)]
     Doctor(#[from] DoctorError),
-    #[error("the doctor did not find {missing:?} (found {found:?})")]
+    #[error(
+        "the doctor did not find {} (found {})",
+        crate::text::list(missing),
+        crate::text::list(found)
+    )]
     NotFound {
         missing: Vec<String>,
         found: Vec<String>,
     },
-    #[error("the doctor found {forbidden:?}, which this scenario forbids (found {found:?})")]
+    #[error(
+        "the doctor found {}, which this scenario forbids (found {})",
+        crate::text::list(forbidden),
+        crate::text::list(found)
+    )]
     Forbidden {
         forbidden: Vec<String>,
         found: Vec<String>,
     },
-    #[error("no finding of the doctor says {missing:?} (it said {said:?})")]
+    #[error(
+        "no finding of the doctor says {} (it said {})",
+        crate::text::list(missing),
+        crate::text::list(said)
+    )]
     NotSaid {
         missing: Vec<String>,
         said: Vec<String>,
