@@ -345,3 +345,44 @@ async fn the_sweep_leaves_a_live_owners_backend_alone() {
     drop(b);
     assert!(common::labelled(labels::RUN, &run).is_empty());
 }
+
+/// A container that never gets ready is an error with its log, and is
+/// gone afterwards, on a network it did not make (a kind cluster's) as on
+/// its own: testcontainers returns no handle for it, so unstuck removes
+/// it by name.
+#[tokio::test]
+async fn a_container_that_never_gets_ready_is_removed_with_its_error() {
+    use unstuck::containers::{
+        ContainerError,
+        managed::{Launch, launch},
+    };
+    let run = format!("nr{}", std::process::id());
+    let shared = format!("unstuck-test-net-{}", std::process::id());
+    common::docker(&["network", "create", &shared]);
+    for (name, network) in [("own", None), ("shared", Some(shared.clone()))] {
+        let started = launch(Launch {
+            run: &run,
+            name,
+            role: "backend",
+            image: unstuck::containers::backend::IMAGE,
+            build: "ci/images/backend.sh",
+            network,
+            // No certificate: the server says why and exits, without
+            // the ready line.
+            env: Vec::new(),
+            ready_line: "unstuck-backend listening",
+        })
+        .await;
+        match started {
+            Err(ContainerError::NotReady { name: c, log, .. }) => {
+                assert_eq!(c, format!("unstuck-{run}-{name}"));
+                assert!(!log.is_empty(), "the error carries the container's log");
+            }
+            Err(other) => panic!("not a NotReady error: {other}"),
+            Ok(_) => panic!("a backend without a certificate got ready"),
+        }
+    }
+    let left = common::labelled(labels::RUN, &run);
+    common::docker(&["network", "rm", &shared]);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -44,6 +44,8 @@ pub struct Managed {
     pub container: String,
     pub network: String,
     own_network: bool,
+    /// Removed by [`Managed::remove`]; its drop has nothing left to do.
+    removed: bool,
 }
 
 impl Managed {
@@ -84,19 +86,23 @@ impl Managed {
         if let Err(e) = self.engine.remove_container(&self.container).await {
             errors.push(e.to_string());
         }
-        if self.own_network {
-            self.own_network = false;
-            if let Err(e) = self.engine.remove_network(&self.network).await {
-                errors.push(e.to_string());
-            }
+        if self.own_network
+            && let Err(e) = self.engine.remove_network(&self.network).await
+        {
+            errors.push(e.to_string());
         }
+        self.removed = true;
         errors
     }
 }
 
 impl Drop for Managed {
     fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
         let handle = self.handle.take();
+        let started = handle.is_some();
         let in_runtime = tokio::runtime::Handle::try_current().is_ok();
         if in_runtime {
             // testcontainers removes it, blocking until it is gone.
@@ -106,13 +112,19 @@ impl Drop for Managed {
             // panic, so the container goes by name below instead.
             std::mem::forget(handle);
         }
-        if !in_runtime || self.own_network {
-            let container = self.container.clone();
+        // By name too where testcontainers holds nothing to remove: no
+        // runtime for its drop, or a start that failed before it took
+        // the container it had the engine create.
+        let by_name = !in_runtime || !started;
+        if by_name || self.own_network {
+            let container = by_name.then(|| self.container.clone());
             let network = self.own_network.then(|| self.network.clone());
             // Blocking on purpose: a drop that spawned would race the
             // process's exit and leave the container behind.
             super::engine::blocking(move |engine| async move {
-                let _ = engine.remove_container(&container).await;
+                if let Some(container) = container {
+                    let _ = engine.remove_container(&container).await;
+                }
                 if let Some(network) = network {
                     let _ = engine.remove_network(&network).await;
                 }
@@ -143,6 +155,7 @@ pub async fn launch(l: Launch<'_>) -> Result<Managed, ContainerError> {
         container: container.clone(),
         network: network.clone(),
         own_network,
+        removed: false,
     };
     if own_network {
         // Made here, not by testcontainers: its networks carry no labels,
