@@ -15,7 +15,7 @@ use testcontainers::bollard::{
     Docker,
     container::LogOutput,
     errors::Error as BollardError,
-    models::NetworkCreateRequest,
+    models::{ContainerInspectResponse, NetworkCreateRequest},
     query_parameters::{
         InspectContainerOptions, ListContainersOptions, ListNetworksOptions, LogsOptions,
         RemoveContainerOptions,
@@ -161,31 +161,19 @@ impl Engine {
             .collect())
     }
 
-    /// The networks a container is attached to (a kind node's: the
-    /// cluster's network, which its backends join).
-    pub async fn networks_of(&self, container: &str) -> Result<Vec<String>, ContainerError> {
-        let inspected = self
-            .docker
+    /// The engine's view of one container.
+    async fn inspect(&self, container: &str) -> Result<ContainerInspectResponse, ContainerError> {
+        self.docker
             .inspect_container(container, None::<InspectContainerOptions>)
             .await
-            .map_err(ContainerError::Engine)?;
-        let mut names: Vec<String> = inspected
-            .network_settings
-            .and_then(|s| s.networks)
-            .map(|n| n.into_keys().collect())
-            .unwrap_or_default();
-        names.sort();
-        Ok(names)
+            .map_err(ContainerError::Engine)
     }
 
     /// The container's address on `network`, if it has one.
     pub async fn ip_on(&self, container: &str, network: &str) -> Result<String, ContainerError> {
-        let inspected = self
-            .docker
-            .inspect_container(container, None::<InspectContainerOptions>)
-            .await
-            .map_err(ContainerError::Engine)?;
-        Ok(inspected
+        Ok(self
+            .inspect(container)
+            .await?
             .network_settings
             .and_then(|s| s.networks)
             .and_then(|mut n| n.remove(network))
@@ -195,12 +183,9 @@ impl Engine {
 
     /// The pid of its first process on this host (0 when it is stopped).
     pub async fn pid(&self, container: &str) -> Result<i32, ContainerError> {
-        let inspected = self
-            .docker
-            .inspect_container(container, None::<InspectContainerOptions>)
-            .await
-            .map_err(ContainerError::Engine)?;
-        Ok(inspected
+        Ok(self
+            .inspect(container)
+            .await?
             .state
             .and_then(|s| s.pid)
             .map(|p| p as i32)
