@@ -10,6 +10,7 @@ use super::owner::{OwnerCache, fmt_secs};
 
 mod apiservice;
 mod failing;
+mod load_balancer;
 mod namespace;
 mod objects;
 mod pods;

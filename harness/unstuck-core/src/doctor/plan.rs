@@ -13,6 +13,7 @@ mod apiservice;
 mod conversion;
 mod expected;
 mod finalizers;
+mod load_balancer;
 mod namespace;
 mod pods;
 mod render;
@@ -453,6 +454,9 @@ fn step_for(
     match f.kind {
         FindingKind::OrphanFinalizer | FindingKind::NamespaceOrphanMetadataFinalizer => {
             finalizers::orphan(i, f, snapshot, owners)
+        }
+        FindingKind::LoadBalancerCleanupPending => {
+            load_balancer::cleanup_pending(i, f, snapshot, owners)
         }
         FindingKind::WaitingOnLiveController => finalizers::waiting_on_live_controller(i, f),
         FindingKind::ProtectedFinalizerInUse => finalizers::protected_in_use(i, f),

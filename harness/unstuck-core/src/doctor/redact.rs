@@ -116,7 +116,14 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         rbac,
         persistent_volume_claims,
         conversion_webhook_crds,
+        load_balancer_services,
     } = snapshot;
+
+    // A Service's spec and status hold no secret: addresses, ports and
+    // selectors are what the finding quotes.
+    for s in load_balancer_services {
+        meta(&mut s.metadata);
+    }
 
     for n in namespaces {
         meta(&mut n.metadata);
@@ -141,9 +148,12 @@ pub fn redact_in_place(snapshot: &mut Snapshot) {
         // Kubernetes' own components write what they saw (a pull's
         // error, a kill that timed out): the evidence a diagnosis quotes.
         // An operator's event may carry anything it was given.
+        // An event written without `reportingComponent` reads back with
+        // it empty, not absent: then `source.component` names the reporter.
         let reporter = e
             .reporting_component
             .as_deref()
+            .filter(|c| !c.is_empty())
             .or(e.source.as_ref().and_then(|s| s.component.as_deref()));
         if !reporter.is_some_and(|r| KUBERNETES_REPORTERS.contains(&r))
             && let Some(m) = &mut e.message

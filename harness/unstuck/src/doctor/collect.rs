@@ -10,6 +10,7 @@
 mod conversion;
 mod discover;
 mod lists;
+mod load_balancers;
 mod services;
 pub(super) mod types;
 
@@ -134,6 +135,13 @@ async fn collect_boxed(
         &mut failures,
     )
     .await;
+    let load_balancer_services = load_balancers::read(
+        client,
+        &kept.terminating,
+        &kept.namespace_content,
+        &mut blind_spots,
+    )
+    .await;
     unreadable.sort_by(|a, b| a.resource.cmp(&b.resource));
     unreadable.dedup_by(|a, b| a.resource == b.resource);
     let mut snapshot = Snapshot {
@@ -154,6 +162,7 @@ async fn collect_boxed(
         api_service_backends,
         unreadable,
         conversion_webhook_crds,
+        load_balancer_services,
         // Filled by the doctor from the node where it offers them, not here.
         controller_manager_metrics: None,
         ..Snapshot::default()

@@ -7,10 +7,11 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::SignedDuration;
 
+use super::load_balancer::holds_cleanup_key;
 use super::{Diagnosis, MAX_LISTED, record_key, record_ref};
 use crate::doctor::model::{
-    FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind, ObjectRecord,
-    ObjectRef, OwnerVerdict, display_name,
+    FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind, LOAD_BALANCER_CLEANUP,
+    ObjectRecord, ObjectRef, OwnerVerdict, display_name,
 };
 use crate::doctor::owner::{OwnerQuery, fmt_secs, protection_in_use};
 
@@ -38,14 +39,24 @@ impl<'a> Diagnosis<'a> {
 
     pub(super) fn object(&self, record: &ObjectRecord, findings: &mut Vec<Finding>) {
         let age = self.is_stuck(&record.metadata).unwrap_or_default();
-        let mut skip: &[&str] = &[];
+        let mut skip: Vec<&str> = Vec::new();
         if record.finalizers().iter().any(|f| f == FOREGROUND)
             && let Some(f) = self.waiting_on_dependents(record, age)
         {
             findings.push(f);
-            skip = &[FOREGROUND];
+            skip.push(FOREGROUND);
         }
-        self.finalizer_findings(record, age, FindingKind::OrphanFinalizer, skip, findings);
+        if holds_cleanup_key(record) {
+            self.load_balancer_cleanup(record, age, findings);
+            skip.push(LOAD_BALANCER_CLEANUP);
+        }
+        if record
+            .finalizers()
+            .iter()
+            .any(|f| !skip.contains(&f.as_str()))
+        {
+            self.finalizer_findings(record, age, FindingKind::OrphanFinalizer, &skip, findings);
+        }
     }
 
     /// Terminating objects that name `owner` in an ownerReference with

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::finding_kind::FindingKind;
+use super::load_balancer::LoadBalancerCleanup;
 use super::namespace::{FinalizerCount, NamespaceStall, ResourceCount};
 use super::object::ObjectRef;
 use super::pull::ImagePull;
@@ -35,6 +36,8 @@ pub enum FindingDetail {
     /// For [`FindingKind::OrphanFinalizer`] and
     /// [`FindingKind::NamespaceOrphanMetadataFinalizer`].
     OrphanFinalizer(FinalizerRemoval),
+    /// For [`FindingKind::LoadBalancerCleanupPending`].
+    LoadBalancerCleanup(LoadBalancerCleanup),
     /// For [`FindingKind::WaitingOnLiveController`] and
     /// [`FindingKind::UnknownFinalizerOwner`]: the finalizers concerned and
     /// the verdict on each.

@@ -51,6 +51,14 @@ pub enum FindingKind {
     /// include keys with no live owner (argued by
     /// [`crate::doctor::owner::finalizer_owner`]).
     OrphanFinalizer,
+    /// A Service being deleted that holds
+    /// `service.kubernetes.io/load-balancer-cleanup`: only a cloud
+    /// controller manager removes it, once the cloud's load balancer is
+    /// deleted ([`crate::doctor::model::load_balancer`]). Its owner is judged by
+    /// the cloud controller manager's lease and the service controller's
+    /// events; removed only when that owner is shown (or assumed) dead,
+    /// and the plan names the load balancer a removal leaves in the cloud.
+    LoadBalancerCleanupPending,
     /// A Terminating namespace that still has content
     /// (`NamespaceContentRemaining` / `NamespaceFinalizersRemaining`, or
     /// terminating objects with finalizers seen in it).
@@ -93,7 +101,7 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order.
-    pub const ALL: [FindingKind; 18] = [
+    pub const ALL: [FindingKind; 19] = [
         FindingKind::DeadApiService,
         FindingKind::ApiServiceUnavailable,
         FindingKind::DeadWebhook,
@@ -102,6 +110,7 @@ impl FindingKind {
         FindingKind::NamespaceBlockedByDiscovery,
         FindingKind::NamespaceContentDeletionFailed,
         FindingKind::OrphanFinalizer,
+        FindingKind::LoadBalancerCleanupPending,
         FindingKind::NamespaceBlockedByContent,
         FindingKind::NamespaceOrphanMetadataFinalizer,
         FindingKind::NamespaceSpecFinalizerStuck,
@@ -125,6 +134,7 @@ impl FindingKind {
             FindingKind::NamespaceBlockedByDiscovery => "NamespaceBlockedByDiscovery",
             FindingKind::NamespaceContentDeletionFailed => "NamespaceContentDeletionFailed",
             FindingKind::OrphanFinalizer => "OrphanFinalizer",
+            FindingKind::LoadBalancerCleanupPending => "LoadBalancerCleanupPending",
             FindingKind::NamespaceBlockedByContent => "NamespaceBlockedByContent",
             FindingKind::NamespaceOrphanMetadataFinalizer => "NamespaceOrphanMetadataFinalizer",
             FindingKind::NamespaceSpecFinalizerStuck => "NamespaceSpecFinalizerStuck",

@@ -13,6 +13,8 @@
 //!   and the facts findings carry;
 //! - [`finding_kind`]: the kinds of finding and their names
 //!   ([`FindingKind`]);
+//! - [`load_balancer`]: a Service waiting on its cloud load balancer's
+//!   deletion ([`LoadBalancerCleanup`]);
 //! - [`pull`]: an image pull that keeps a pod from starting
 //!   ([`ImagePull`]);
 //! - [`service`]: the Services behind webhooks and APIServices, as looked
@@ -34,6 +36,7 @@
 
 pub mod finding;
 pub mod finding_kind;
+pub mod load_balancer;
 pub mod namespace;
 pub mod object;
 pub mod probe;
@@ -48,6 +51,10 @@ pub use finding::{
     FinalizerRemoval, Finding, FindingDetail, Outage, PodStartCause, PodStuckHint, RejectedWrite,
 };
 pub use finding_kind::{FindingKind, UnknownFindingKind};
+pub use load_balancer::{
+    CLOUD_CONTROLLER_LEASE, CloudFailure, LOAD_BALANCER_CLEANUP, LoadBalancerCleanup,
+    SERVICE_CONTROLLER,
+};
 pub use namespace::{
     ControllerManagerMetrics, FinalizerCount, NamespaceStall, ResourceCount, StallCause,
     WorkqueueMetrics,

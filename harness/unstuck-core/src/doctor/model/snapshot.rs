@@ -17,7 +17,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ContainerStatus, Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
-    PodStatus,
+    PodStatus, Service,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -157,6 +157,13 @@ pub struct Snapshot {
     /// [`Snapshot::webhook_services`]. Empty in older recordings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conversion_webhook_crds: Vec<CustomResourceDefinition>,
+    /// (Added) Services being deleted that hold
+    /// `service.kubernetes.io/load-balancer-cleanup`, full objects: their
+    /// `status.loadBalancer.ingress` names the cloud load balancer a
+    /// removal of the key by hand would leave
+    /// ([`crate::doctor::model::load_balancer`]). Empty in older recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_balancer_services: Vec<Service>,
 }
 
 /// A type the collector could not list, recorded instead of aborting.

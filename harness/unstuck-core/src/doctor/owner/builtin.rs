@@ -11,10 +11,12 @@
 //! Running and Ready `kube-controller-manager` pod: a controller manager
 //! run without leader election holds no lease), else `Unknown`. On another
 //! kind it is `Dead`: no built-in controller ever removes it there.
+//! `service.kubernetes.io/load-balancer-cleanup` is the cloud controller
+//! manager's, judged by [`super::cloud`].
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 
-use super::{failing_group_versions, fmt_secs};
+use super::{OwnerQuery, failing_group_versions, fmt_secs};
 use crate::doctor::model::{OwnerVerdict, Snapshot, display_name};
 
 /// kube-controller-manager's key on PersistentVolumeClaims.
@@ -26,11 +28,14 @@ pub const VAC_PROTECTION: &str = "kubernetes.io/vac-protection";
 
 /// Which built-in component removes a key.
 #[derive(Clone, Copy)]
-enum Server {
+enum Remover {
     /// A controller in kube-controller-manager (named for evidence).
     ControllerManager(&'static str),
     /// A controller inside kube-apiserver (named for evidence).
     ApiServer(&'static str),
+    /// A cloud controller manager's controller: outside kube-controller-
+    /// manager since v1.31, judged by [`super::cloud`].
+    CloudController,
 }
 
 /// Built-in keys, the kind each is served on (`None`: any kind), and who
@@ -57,66 +62,66 @@ enum Server {
 /// `external-provisioner.volume.kubernetes.io/finalizer` (also in
 /// pv_helpers.go) is set and removed by the CSI external-provisioner, not
 /// by Kubernetes: see [`EXTERNAL`].
-const BUILT_IN: [(&str, Option<&str>, Server); 12] = [
+const BUILT_IN: [(&str, Option<&str>, Remover); 12] = [
     (
         PVC_PROTECTION,
         Some("PersistentVolumeClaim"),
-        Server::ControllerManager("pvc-protection controller"),
+        Remover::ControllerManager("pvc-protection controller"),
     ),
     (
         PV_PROTECTION,
         Some("PersistentVolume"),
-        Server::ControllerManager("pv-protection controller"),
+        Remover::ControllerManager("pv-protection controller"),
     ),
     (
         VAC_PROTECTION,
         Some("VolumeAttributesClass"),
-        Server::ControllerManager("volumeattributesclass-protection controller"),
+        Remover::ControllerManager("volumeattributesclass-protection controller"),
     ),
     (
         "kubernetes.io/pv-controller",
         Some("PersistentVolume"),
-        Server::ControllerManager("persistent volume controller"),
+        Remover::ControllerManager("persistent volume controller"),
     ),
     (
         "foregroundDeletion",
         None,
-        Server::ControllerManager("garbage collector"),
+        Remover::ControllerManager("garbage collector"),
     ),
     (
         "orphan",
         None,
-        Server::ControllerManager("garbage collector"),
+        Remover::ControllerManager("garbage collector"),
     ),
     (
         "service.kubernetes.io/load-balancer-cleanup",
         Some("Service"),
-        Server::ControllerManager("service (load balancer) controller"),
+        Remover::CloudController,
     ),
     (
         "batch.kubernetes.io/job-tracking",
         Some("Pod"),
-        Server::ControllerManager("job controller"),
+        Remover::ControllerManager("job controller"),
     ),
     (
         "resource.kubernetes.io/delete-protection",
         Some("ResourceClaim"),
-        Server::ControllerManager("resource claim controller"),
+        Remover::ControllerManager("resource claim controller"),
     ),
     (
         "scheduling.k8s.io/podgroup-protection",
         Some("PodGroup"),
-        Server::ControllerManager("podgroup-protection controller"),
+        Remover::ControllerManager("podgroup-protection controller"),
     ),
     (
         "networking.k8s.io/service-cidr-finalizer",
         Some("ServiceCIDR"),
-        Server::ControllerManager("service-cidr controller"),
+        Remover::ControllerManager("service-cidr controller"),
     ),
     (
         "customresourcecleanup.apiextensions.k8s.io",
         Some("CustomResourceDefinition"),
-        Server::ApiServer("apiextensions finalizer controller"),
+        Remover::ApiServer("apiextensions finalizer controller"),
     ),
 ];
 
@@ -139,15 +144,13 @@ pub fn is_built_in(finalizer: &str) -> bool {
 }
 
 /// The verdict on a built-in key, or `None` when `finalizer` is not one.
-pub(super) fn built_in_verdict(
-    finalizer: &str,
-    object_kind: &str,
-    snapshot: &Snapshot,
-) -> Option<OwnerVerdict> {
+pub(super) fn built_in_verdict(q: &OwnerQuery, snapshot: &Snapshot) -> Option<OwnerVerdict> {
+    let (finalizer, object_kind) = (q.finalizer, q.kind);
     let (_, kind, server) = BUILT_IN.iter().find(|(k, _, _)| *k == finalizer)?;
     let controller = match server {
-        Server::ControllerManager(c) => format!("kube-controller-manager's {c}"),
-        Server::ApiServer(c) => format!("kube-apiserver's {c}"),
+        Remover::ControllerManager(c) => format!("kube-controller-manager's {c}"),
+        Remover::ApiServer(c) => format!("kube-apiserver's {c}"),
+        Remover::CloudController => "a cloud controller manager's service controller".to_owned(),
     };
     if let Some(kind) = kind
         && *kind != object_kind
@@ -158,7 +161,10 @@ pub(super) fn built_in_verdict(
             )],
         });
     }
-    if let Server::ApiServer(_) = server {
+    if let Remover::CloudController = server {
+        return Some(super::cloud::verdict(finalizer, q.record, snapshot));
+    }
+    if let Remover::ApiServer(_) = server {
         return Some(OwnerVerdict::Alive {
             evidence: vec![format!(
                 "{finalizer} is served by {controller}, which runs in every kube-apiserver (one answered this snapshot)"

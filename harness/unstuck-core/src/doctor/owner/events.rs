@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::{Ctx, INSTALLED_SECS, RECENT_SECS, fmt_secs, unreadable, verdict::SourceReport};
 
-fn when(e: &Event) -> Option<Timestamp> {
+pub(super) fn when(e: &Event) -> Option<Timestamp> {
     e.series
         .as_ref()
         .and_then(|s| s.last_observed_time.as_ref())

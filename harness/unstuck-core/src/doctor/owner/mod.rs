@@ -40,6 +40,7 @@
 
 mod able;
 mod builtin;
+pub mod cloud;
 mod events;
 pub mod known_keys;
 mod leases;
@@ -190,7 +191,7 @@ impl<'a> OwnerCache<'a> {
 
     fn argue(&self, q: &OwnerQuery) -> OwnerVerdict {
         let (finalizer, snapshot) = (q.finalizer, self.snapshot);
-        if let Some(v) = builtin::built_in_verdict(finalizer, q.kind, snapshot) {
+        if let Some(v) = builtin::built_in_verdict(q, snapshot) {
             return v;
         }
         if finalizer == "kubernetes" {

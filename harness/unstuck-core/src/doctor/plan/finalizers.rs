@@ -167,7 +167,7 @@ fn find_record(f: &Finding, snapshot: &Snapshot) -> Option<ObjectRecord> {
         .cloned()
 }
 
-fn remove_finalizers(
+pub(super) fn remove_finalizers(
     i: usize,
     f: &Finding,
     rem: &FinalizerRemoval,

@@ -7,7 +7,7 @@ use super::super::{NodeKind, NodeState};
 use crate::doctor::model::{FinalizerRemoval, FinalizerVerdict, Finding, ObjectRef, OwnerVerdict};
 
 /// The first line of a verdict's evidence, and how many more there are.
-fn verdict_line(v: &FinalizerVerdict) -> String {
+pub(super) fn verdict_line(v: &FinalizerVerdict) -> String {
     let evidence = v.verdict.evidence();
     let first = evidence
         .first()
@@ -29,7 +29,7 @@ fn verdict_line(v: &FinalizerVerdict) -> String {
     )
 }
 
-fn verdict_state(v: &OwnerVerdict) -> NodeState {
+pub(super) fn verdict_state(v: &OwnerVerdict) -> NodeState {
     match v {
         OwnerVerdict::Dead { .. } => NodeState::Dead,
         OwnerVerdict::Alive { .. } => NodeState::Alive,

@@ -7,11 +7,13 @@
 //! By blocker family: [`finalizers`] (keys, foreground chains,
 //! protection), [`namespace`] (what a Terminating namespace's conditions
 //! name), [`backends`] (APIServices and webhooks and their Services),
-//! [`pods`] (a pod on its node).
+//! [`pods`] (a pod on its node), [`load_balancer`] (a Service and its
+//! cloud controller manager).
 
 mod backends;
 mod failing;
 mod finalizers;
+mod load_balancer;
 mod namespace;
 mod pods;
 
@@ -104,6 +106,7 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
             ..
         } => backends::conversion_webhook(b, i, crd, service, backend, blocks_namespaces),
         FindingDetail::FailingWebhook { .. } => failing::failing_webhook(b, i, f),
+        FindingDetail::LoadBalancerCleanup(lb) => load_balancer::cleanup_pending(b, i, f, lb),
         #[allow(unreachable_patterns)]
         _ => {
             b.object(&f.subject);
