@@ -189,6 +189,9 @@ start_dockerd() {
     fi
     stop_our_old_dockerd "$api"
   fi
+  # The engine that answered in step 2b may have stopped since: then no
+  # build was made, and there is nothing to start without one.
+  [ -n "$ENGINE_BIN" ] || timed engine build_engine
   mkdir -p /lib/modules   # kind mounts it read-only into every node
   log "dockerd: starting $ENGINE_BIN/dockerd (config $DAEMON_JSON, log $DOCKER_DIR/dockerd.log)"
   # A dead-end proxy: any registry access dockerd might attempt (a pull of a

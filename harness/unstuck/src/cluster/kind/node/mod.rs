@@ -6,15 +6,17 @@
 
 use std::{
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 mod procfs;
+mod units;
 
 use self::procfs::{
     LINKS_SCRIPT, POD_PROCESSES_SCRIPT, PROCESSES_SCRIPT, parse_links, parse_pod_processes,
     parse_processes,
 };
+use self::units::KUBELET_HEALTHZ_SCRIPT;
 use crate::docker::Docker;
 use crate::{
     exec::{Cmd, RunError},
@@ -23,7 +25,6 @@ use crate::{
         BoxFuture, CniPlace, ComponentRestart, ComponentStop, Holder, KernelTask, Node, NodeError,
         NodeFuture, ProcRef, await_exec,
     },
-    wait::{self, Poll},
 };
 
 /// Where a kind node keeps what the doctor reads.
@@ -35,12 +36,6 @@ const CNI_CONF_DIR: &str = "/etc/cni/net.d";
 /// copy here, so it can be written back after a fault removed it).
 const CNI_CONFLIST_COPY: &str = "/kind/unstuck-cni.conflist";
 pub const CNI_CONFLIST_NAME: &str = "10-unstuck.conflist";
-
-/// `GET /healthz` on the kubelet's healthz port: exit 0 on `200` `ok`.
-const KUBELET_HEALTHZ_SCRIPT: &str = r#"exec 3<>/dev/tcp/127.0.0.1/10248 || exit 1
-printf 'GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-r=$(timeout 2 cat <&3) || exit 1
-case "$r" in "HTTP/1."*" 200 "*ok) exit 0 ;; *) echo "$r"; exit 1 ;; esac"#;
 
 /// The node of a kind cluster: a container on this machine's Docker.
 #[derive(Clone, Debug)]
@@ -112,82 +107,6 @@ impl KindNode {
             cmd = cmd.stdin(input.as_bytes().to_vec());
         }
         self.run(cmd).await.map_err(self.run_error())
-    }
-
-    /// One process, or `None` when it is gone.
-    async fn process(&self, pid: i32) -> Result<Option<host::Process>, NodeError> {
-        Ok(self
-            .processes()
-            .await?
-            .into_iter()
-            .find(|p| p.pid == pid && p.state != 'Z'))
-    }
-
-    /// The running process whose program is `program` (by its path's last
-    /// part: `/usr/bin/kubelet`, `/usr/bin/containerd`).
-    async fn component(&self, program: &str) -> Result<Option<host::Process>, NodeError> {
-        Ok(self.processes().await?.into_iter().find(|p| {
-            p.state != 'Z'
-                && p.cmdline.first().is_some_and(|a| {
-                    Path::new(a).file_name().and_then(|n| n.to_str()) == Some(program)
-                })
-        }))
-    }
-
-    async fn systemctl(&self, verb: &str, unit: &str) -> Result<(), NodeError> {
-        self.run(
-            Cmd::new("systemctl")
-                .args([verb, unit])
-                .timeout(Duration::from_secs(120)),
-        )
-        .await
-        .map(drop)
-        .map_err(self.run_error())
-    }
-
-    /// `systemctl restart UNIT`, then waits until `answers` says the new
-    /// process does.
-    async fn restart_unit(
-        &self,
-        unit: &str,
-        program: &str,
-        probe: Cmd,
-        timeout: Duration,
-    ) -> Result<ComponentRestart, NodeError> {
-        let started = Instant::now();
-        let old = self.component(program).await?;
-        self.systemctl("restart", unit).await?;
-        let new = wait::until(
-            format!("the restarted {unit} to answer"),
-            timeout,
-            Duration::from_millis(300),
-            || {
-                let probe = probe.clone();
-                async move {
-                    match self.run(probe).await {
-                        Ok(_) => match self.component(program).await {
-                            Ok(Some(p)) => Poll::Ready(p),
-                            Ok(None) => Poll::Pending(format!("no {program} process")),
-                            Err(e) => Poll::Pending(e.to_string()),
-                        },
-                        Err(e) => Poll::Pending(e.to_string()),
-                    }
-                }
-            },
-        )
-        .await
-        .map_err(|source| NodeError::Provider {
-            node: self.container.clone(),
-            what: format!("restarting {unit}"),
-            source: Box::new(source),
-        })?;
-        Ok(ComponentRestart {
-            component: unit.into(),
-            old_pid: old.map(|p| p.pid),
-            new_pid: new.pid,
-            killed: false,
-            took_ms: started.elapsed().as_millis(),
-        })
     }
 }
 
