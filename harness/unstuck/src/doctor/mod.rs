@@ -1,7 +1,11 @@
 //! The doctor's I/O half: collect a snapshot, hand it to the pure
 //! diagnosis and planning in [`unstuck_core::doctor`], and apply the plan
-//! step by step, re-checking the cluster between rounds. Usable on its own
-//! against any cluster (`unstuck doctor`), dry-run unless told otherwise.
+//! step by step, re-checking the cluster between rounds ([`rounds`]);
+//! given the node of a cluster unstuck made, look at (or heal) the pods
+//! stuck on it ([`node`]). One entry point, [`run_asking`] (with [`run`]
+//! and [`run_from`] for its defaults), for `unstuck doctor` and a
+//! scenario's doctor step alike; usable on its own against any cluster,
+//! dry-run unless told otherwise.
 
 pub mod apply;
 mod clock;
@@ -61,7 +65,8 @@ pub struct DoctorOptions {
     /// The cluster's node, when the doctor was given it (a cluster unstuck
     /// made): what it offers beyond the API — kube-controller-manager's
     /// metrics on a local cluster — says why a namespace is not
-    /// progressing.
+    /// progressing, and the pods stuck on it are the node half's
+    /// ([`run_asking`]).
     pub node: Option<std::sync::Arc<crate::node::AnyNode>>,
     /// What `apply` may change ([`consent`]); by default nothing was
     /// confirmed, so every step that changes the cluster is left.
@@ -107,15 +112,14 @@ pub fn findings_in(
         .collect()
 }
 
-/// Runs the doctor.
+/// Runs the doctor ([`run_asking`]) on a fresh read, asking nobody.
 pub async fn run(client: &Client, opts: &DoctorOptions) -> Result<DoctorReport, DoctorError> {
     run_from(client, opts, None).await
 }
 
-/// Runs the doctor; its first round diagnoses `first` when given (a
-/// snapshot the caller has just collected and judged, or the one a plan
-/// was shown from), later rounds collect afresh. With `apply`, only what
-/// `opts.consent` covers is applied; nobody is asked about the rest.
+/// Runs the doctor ([`run_asking`]) from `first` when given; with
+/// `apply`, only what `opts.consent` covers is applied, nobody is asked
+/// about the rest.
 pub async fn run_from(
     client: &Client,
     opts: &DoctorOptions,
@@ -124,14 +128,40 @@ pub async fn run_from(
     run_asking(client, opts, first, &mut consent::NobodyToAsk).await
 }
 
-/// [`run_from`], asking `ask` about steps consent does not cover.
+/// The doctor, for the command and the scenario runner alike: the API
+/// half ([`rounds`]), then, when it was given the cluster's node
+/// (`opts.node`: a cluster unstuck made), the node half: every pod stuck
+/// on the node within the scope, looked at, or with `apply` healed as far
+/// as consent goes ([`Consent::on_node`]): a scenario run's every pod and
+/// rung, a person's only the pods and rungs shown. A pod the node half
+/// freed counts as gone among the outcomes. The node half's errors are in
+/// the report ([`node::NodeHalf`]), for the caller to fail on or to list.
+///
+/// Its first round diagnoses `first` when given (a snapshot the caller
+/// has just collected and judged, or the one a plan was shown from), later
+/// rounds collect afresh. What consent does not cover is put to `ask`.
 pub async fn run_asking(
     client: &Client,
     opts: &DoctorOptions,
     first: Option<(unstuck_core::doctor::Snapshot, CollectStats)>,
     ask: &mut dyn AskAgain,
 ) -> Result<DoctorReport, DoctorError> {
-    rounds::api_half(client, opts, first, ask).await
+    let mut report = rounds::api_half(client, opts, first, ask).await?;
+    if let Some(node) = &opts.node {
+        let heal = node::HealOptions {
+            apply: opts.apply,
+            stuck_after: opts.diagnose.stuck_after,
+            ..node::HealOptions::default()
+        };
+        let consented = opts
+            .consent
+            .on_node(matches!(opts.scope, Scope::Run { .. }));
+        let within = |p: &node::StuckPod| opts.scope.covers_namespace(Some(&p.namespace));
+        report.node = node::heal_stuck(client, node.as_ref(), &heal, within, consented).await;
+        let healed: Vec<_> = report.node.reports().collect();
+        outcome::count_node_heals(&mut report.outcomes, &healed);
+    }
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! What a doctor run saw and did: its rounds, and how each stuck target
-//! ended.
+//! What a doctor run saw and did: its API rounds and, when it was given
+//! the cluster's node, its node half ([`NodeHalf`]).
 
 use std::{path::PathBuf, time::Duration};
 
@@ -9,6 +9,7 @@ use unstuck_core::doctor::{Finding, FindingKind, Plan};
 use super::{
     apply::{ApiCall, AppliedStep, StepOutcome},
     collect::CollectStats,
+    node::NodeHalf,
     settle,
 };
 
@@ -30,6 +31,8 @@ pub struct Round {
 pub struct DoctorReport {
     pub applied_changes: bool,
     pub rounds: Vec<Round>,
+    /// How long the API half took (each pod of the node half has its own
+    /// timings).
     pub duration: Duration,
     /// With `apply`: how each stuck target of the first round ended.
     pub outcomes: Vec<settle::TargetOutcome>,
@@ -41,6 +44,12 @@ pub struct DoctorReport {
     /// What the first look saw being deleted that is not stuck yet (under
     /// `--stuck-after`, or a pod inside its grace period), in scope.
     pub normal_so_far: Vec<unstuck_core::doctor::normal::NormalSoFar>,
+    /// The node half, when the doctor was given the cluster's node: each
+    /// stuck pod on it looked at, or healed with `apply` and consent (kept
+    /// out of the JSON: a scenario run writes each pod's report on its
+    /// own, the doctor's report renders them in its `node` section).
+    #[serde(skip)]
+    pub node: NodeHalf,
 }
 
 impl DoctorReport {
@@ -173,6 +182,7 @@ mod tests {
             scope: "cluster-wide".into(),
             scope_namespaces: None,
             normal_so_far: Vec::new(),
+            node: Default::default(),
         };
         let lines = report.summary_lines();
         assert_eq!(

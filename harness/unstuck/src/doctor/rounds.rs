@@ -9,7 +9,7 @@ use unstuck_core::doctor::plan_assuming;
 
 use super::{
     AskAgain, CollectStats, DoctorError, DoctorOptions, DoctorReport, Round, StepOutcome,
-    collect_in, findings_in, recheck, settle,
+    collect_in, findings_in, node::NodeHalf, recheck, settle,
 };
 
 /// With a Terminating namespace, reads kube-controller-manager's namespace
@@ -127,5 +127,6 @@ pub(super) async fn api_half(
         outcomes,
         scope: opts.scope.describe(),
         scope_namespaces: opts.scope.namespaces().map(<[String]>::to_vec),
+        node: NodeHalf::default(),
     })
 }
