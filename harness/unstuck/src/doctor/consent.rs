@@ -18,6 +18,10 @@
 //! merely names (every namespace a dead metrics APIService holds) is not
 //! such a target, and a key nobody was shown is never covered.
 //!
+//! On the node of a cluster unstuck made, consent is the same: the stuck
+//! pods shown are healed, each with only the rungs of its shown ladder;
+//! a pod stuck since is said and left ([`Consent::on_node`]).
+//!
 //! A scenario run (`unstuck run`) is its own consent: the scenario set the
 //! stuck state up on objects the run owns, so every step within the run's
 //! scope is allowed ([`Consent::Scope`]).
@@ -32,6 +36,8 @@ use std::{
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use unstuck_core::doctor::{Action, PlannedStep};
+
+use super::node::{Consented, ShownPod};
 
 /// The longest a confirmation may come after its plan was shown. The plan
 /// is argued again before each write anyway; the bound is on the person's
@@ -217,8 +223,9 @@ impl Default for Consent {
     }
 }
 
-/// The steps confirmed and declined, by target; the keys of each.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The steps confirmed and declined, by target; the keys of each; the
+/// pods on a node and their ladders.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Confirmed {
     granted: BTreeMap<StepTarget, BTreeSet<String>>,
     declined: BTreeMap<StepTarget, BTreeSet<String>>,
@@ -231,6 +238,9 @@ pub struct Confirmed {
     /// The finalizer keys the person was shown: in the plan's steps and
     /// under "Expected in later rounds".
     shown_keys: BTreeSet<String>,
+    /// The stuck pods on the cluster's node that were shown, each with
+    /// its ladder: only these are healed, only with those rungs.
+    pods: Vec<ShownPod>,
 }
 
 impl Confirmed {
@@ -327,6 +337,28 @@ impl Consent {
             c.shown_keys.extend(keys);
         }
         self
+    }
+
+    /// Extends a confirmation to the stuck pods on the node that were
+    /// shown ([`ShownPod::of`] a dry run's node reports), each with the
+    /// rungs of its ladder.
+    pub fn covering_pods(mut self, pods: impl IntoIterator<Item = ShownPod>) -> Self {
+        if let Consent::Confirmed(c) = &mut self {
+            c.pods.extend(pods);
+        }
+        self
+    }
+
+    /// Which stuck pods on the node an `apply` may heal: with a run's
+    /// scope ([`super::Scope::Run`]) the scenario is the consent, for every
+    /// pod and the whole ladder; with another scope it covers none; a
+    /// person's confirmation covers the pods shown.
+    pub fn on_node(&self, run_scope: bool) -> Consented<'_> {
+        match self {
+            Consent::Scope if run_scope => Consented::Every,
+            Consent::Scope => Consented::Shown(&[]),
+            Consent::Confirmed(c) => Consented::Shown(&c.pods),
+        }
     }
 
     /// Sorts a round's plan into what is applied and what is left. Steps

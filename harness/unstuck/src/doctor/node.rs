@@ -14,21 +14,18 @@ mod freezer;
 mod gather;
 mod heal;
 mod prove;
+mod stuck;
 
 use std::time::Duration;
 
-use k8s_openapi::{
-    api::core::v1::Pod,
-    jiff::{SignedDuration, Timestamp},
-};
-use kube::{Api, Client, api::ListParams};
 use serde::Serialize;
 use unstuck_core::doctor::node::{NodeFinding, NodeStep};
 
-use crate::node::{Node, NodeError};
+use crate::node::NodeError;
 
 pub use gather::gather;
 pub use heal::heal_pod;
+pub use stuck::{Consented, NodeHalf, PodHeal, StuckPod, heal_stuck, stuck_pods};
 
 /// Why the node doctor could not do its job (as opposed to a remedy that
 /// did not help, which is in the report).
@@ -88,8 +85,10 @@ pub struct HealOptions {
 }
 
 /// The pod and ladder a dry run printed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ShownPod {
+    pub namespace: String,
+    pub name: String,
     pub uid: String,
     pub steps: Vec<NodeStep>,
 }
@@ -97,7 +96,10 @@ pub struct ShownPod {
 impl ShownPod {
     /// What `report` (a dry run's) showed, if it showed a stuck pod.
     pub fn of(report: &NodeDoctorReport) -> Option<Self> {
+        let (namespace, name) = report.pod.split_once('/')?;
         Some(Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
             uid: report.uid.clone()?,
             steps: report.plan.clone(),
         })
@@ -232,77 +234,11 @@ impl NodeDoctorReport {
     }
 }
 
-/// A pod past its deletionTimestamp on a node.
-#[derive(Clone, Debug, Serialize)]
-pub struct StuckPod {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    pub overdue_seconds: i64,
-}
-
-/// The pods on `node_name` that are more than `stuck_after` past their
-/// deletionTimestamp (which already includes the grace period) and not yet
-/// finally deleted by the kubelet (`deletionGracePeriodSeconds` 0 means
-/// only finalizers hold them: not a node matter). Keyed on
-/// deletionTimestamp, never on the phase.
-pub async fn stuck_pods(
-    client: &Client,
-    node_name: &str,
-    stuck_after: Duration,
-) -> Result<Vec<StuckPod>, NodeDoctorError> {
-    let pods: Api<Pod> = Api::all(client.clone());
-    let list = pods
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node_name}")))
-        .await
-        .map_err(api(format!("listing pods on node {node_name}")))?;
-    let now = Timestamp::now();
-    let threshold = SignedDuration::try_from(stuck_after).unwrap_or(SignedDuration::MAX);
-    let mut out: Vec<StuckPod> = list
-        .items
-        .into_iter()
-        .filter_map(|p| {
-            let m = p.metadata;
-            let overdue = now.duration_since(m.deletion_timestamp?.0);
-            (overdue > threshold && m.deletion_grace_period_seconds != Some(0)).then(|| StuckPod {
-                namespace: m.namespace.unwrap_or_default(),
-                name: m.name.unwrap_or_default(),
-                uid: m.uid.unwrap_or_default(),
-                overdue_seconds: overdue.as_secs(),
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    Ok(out)
-}
-
-/// The one loop over a node's stuck pods, for the doctor's command and
-/// the runner alike: every pod stuck on the node now that `within`
-/// admits, one after the other, healed (or, without `opts.apply`, only
-/// diagnosed and planned) with `opts`. One result per pod, in name order:
-/// a pod whose heal fails does not stop the next. Err only when the
-/// node's pods cannot be listed.
-pub async fn heal_stuck(
-    client: &Client,
-    node: &dyn Node,
-    opts: &HealOptions,
-    within: impl Fn(&StuckPod) -> bool,
-) -> Result<Vec<(StuckPod, Result<NodeDoctorReport, NodeDoctorError>)>, NodeDoctorError> {
-    let mut out = Vec::new();
-    for p in stuck_pods(client, node.name(), opts.stuck_after).await? {
-        if !within(&p) {
-            continue;
-        }
-        let healed = heal_pod(client, node, &p.namespace, &p.name, opts).await;
-        out.push((p, healed));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{faults, node::AnyNode};
+    use kube::Client;
 
     fn assert_send<T: Send>(_: &T) {}
 
@@ -311,7 +247,15 @@ mod tests {
     fn futures_are_send(client: &Client, node: &AnyNode) {
         let opts = HealOptions::default();
         assert_send(&heal_pod(client, node, "ns", "p", &opts));
-        assert_send(&heal_stuck(client, node, &opts, |_| true));
+        assert_send(&heal_stuck(client, node, &opts, |_| true, Consented::Every));
+        let shown = [];
+        assert_send(&heal_stuck(
+            client,
+            node,
+            &opts,
+            |_| true,
+            Consented::Shown(&shown),
+        ));
         assert_send(&faults::wedge_shim::inject(client, node, "ns", "p"));
         assert_send(&faults::stop_kubelet::inject(client, node, "ns", "p"));
         assert_send(&faults::freeze_cgroup::inject(client, node, "ns", "p"));

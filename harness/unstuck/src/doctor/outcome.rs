@@ -288,7 +288,7 @@ pub fn expected_keys(plan: &unstuck_core::doctor::Plan) -> BTreeSet<String> {
 /// A pod target the node doctor healed after the API doctor's rounds
 /// (the kubelet's own final delete) is gone: one outcome per target,
 /// whichever doctor freed it.
-pub fn count_node_heals(outcomes: &mut [TargetOutcome], nodes: &[super::node::NodeDoctorReport]) {
+pub fn count_node_heals(outcomes: &mut [TargetOutcome], nodes: &[&super::node::NodeDoctorReport]) {
     use super::node::HealOutcome;
     for o in outcomes
         .iter_mut()

@@ -163,7 +163,8 @@ pub struct NodeView {
 }
 
 impl View {
-    pub fn new(target: Target, report: &DoctorReport, nodes: &[NodeDoctorReport]) -> Self {
+    pub fn new(target: Target, report: &DoctorReport) -> Self {
+        let nodes: Vec<&NodeDoctorReport> = report.node.reports().collect();
         let first = report.rounds.first();
         let blind_spots = first
             .map(|r| r.collect.blind_spots.clone())
@@ -204,14 +205,14 @@ impl View {
                 })
                 .collect()
         });
-        let node = nodes.iter().map(node_view).collect();
+        let node = nodes.iter().copied().map(node_view).collect();
         let graph = first.map_or_else(BlockerGraph::default, |r| {
             let on_nodes: Vec<_> = nodes.iter().filter_map(|n| n.initial.as_ref()).collect();
             BlockerGraph::build_with_nodes(&r.findings, &r.plan, &r.snapshot, &on_nodes)
         });
         let applied = applied_lines(report);
         let backups = report.backups().map(|b| b.display().to_string()).collect();
-        let outcome = closing_line(report, nodes);
+        let outcome = closing_line(report, &nodes);
         View {
             schema_version: SCHEMA_VERSION,
             target,
@@ -300,7 +301,7 @@ fn applied_lines(report: &DoctorReport) -> Vec<String> {
 
 /// The closing sentence: nothing found, how the applied run ended, or
 /// what a dry run would need.
-fn closing_line(report: &DoctorReport, nodes: &[NodeDoctorReport]) -> String {
+fn closing_line(report: &DoctorReport, nodes: &[&NodeDoctorReport]) -> String {
     let first = report.rounds.first();
     if report.initial_findings().is_empty() && nodes.is_empty() {
         return match report.normal_so_far.len() {

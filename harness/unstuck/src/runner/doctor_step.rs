@@ -1,6 +1,6 @@
 //! The doctor step of a scenario: let the stuck state age and settle,
-//! run the API doctor on the run's objects, then the node doctor on pods
-//! stuck on a node the run can reach, and check what they found.
+//! run the doctor on the run's objects (its API half, then its node half
+//! on pods stuck on a node the run can reach), and check what it found.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use unstuck_core::scenario::DoctorCheck;
 use super::{Evidence, MAX_SETTLE, STUCK_AFTER, ScenarioRun, StepError, StepGraph};
 use crate::doctor::{
     self, DoctorOptions, DoctorReport, Scope,
-    node::{HealOptions, HealOutcome, heal_stuck},
+    node::{HealOutcome, NodeHalf},
 };
 
 impl ScenarioRun<'_> {
@@ -46,9 +46,8 @@ impl ScenarioRun<'_> {
         }
         let failed = report.failures();
         let mut on_nodes = Vec::new();
-        let (node_found, node_failed) = self
-            .node_doctor(d.apply, &mut evidence, &mut on_nodes)
-            .await;
+        let (node_found, node_failed) =
+            self.record_node_doctor(&report.node, d.apply, &mut evidence, &mut on_nodes);
         if let Some(first) = report.rounds.first() {
             let on_nodes: Vec<&NodeFinding> = on_nodes.iter().collect();
             self.report.graphs.push(StepGraph {
@@ -131,8 +130,9 @@ impl ScenarioRun<'_> {
         }
     }
 
-    /// The API doctor's options for step `d`, scoped to the run's own
-    /// namespaces and objects.
+    /// The doctor's options for step `d`, scoped to the run's own
+    /// namespaces and objects (on the node too: the pods in its
+    /// namespaces), with the run's node when it has one.
     fn doctor_options(&self, d: &DoctorCheck) -> DoctorOptions {
         DoctorOptions {
             diagnose: unstuck_core::doctor::DiagnoseOptions {
@@ -266,37 +266,20 @@ impl ScenarioRun<'_> {
         }
     }
 
-    /// The node half of the doctor: pods on the node stuck past their
-    /// deletion in the scenario's namespaces, healed one rung at a time
-    /// without force. Returns the causes found (as finding kinds) and what
-    /// went wrong.
-    async fn node_doctor(
+    /// Puts the node half's results into the scenario's: the pods on the
+    /// node stuck past their deletion in the scenario's namespaces, healed
+    /// one rung at a time without force. Returns the causes found (as
+    /// finding kinds) and what went wrong.
+    fn record_node_doctor(
         &mut self,
+        half: &NodeHalf,
         apply: bool,
         evidence: &mut Vec<String>,
         on_nodes: &mut Vec<NodeFinding>,
     ) -> (Vec<String>, Vec<String>) {
-        let Some(node) = self.ctx.node.clone() else {
-            return (Vec::new(), Vec::new());
-        };
         let (mut found, mut failed) = (Vec::new(), Vec::new());
-        let ours = self.names.namespaces().real_names();
-        let opts = HealOptions {
-            apply,
-            allow_force: false,
-            stuck_after: STUCK_AFTER,
-            ..HealOptions::default()
-        };
-        let healed = match heal_stuck(&self.ctx.client, node.as_ref(), &opts, |p| {
-            ours.contains(&p.namespace)
-        })
-        .await
-        {
-            Ok(h) => h,
-            Err(e) => return (found, vec![format!("listing stuck pods: {e}")]),
-        };
-        for (pod, healed) in healed {
-            let report = match healed {
+        for pod in &half.pods {
+            let report = match &pod.healed {
                 Ok(r) => r,
                 Err(e) => {
                     failed.push(format!(
@@ -338,7 +321,7 @@ impl ScenarioRun<'_> {
             }
             evidence.extend(report.proof.iter().cloned());
             self.report
-                .write_evidence(&format!("node-doctor-{}.json", pod.name), &report);
+                .write_evidence(&format!("node-doctor-{}.json", pod.name), report);
             // A pod that went (or stopped being stuck) between the listing
             // and the heal — the API doctor's remedy freed it — is no failure
             // of the node doctor: the recovered gate proves it gone.
@@ -359,6 +342,9 @@ impl ScenarioRun<'_> {
                     report.leftovers.join(", ")
                 ));
             }
+        }
+        if let Some(e) = &half.unlisted {
+            failed.push(format!("listing stuck pods: {e}"));
         }
         (found, failed)
     }

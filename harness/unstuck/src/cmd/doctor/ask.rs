@@ -24,7 +24,6 @@ pub(super) fn ask_to_apply(
     args: &DoctorArgs,
     target: &Target,
     looked: &DoctorReport,
-    looked_nodes: &[NodeDoctorReport],
     shown: &Plan,
 ) -> Option<ExitCode> {
     if args.yes {
@@ -33,11 +32,11 @@ pub(super) fn ask_to_apply(
             "Applying to {} (--yes covers this plan, and removing the finalizer keys it shows (in its steps and under \"Expected in later rounds\") from what later hangs in the Terminating namespaces its steps target; other steps a later round finds are left; on a node, only the pods and rungs listed):\n{}{}",
             target.line(),
             plan_steps_text(shown),
-            node_plan_text(looked_nodes)
+            node_plan_text(looked.node.reports())
         );
         return None;
     }
-    match confirm(target, looked, looked_nodes) {
+    match confirm(target, looked) {
         Confirmation::Yes => None,
         Confirmation::No => {
             eprintln!("declined: nothing was changed");
@@ -61,11 +60,11 @@ enum Confirmation {
 }
 
 /// Shows the target and the plan on the terminal and asks.
-fn confirm(target: &Target, report: &DoctorReport, nodes: &[NodeDoctorReport]) -> Confirmation {
+fn confirm(target: &Target, report: &DoctorReport) -> Confirmation {
     if !std::io::stdin().is_terminal() {
         return Confirmation::NoTerminal;
     }
-    let view = View::new(target.clone(), report, nodes);
+    let view = View::new(target.clone(), report);
     let mut err = std::io::stderr();
     let _ = write!(
         err,
@@ -129,9 +128,9 @@ impl AskAgain for AskOnTerminal {
 }
 
 /// The node ladders of a dry run, as `--yes` covers them.
-fn node_plan_text(nodes: &[NodeDoctorReport]) -> String {
+fn node_plan_text<'a>(nodes: impl Iterator<Item = &'a NodeDoctorReport>) -> String {
     let mut out = String::new();
-    for n in nodes.iter().filter(|n| !n.plan.is_empty()) {
+    for n in nodes.filter(|n| !n.plan.is_empty()) {
         out.push_str(&format!("\non node {}, pod {}:", n.node, n.pod));
         for s in &n.plan {
             out.push_str(&format!(

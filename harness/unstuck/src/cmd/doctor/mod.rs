@@ -4,10 +4,12 @@
 //! can read.
 //!
 //! - [`ask`]: consent: the question on a terminal, what `--yes` prints.
-//! - [`node`]: the node half of `--local-cluster`/`--kind-cluster`.
+//! - [`named`]: the cluster `--local-cluster`/`--kind-cluster` names: its
+//!   kubeconfig and its node (given to the doctor, whose node half looks
+//!   at and heals the pods stuck on it).
 
 mod ask;
-mod node;
+mod named;
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -17,13 +19,13 @@ use unstuck::core::doctor::Plan;
 use unstuck::doctor::{
     self, DoctorOptions, DoctorReport, Scope,
     consent::Consent,
-    node::{HealOutcome, NodeDoctorReport},
+    node::{HealOutcome, ShownPod},
     render::{Format, View},
     target::{self, Target},
 };
 
 use ask::{AskOnTerminal, ask_to_apply};
-use node::{named_kubeconfig, node_apply, node_look};
+use named::named_kubeconfig;
 
 /// Exit codes, documented in `--help` and the README.
 pub mod exit {
@@ -212,10 +214,10 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
     }
 
     let mut opts = options(&args, stuck_after.as_std());
-    opts.node = node::named_node(&args).await?;
+    opts.node = named::named_node(&args).await?;
     opts.diagnose.apiservice_outage_after = outage_after.as_std();
-    // Always look first, without changing anything: the plan is what a
-    // confirmation is asked for.
+    // Always look first, without changing anything (on the node too): the
+    // plan is what a confirmation is asked for.
     let looked = doctor::run(&client, &opts).await?;
     if let (Some(path), Some(round)) = (&args.save_snapshot, looked.rounds.first()) {
         // `-n`: only what the diagnosis of those namespaces reads.
@@ -226,15 +228,18 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         };
         super::save_snapshot::write(path, &saved)?;
     }
-    let looked_nodes = node_look(&client, &args, stuck_after.as_std()).await?;
+    // A node the doctor could not look at fails the command.
+    if let Some(e) = looked.node.error() {
+        return Err(anyhow::Error::new(e.clone()));
+    }
 
     let would_change = looked
         .rounds
         .first()
         .is_some_and(|r| r.plan.mutating_steps().next().is_some())
-        || looked_nodes.iter().any(|n| !n.plan.is_empty());
+        || looked.node.reports().any(|n| !n.plan.is_empty());
     if !args.apply || !would_change {
-        return Ok(show_look(&args, format, target, looked, &looked_nodes));
+        return Ok(show_look(&args, format, target, looked));
     }
 
     let shown: Plan = looked
@@ -243,14 +248,15 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         .map(|r| r.plan.clone())
         .unwrap_or_default();
     let shown_at = Timestamp::now();
-    if let Some(declined) = ask_to_apply(&args, &target, &looked, &looked_nodes, &shown) {
+    if let Some(declined) = ask_to_apply(&args, &target, &looked, &shown) {
         return Ok(declined);
     }
 
     // Consent is the plan shown, given in time. Each step is argued again
     // on a fresh read just before its write, which tests what that read
     // saw (UID, resourceVersion, finalizers): a change in between makes
-    // the server refuse it rather than have it acted on blind.
+    // the server refuse it rather than have it acted on blind. On the
+    // node, the pods shown are healed with only the rungs shown.
     let (target_namespaces, expected_keys) = looked
         .rounds
         .first()
@@ -262,7 +268,9 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         })
         .unwrap_or_default();
     opts.consent = match Consent::confirmed(&shown.steps, shown_at, Timestamp::now()) {
-        Ok(c) => c.covering_namespaces(target_namespaces, expected_keys),
+        Ok(c) => c
+            .covering_namespaces(target_namespaces, expected_keys)
+            .covering_pods(looked.node.reports().filter_map(ShownPod::of)),
         Err(stale) => {
             eprintln!("refusing to apply: {stale}. Nothing was changed.");
             return Ok(ExitCode::from(exit::DECLINED));
@@ -282,14 +290,13 @@ pub async fn run(args: DoctorArgs) -> Result<ExitCode> {
         };
         doctor::run_asking(&client, &opts, first, &mut ask).await?
     };
-    let nodes = node_apply(&client, &args, stuck_after.as_std(), &looked_nodes).await?;
-    let mut report = report;
-    doctor::outcome::count_node_heals(&mut report.outcomes, &nodes);
-    let view = View::new(target, &report, &nodes);
+    if let Some(e) = report.node.error() {
+        return Err(anyhow::Error::new(e.clone()));
+    }
+    let view = View::new(target, &report);
     print!("{}", view.render(format));
     Ok(ExitCode::from(exit_after_apply(
         &report,
-        &nodes,
         args.fail_on_findings,
     )))
 }
@@ -340,7 +347,6 @@ fn show_look(
     format: Format,
     target: Target,
     mut looked: DoctorReport,
-    looked_nodes: &[NodeDoctorReport],
 ) -> ExitCode {
     if args.apply {
         looked.outcomes = doctor::outcome::outcomes(&looked.rounds);
@@ -350,8 +356,8 @@ fn show_look(
         .iter()
         .filter(|t| t.state != doctor::settle::TargetState::Gone)
         .count()
-        + looked_nodes.len();
-    let mut view = View::new(target, &looked, looked_nodes);
+        + looked.node.reports().count();
+    let mut view = View::new(target, &looked);
     if args.apply && !view.findings.is_empty() {
         view.outcome = "nothing to apply: no step of the plan changes the cluster".into();
     }
@@ -362,7 +368,7 @@ fn show_look(
         );
     }
     print!("{}", view.render(format));
-    let found = !looked.initial_findings().is_empty() || !looked_nodes.is_empty();
+    let found = !looked.initial_findings().is_empty() || looked.node.reports().next().is_some();
     ExitCode::from(if args.apply && still_stuck > 0 {
         exit::STILL_STUCK
     } else if args.fail_on_findings && found {
@@ -372,17 +378,13 @@ fn show_look(
     })
 }
 
-fn exit_after_apply(
-    report: &DoctorReport,
-    nodes: &[NodeDoctorReport],
-    fail_on_findings: bool,
-) -> u8 {
+fn exit_after_apply(report: &DoctorReport, fail_on_findings: bool) -> u8 {
     let failed = report
         .rounds
         .iter()
         .flat_map(|r| &r.applied)
         .any(|a| a.outcome.is_failure())
-        || nodes.iter().any(|n| {
+        || report.node.reports().any(|n| {
             !n.outcome.is_left()
                 && !matches!(
                     n.outcome,
@@ -392,7 +394,7 @@ fn exit_after_apply(
     let still_found = report.rounds.last().is_some_and(|r| !r.findings.is_empty());
     if failed {
         exit::REMEDY_FAILED
-    } else if !report.left().is_empty() || nodes.iter().any(|n| n.outcome.is_left()) {
+    } else if !report.left().is_empty() || report.node.reports().any(|n| n.outcome.is_left()) {
         exit::LEFT
     } else if report
         .outcomes

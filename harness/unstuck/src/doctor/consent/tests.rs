@@ -388,3 +388,36 @@ fn in_a_confirmed_namespace_only_the_keys_shown_are_covered() {
     let g = consent.gate(std::slice::from_ref(&unseen), false, &mut NobodyToAsk);
     assert!(applied(&g).is_empty(), "{g:?}");
 }
+
+#[test]
+fn on_a_node_a_run_heals_every_pod_and_a_person_only_the_pods_shown() {
+    let pod = ShownPod {
+        namespace: "app".into(),
+        name: "web-0".into(),
+        uid: "u1".into(),
+        steps: Vec::new(),
+    };
+    assert!(matches!(Consent::Scope.on_node(true), Consented::Every));
+    // Outside a run's scope the scenario's consent covers nothing.
+    assert!(matches!(
+        Consent::Scope.on_node(false),
+        Consented::Shown([])
+    ));
+    // Nothing confirmed: no pod is healed.
+    assert!(matches!(
+        Consent::default().on_node(false),
+        Consented::Shown([])
+    ));
+    let confirmed = Consent::confirmed(&[], Timestamp::now(), Timestamp::now())
+        .unwrap()
+        .covering_pods([pod.clone()]);
+    match confirmed.on_node(true) {
+        Consented::Shown(pods) => assert_eq!(pods, std::slice::from_ref(&pod)),
+        Consented::Every => panic!("a confirmation covers only the pods shown"),
+    }
+    // A run's consent is not narrowed to pods.
+    assert!(matches!(
+        Consent::Scope.covering_pods([pod]).on_node(true),
+        Consented::Every
+    ));
+}

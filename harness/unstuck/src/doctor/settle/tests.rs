@@ -171,13 +171,13 @@ fn a_pod_the_node_doctor_healed_is_gone_whichever_doctor_freed_it() {
         }]
     };
     let mut o = stuck();
-    crate::doctor::outcome::count_node_heals(&mut o, &[pod(HealOutcome::Recovered)]);
+    crate::doctor::outcome::count_node_heals(&mut o, &[&pod(HealOutcome::Recovered)]);
     assert_eq!(o[0].state, TargetState::Gone);
     // Not healed, or another pod: still stuck.
     let mut o = stuck();
     let mut other = pod(HealOutcome::Recovered);
     other.uid = Some("u2".into());
-    crate::doctor::outcome::count_node_heals(&mut o, &[other]);
+    crate::doctor::outcome::count_node_heals(&mut o, &[&other]);
     assert_eq!(o[0].state, TargetState::StillStuck);
 }
 
