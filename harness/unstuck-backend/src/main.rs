@@ -38,7 +38,7 @@ use answer::{Behaviour, Fault, Role};
 enum ConfigError {
     #[error("{0} is not set")]
     Unset(&'static str),
-    #[error("{name} {value:?}: one of {allowed}")]
+    #[error("{name} {}: one of {allowed}", quoted(.value))]
     Unknown {
         name: &'static str,
         value: String,
@@ -50,6 +50,23 @@ enum ConfigError {
     Tls(#[source] tokio_rustls::rustls::Error),
     #[error("the certificate and key do not go together: {0}")]
     KeyMismatch(#[source] tokio_rustls::rustls::Error),
+}
+
+/// `"text"`, escaped byte for byte as `unstuck_core::text::quoted` writes
+/// it (its log is read into the harness's messages). A copy rather than
+/// the core's: the static image is built from this crate alone, without
+/// the core's Kubernetes dependencies.
+fn quoted(text: &str) -> String {
+    let mut out = String::from('"');
+    for c in text.chars() {
+        if c == '\'' {
+            out.push(c);
+        } else {
+            out.extend(c.escape_debug());
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn env(name: &'static str) -> Result<String, ConfigError> {
@@ -106,7 +123,7 @@ fn config() -> Result<(Behaviour, ServerConfig, u16), ConfigError> {
     let port = match std::env::var("UNSTUCK_BACKEND_PORT") {
         Ok(p) => p.parse().map_err(|e| ConfigError::Invalid {
             name: "UNSTUCK_BACKEND_PORT",
-            why: format!("{p:?}: {e}"),
+            why: format!("{}: {e}", quoted(&p)),
         })?,
         Err(_) => 8443,
     };
@@ -152,5 +169,17 @@ async fn main() {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quoted;
+
+    #[test]
+    fn quoted_text_is_what_debug_of_a_str_printed() {
+        for s in ["", "8443x", "it's", "a \"b\"", "nl\n\t", "\u{301}x\u{301}"] {
+            assert_eq!(quoted(s), format!("{s:?}"));
+        }
     }
 }

@@ -12,6 +12,8 @@ use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
+use crate::text::quoted;
+
 /// A span of time written in a scenario file, such as a step timeout.
 ///
 /// A thin newtype over [`std::time::Duration`] that knows how to read and
@@ -73,7 +75,7 @@ const EXPECTED: &str =
 
 /// Why a string is not a [`Duration`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid duration {input:?}: {reason}; expected {EXPECTED}")]
+#[error("invalid duration {}: {reason}; expected {EXPECTED}", quoted(.input))]
 pub struct ParseDurationError {
     input: String,
     reason: String,
@@ -122,7 +124,10 @@ impl FromStr for Duration {
                 .find(|c: char| !c.is_ascii_digit())
                 .unwrap_or(rest.len());
             if digits == 0 {
-                return Err(err(format!("expected a number at {rest:?}")));
+                return Err(err(format!(
+                    "expected a number at {rest}",
+                    rest = quoted(rest)
+                )));
             }
             let (number, after) = rest.split_at(digits);
             if after.starts_with(['.', ',']) {
@@ -140,14 +145,15 @@ impl FromStr for Duration {
                 )));
             }
             let Some(index) = UNITS.iter().position(|(name, _)| *name == unit) else {
-                return Err(err(format!("unknown unit {unit:?}")));
+                return Err(err(format!("unknown unit {unit}", unit = quoted(unit))));
             };
             if let Some(last) = last_unit
                 && index <= last
             {
                 return Err(err(format!(
-                    "unit {unit:?} comes after {:?}; write each unit once, largest first",
-                    UNITS[last].0
+                    "unit {unit} comes after {}; write each unit once, largest first",
+                    quoted(UNITS[last].0),
+                    unit = quoted(unit)
                 )));
             }
             last_unit = Some(index);

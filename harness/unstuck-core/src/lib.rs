@@ -8,3 +8,4 @@
 pub mod doctor;
 pub mod duration;
 pub mod scenario;
+pub mod text;

@@ -31,7 +31,8 @@ pub enum RunError {
     },
     /// The program did not finish before its deadline and was killed.
     #[error(
-        "`{command}` did not finish within {timeout:?} and was killed; output so far: {output}"
+        "`{command}` did not finish within {timeout} and was killed; output so far: {output}",
+        timeout = unstuck_core::duration::Duration::from(*.timeout)
     )]
     Timeout {
         command: String,

@@ -6,7 +6,10 @@ use std::{future::Future, time::Duration};
 
 /// A wait that ran out of time.
 #[derive(Debug, thiserror::Error)]
-#[error("timed out after {waited:?} waiting for {what}; last seen: {last}")]
+#[error(
+    "timed out after {waited} waiting for {what}; last seen: {last}",
+    waited = unstuck_core::duration::Duration::from(*.waited)
+)]
 pub struct WaitTimeout {
     pub what: String,
     pub waited: Duration,

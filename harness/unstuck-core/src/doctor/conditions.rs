@@ -24,6 +24,7 @@ use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
 };
 
 pub use super::model::namespace::{FinalizerCount, ResourceCount};
+use crate::text::quoted;
 
 /// Condition type: discovery failed during namespace deletion.
 pub const NS_DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
@@ -170,22 +171,22 @@ pub fn api_service_available(api: &APIService) -> Option<&APIServiceCondition> {
 /// One line quoting a namespace condition, for evidence.
 pub fn quote_namespace_condition(c: &NamespaceCondition) -> String {
     format!(
-        "condition {}={} reason={}: {:?}",
+        "condition {}={} reason={}: {}",
         c.type_,
         c.status,
         c.reason.as_deref().unwrap_or("<none>"),
-        c.message.as_deref().unwrap_or("")
+        quoted(c.message.as_deref().unwrap_or(""))
     )
 }
 
 /// One line quoting an APIService condition, for evidence.
 pub fn quote_api_service_condition(name: &str, c: &APIServiceCondition) -> String {
     format!(
-        "APIService {name} condition {}={} reason={}: {:?}",
+        "APIService {name} condition {}={} reason={}: {}",
         c.type_,
         c.status,
         c.reason.as_deref().unwrap_or("<none>"),
-        c.message.as_deref().unwrap_or("")
+        quoted(c.message.as_deref().unwrap_or(""))
     )
 }
 

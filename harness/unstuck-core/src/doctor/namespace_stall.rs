@@ -26,6 +26,7 @@ use super::owner::fmt_secs;
 pub use super::model::namespace::{
     ControllerManagerMetrics, NamespaceStall, StallCause, WorkqueueMetrics,
 };
+use crate::text::quoted;
 
 /// The metric names read, all with the label `name="namespace"`.
 const METRICS: [&str; 4] = [
@@ -219,16 +220,18 @@ fn lease_is_held(snapshot: &Snapshot, lease: Option<&Lease>, evidence: &mut Vec<
     let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15).max(1));
     let Some(renew) = spec.renew_time.as_ref().map(|t| t.0) else {
         evidence.push(format!(
-            "lease kube-system/kube-controller-manager has no renewTime (holder {holder:?})"
+            "lease kube-system/kube-controller-manager has no renewTime (holder {holder})",
+            holder = quoted(holder)
         ));
         return false;
     };
     let age = snapshot.age_of(renew);
     let held = age <= SignedDuration::from_secs(duration);
     evidence.push(format!(
-        "lease kube-system/kube-controller-manager is {} (holder {holder:?}, renewTime {renew}, {} before the snapshot, leaseDurationSeconds {duration})",
+        "lease kube-system/kube-controller-manager is {} (holder {holder}, renewTime {renew}, {} before the snapshot, leaseDurationSeconds {duration})",
         if held { "fresh" } else { "stale" },
-        fmt_secs(age.as_secs())
+        fmt_secs(age.as_secs()),
+        holder = quoted(holder)
     ));
     held
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::model::{Finding, ObjectRef, Snapshot};
 use super::owner::fmt_secs;
+use crate::text::list;
 
 /// One object being deleted that is not judged stuck yet, and why not.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -110,7 +111,7 @@ pub fn namespace_content(snapshot: &Snapshot, ns: &str) -> (Vec<String>, Option<
                     t.0,
                     fmt_secs(secs(snapshot.age_of(t.0))),
                     match r.metadata.finalizers.as_deref() {
-                        Some(f) if !f.is_empty() => format!(", finalizers {f:?}"),
+                        Some(f) if !f.is_empty() => format!(", finalizers {}", list(f)),
                         _ => String::new(),
                     }
                 )

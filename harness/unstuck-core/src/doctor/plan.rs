@@ -25,6 +25,8 @@ pub use finalizers::RemoveFinalizers;
 pub use namespace::{FinalizeError, FinalizeNamespace};
 pub use webhook::SetWebhookFailurePolicy;
 
+use crate::text::quoted;
+
 /// Force level of a step that changes nothing (wait, observe, refuse).
 pub const FORCE_OBSERVE: u8 = 0;
 /// Force level of removing dead finalizer keys from one object.
@@ -304,20 +306,20 @@ pub fn plan_assuming(findings: &[Finding], snapshot: &Snapshot, assume_dead: &[S
         {
             step.rationale.push_str(&match &b.failing {
                 None => format!(
-                    ". Webhook {:?} (finding #{}) rejects this write while it fails closed with its backend (Service {}) gone: its fail-open comes first and needs --allow-webhook-changes; or restore the Service",
-                    b.webhook,
+                    ". Webhook {} (finding #{}) rejects this write while it fails closed with its backend (Service {}) gone: its fail-open comes first and needs --allow-webhook-changes; or restore the Service",
+                    quoted(&b.webhook),
                     b.webhook_finding + 1,
                     b.service
                 ),
                 Some(verdict) if verdict == crate::doctor::backend::NOT_SERVING => format!(
-                    ". Webhook {:?} (finding #{}) fails this write while its backend ({}) is not serving (no ready endpoint): with --allow-webhook-changes the doctor opens that one webhook (failurePolicy Ignore) for this write only and sets it back to Fail right after; or it is written once the backend serves again",
-                    b.webhook,
+                    ". Webhook {} (finding #{}) fails this write while its backend ({}) is not serving (no ready endpoint): with --allow-webhook-changes the doctor opens that one webhook (failurePolicy Ignore) for this write only and sets it back to Fail right after; or it is written once the backend serves again",
+                    quoted(&b.webhook),
                     b.webhook_finding + 1,
                     b.service
                 ),
                 Some(verdict) => format!(
-                    ". Webhook {:?} (finding #{}) fails this write while its backend ({}) is {verdict}, and the doctor never fails open a webhook whose backend is there: it is written once the backend is repaired",
-                    b.webhook,
+                    ". Webhook {} (finding #{}) fails this write while its backend ({}) is {verdict}, and the doctor never fails open a webhook whose backend is there: it is written once the backend is repaired",
+                    quoted(&b.webhook),
                     b.webhook_finding + 1,
                     b.service
                 ),

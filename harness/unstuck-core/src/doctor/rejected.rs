@@ -15,6 +15,7 @@ use super::model::{Finding, FindingDetail, FindingKind, ObjectRef, Snapshot};
 use super::webhook::webhooks;
 
 pub use super::model::RejectedWrite;
+use crate::text::quoted;
 
 /// The write that would release a stuck finding's subject (or, for a
 /// dead registration, the doctor's remedy on it).
@@ -179,8 +180,13 @@ fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrit
                     write.operation, write.resource, s.subject, write.purpose
                 ),
                 format!(
-                    "{} needs {} {}, which webhook {name:?} ({} {}) {why}{maybe}",
-                    write.purpose, write.operation, write.resource, w.subject.kind, w.subject.name
+                    "{} needs {} {}, which webhook {name} ({} {}) {why}{maybe}",
+                    write.purpose,
+                    write.operation,
+                    write.resource,
+                    w.subject.kind,
+                    w.subject.name,
+                    name = quoted(name)
                 ),
             )
         };

@@ -21,6 +21,7 @@ use super::model::{
     container_statuses, display_name,
 };
 use super::owner::fmt_secs;
+use crate::text::quoted;
 
 /// Waiting reasons that mean the image cannot be had.
 const IMAGE_PULL: [&str; 4] = [
@@ -89,9 +90,9 @@ pub(crate) fn pod_not_starting(
         .find(|c| c.type_ == "PodScheduled" && c.status == "False");
     if let Some(c) = unscheduled {
         evidence.push(format!(
-            "PodScheduled=False ({}): {:?}",
+            "PodScheduled=False ({}): {}",
             c.reason.as_deref().unwrap_or_default(),
-            c.message.as_deref().unwrap_or_default()
+            quoted(c.message.as_deref().unwrap_or_default())
         ));
     }
     let waiting_cause = container_lines(status, &mut evidence);
@@ -107,8 +108,8 @@ pub(crate) fn pod_not_starting(
     let pulling_slowly = pull.as_ref().filter(|p| p.problem == PullProblem::Slow);
     if let Some(p) = pulling_slowly {
         evidence.push(format!(
-            "event Normal Pulling: {:?} {} before the snapshot, and no Pulled or Failed since",
-            p.quote,
+            "event Normal Pulling: {} {} before the snapshot, and no Pulled or Failed since",
+            quoted(&p.quote),
             fmt_secs(p.pulling_for_seconds.unwrap_or_default())
         ));
     }
@@ -182,7 +183,7 @@ fn container_lines(status: &PodStatus, evidence: &mut Vec<String>) -> Option<Pod
         }
         let mut line = format!("container {}: waiting ({reason})", cs.name);
         if let Some(m) = w.message.as_deref().filter(|m| !m.is_empty()) {
-            line.push_str(&format!(": {m:?}"));
+            line.push_str(&format!(": {m}", m = quoted(m)));
         }
         if cs.restart_count > 0 {
             line.push_str(&format!(", restarted {} time(s)", cs.restart_count));
@@ -217,12 +218,12 @@ fn event_lines(
         "FailedCreatePodSandBox" => Some(PodStartCause::Sandbox),
         _ => None,
     });
-    evidence.extend(
-        events
-            .iter()
-            .take(MAX_EVENTS)
-            .map(|(reason, message)| format!("event Warning {reason}: {message:?}")),
-    );
+    evidence.extend(events.iter().take(MAX_EVENTS).map(|(reason, message)| {
+        format!(
+            "event Warning {reason}: {message}",
+            message = quoted(message)
+        )
+    }));
     event_cause
 }
 

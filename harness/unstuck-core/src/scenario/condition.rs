@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use super::located::Located;
 use super::refs::ObjectRef;
+use crate::text::quoted;
 
 /// One thing an `expect` step waits for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,8 +113,8 @@ fn fmt_condition_check(
     match (reason, message) {
         (None, None) => Ok(()),
         (Some(r), None) => write!(f, " (reason {r})"),
-        (None, Some(m)) => write!(f, " (message contains {m:?})"),
-        (Some(r), Some(m)) => write!(f, " (reason {r}, message contains {m:?})"),
+        (None, Some(m)) => write!(f, " (message contains {m})", m = quoted(m)),
+        (Some(r), Some(m)) => write!(f, " (reason {r}, message contains {m})", m = quoted(m)),
     }
 }
 
@@ -350,7 +351,8 @@ impl<'de> Deserialize<'de> for ConditionStatus {
                     "False" => Ok(ConditionStatus::False),
                     "Unknown" => Ok(ConditionStatus::Unknown),
                     other => Err(E::custom(format_args!(
-                        r#"invalid condition status {other:?}: expected "True", "False" or "Unknown" (capitalised, as the API writes it)"#
+                        r#"invalid condition status {other}: expected "True", "False" or "Unknown" (capitalised, as the API writes it)"#,
+                        other = quoted(other)
                     ))),
                 }
             }
@@ -400,7 +402,7 @@ impl fmt::Display for KubeletLogCheck {
             (Some(pod), None) => write!(f, "kubelet log of the node of pod {pod}")?,
             (None, _) => f.write_str("a kubelet log")?,
         }
-        write!(f, " contains {:?}", self.contains.as_str())
+        write!(f, " contains {}", quoted(self.contains.as_str()))
     }
 }
 
@@ -437,7 +439,7 @@ impl fmt::Display for EventCheck {
             (None, None) => write!(f, " in namespace {}", self.namespace)?,
         }
         if let Some(message) = &self.message_contains {
-            write!(f, " with message containing {:?}", message.as_str())?;
+            write!(f, " with message containing {}", quoted(message.as_str()))?;
         }
         Ok(())
     }

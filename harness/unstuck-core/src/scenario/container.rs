@@ -25,6 +25,7 @@ use std::{fmt, path::PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::located::{Located, Position};
+use crate::text::quoted;
 
 /// The only image there is: built offline, never pulled.
 pub const BACKEND_IMAGE: &str = "unstuck.local/backend:dev";
@@ -99,6 +100,23 @@ impl BackendFault {
     }
 }
 
+/// As a scenario writes it (`fault: error500`).
+impl fmt::Display for BackendFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// As a scenario writes it (`role: apiService`).
+impl fmt::Display for ContainerRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ContainerRole::Webhook => "webhook",
+            ContainerRole::ApiService => "apiService",
+        })
+    }
+}
+
 /// A Service in one of the scenario's logical namespaces.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -115,8 +133,8 @@ impl ContainerSpec {
             return Err((
                 self.image.position,
                 format!(
-                    "image {:?} is not one unstuck builds; the only container image is {BACKEND_IMAGE} (ci/images/backend.sh builds it offline)",
-                    self.image.as_str()
+                    "image {} is not one unstuck builds; the only container image is {BACKEND_IMAGE} (ci/images/backend.sh builds it offline)",
+                    quoted(self.image.as_str())
                 ),
             ));
         }
@@ -128,7 +146,7 @@ impl fmt::Display for ContainerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "container {} ({:?}, fault {:?}) behind Service {}/{}, registered by {}",
+            "container {} ({}, fault {}) behind Service {}/{}, registered by {}",
             *self.name,
             self.role,
             self.fault,

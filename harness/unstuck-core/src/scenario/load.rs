@@ -14,6 +14,7 @@ use super::{
     model::{Scenario, Source},
     validate,
 };
+use crate::text::quoted;
 
 /// Reads and validates the scenario in the file at `path`.
 ///
@@ -97,8 +98,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, LoadErrors> {
                         &scenario.source.text,
                         scenario.name.position,
                         format!(
-                            "scenario name {:?} is already used by {}",
-                            scenario.name.as_str(),
+                            "scenario name {} is already used by {}",
+                            quoted(scenario.name.as_str()),
                             first.display()
                         ),
                     )));

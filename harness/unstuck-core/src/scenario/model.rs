@@ -224,7 +224,7 @@ impl fmt::Display for Step {
         match self {
             Step::Apply(apply) => write!(f, "apply {apply}"),
             Step::Delete(d) => match d.propagation_policy {
-                Some(p) => write!(f, "delete {} (propagationPolicy {p:?})", d.object),
+                Some(p) => write!(f, "delete {} (propagationPolicy {p})", d.object),
                 None => write!(f, "delete {}", d.object),
             },
             Step::Fault(fault) => write!(f, "inject {fault}"),

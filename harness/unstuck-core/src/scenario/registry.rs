@@ -23,6 +23,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::located::{Located, Position};
+use crate::text::quoted;
 
 /// The domain every scenario registry's host is under.
 pub const REGISTRY_DOMAIN: &str = "registry.unstuck.local";
@@ -76,6 +77,28 @@ pub enum RegistryFault {
     Slow,
 }
 
+/// As a scenario writes it (`auth: basic`).
+impl fmt::Display for RegistryAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegistryAuth::None => "none",
+            RegistryAuth::Basic => "basic",
+        })
+    }
+}
+
+/// As a scenario writes it (`fault: tagDeleted`).
+impl fmt::Display for RegistryFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegistryFault::None => "none",
+            RegistryFault::Down => "down",
+            RegistryFault::TagDeleted => "tagDeleted",
+            RegistryFault::Slow => "slow",
+        })
+    }
+}
+
 impl RegistrySpec {
     /// The host pods pull from, before the run renames it.
     pub fn host(&self) -> String {
@@ -95,9 +118,12 @@ impl RegistrySpec {
 /// a tag, as the distribution spec allows them.
 fn check_repo_tag(name: &str) -> Result<(), String> {
     let example = "like app:v1 or team/app:1.0";
-    let (repo, tag) = name
-        .rsplit_once(':')
-        .ok_or_else(|| format!("push {name:?} has no tag; write repo:tag, {example}"))?;
+    let (repo, tag) = name.rsplit_once(':').ok_or_else(|| {
+        format!(
+            "push {name} has no tag; write repo:tag, {example}",
+            name = quoted(name)
+        )
+    })?;
     let component_ok = |c: &str| {
         !c.is_empty()
             && c.bytes()
@@ -106,7 +132,9 @@ fn check_repo_tag(name: &str) -> Result<(), String> {
     };
     if repo.is_empty() || !repo.split('/').all(component_ok) {
         return Err(format!(
-            "push {name:?}: repository {repo:?} must be lowercase path components (a-z, 0-9, '.', '_', '-'), {example}"
+            "push {name}: repository {repo} must be lowercase path components (a-z, 0-9, '.', '_', '-'), {example}",
+            name = quoted(name),
+            repo = quoted(repo)
         ));
     }
     let tag_ok = !tag.is_empty()
@@ -117,7 +145,9 @@ fn check_repo_tag(name: &str) -> Result<(), String> {
         && (tag.as_bytes()[0].is_ascii_alphanumeric() || tag.as_bytes()[0] == b'_');
     if !tag_ok {
         return Err(format!(
-            "push {name:?}: tag {tag:?} must be 1-128 of A-Z, a-z, 0-9, '.', '_', '-', {example}"
+            "push {name}: tag {tag} must be 1-128 of A-Z, a-z, 0-9, '.', '_', '-', {example}",
+            name = quoted(name),
+            tag = quoted(tag)
         ));
     }
     Ok(())
@@ -133,7 +163,7 @@ impl fmt::Display for RegistrySpec {
         if self.auth == RegistryAuth::Basic {
             f.write_str(", basic auth")?;
         }
-        write!(f, ", fault {:?}", self.fault)
+        write!(f, ", fault {}", self.fault)
     }
 }
 

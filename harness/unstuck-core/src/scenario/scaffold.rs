@@ -23,6 +23,7 @@ use super::fault_catalogue::CATALOGUE;
 use crate::doctor::{
     DiagnoseOptions, Finding, FindingKind, ObjectRecord, Snapshot, diagnose, snapshot::display_name,
 };
+use crate::text::quoted;
 
 /// The files of a new scenario, paths relative to the scenarios and the
 /// fixtures directory.
@@ -44,7 +45,8 @@ pub enum ScaffoldError {
     )]
     NothingStuck,
     #[error(
-        "scenario name {0:?} is not a DNS label (lowercase letters, digits and '-', at most 40 characters)"
+        "scenario name {} is not a DNS label (lowercase letters, digits and '-', at most 40 characters)",
+        quoted(.0)
     )]
     BadName(String),
 }

@@ -21,6 +21,7 @@ use super::{
     refs::ObjectRef,
 };
 use crate::duration::Duration;
+use crate::text::quoted;
 
 /// Longest scenario name, leaving room in a 63-character namespace name for
 /// a logical namespace and a per-run suffix.
@@ -105,8 +106,8 @@ fn registry_again(started: &[super::RegistrySpec], r: &super::RegistrySpec) -> C
         return Err(problem(
             p.position,
             format!(
-                "registry {:?} was started by an earlier step, which pushes its images; a later step only changes its fault (move this push there)",
-                r.name.as_str()
+                "registry {} was started by an earlier step, which pushes its images; a later step only changes its fault (move this push there)",
+                quoted(r.name.as_str())
             ),
         ));
     }
@@ -114,8 +115,8 @@ fn registry_again(started: &[super::RegistrySpec], r: &super::RegistrySpec) -> C
         return Err(problem(
             r.name.position,
             format!(
-                "registry {:?} was started with auth {:?}; a later step only changes its fault (leave auth out here)",
-                r.name.as_str(),
+                "registry {} was started with auth {}; a later step only changes its fault (leave auth out here)",
+                quoted(r.name.as_str()),
                 first.auth
             ),
         ));
@@ -138,8 +139,8 @@ fn header(s: &Scenario) -> Check {
             return Err(problem(
                 seed.position,
                 format!(
-                    "seed id {:?} should be the three-digit number of a seed document, like \"001\"",
-                    seed.as_str()
+                    "seed id {} should be the three-digit number of a seed document, like \"001\"",
+                    quoted(seed.as_str())
                 ),
             ));
         }
@@ -150,8 +151,8 @@ fn header(s: &Scenario) -> Check {
         return Err(problem(
             incident.position,
             format!(
-                "incident {:?} should name a public thread as owner/repo#number, like \"kubescape/kubescape#1571\"",
-                incident.as_str()
+                "incident {} should name a public thread as owner/repo#number, like \"kubescape/kubescape#1571\"",
+                quoted(incident.as_str())
             ),
         ));
     }
@@ -163,7 +164,7 @@ fn header(s: &Scenario) -> Check {
         {
             return Err(problem(
                 ns.position,
-                format!("namespace {:?} is declared twice", ns.as_str()),
+                format!("namespace {} is declared twice", quoted(ns.as_str())),
             ));
         }
     }
@@ -197,8 +198,8 @@ impl Context {
         Err(problem(
             ns.position,
             format!(
-                "namespace {:?} is not declared in the scenario's `namespaces` ({known})",
-                ns.as_str()
+                "namespace {} is not declared in the scenario's `namespaces` ({known})",
+                quoted(ns.as_str())
             ),
         ))
     }
@@ -213,8 +214,8 @@ impl Context {
             return Err(problem(
                 object.name.position,
                 format!(
-                    "name pattern {:?} must be a prefix followed by one `*`, like cron-job-*",
-                    object.name.as_str()
+                    "name pattern {} must be a prefix followed by one `*`, like cron-job-*",
+                    quoted(object.name.as_str())
                 ),
             ));
         }
@@ -241,8 +242,8 @@ impl Context {
             return Err(problem(
                 object.name.position,
                 format!(
-                    "name {:?}: a name pattern (prefix-*) is only allowed in `terminating` and `gone` conditions",
-                    object.name.as_str()
+                    "name {}: a name pattern (prefix-*) is only allowed in `terminating` and `gone` conditions",
+                    quoted(object.name.as_str())
                 ),
             ));
         }
@@ -289,7 +290,7 @@ impl Context {
         let spec = fault.spec().ok_or_else(|| {
             problem(
                 fault.kind.position,
-                format!("{:?} is not a fault", fault.kind()),
+                format!("{} is not a fault", quoted(fault.kind())),
             )
         })?;
         for (i, p) in fault.params.iter().enumerate() {
@@ -344,7 +345,7 @@ fn dns_label(what: &str, value: &Located<String>) -> Check {
     let fail = |why: String| {
         Err(problem(
             value.position,
-            format!("invalid {what} {s:?}: {why}; use {rule}"),
+            format!("invalid {what} {s}: {why}; use {rule}", s = quoted(s)),
         ))
     };
     if s.is_empty() {
@@ -357,7 +358,10 @@ fn dns_label(what: &str, value: &Located<String>) -> Check {
         .chars()
         .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
     {
-        return fail(format!("{bad:?} is not allowed"));
+        return fail(format!(
+            "{} is not allowed",
+            quoted(bad.encode_utf8(&mut [0; 4]))
+        ));
     }
     if s.starts_with('-') || s.ends_with('-') {
         return fail("it starts or ends with '-'".into());

@@ -12,6 +12,7 @@ use testcontainers::{
 };
 
 use super::{ContainerError, engine::Engine, labels};
+use crate::text::quoted;
 
 /// How long a container has to log its ready line.
 const READY_WITHIN: Duration = Duration::from_secs(30);
@@ -202,10 +203,13 @@ fn not_ready_why(e: &TestcontainersError, ready_line: &str) -> String {
         TestcontainersError::WaitContainer(
             testcontainers::core::error::WaitContainerError::StartupTimeout,
         ) => {
-            format!("no {ready_line:?} line")
+            format!("no {ready_line} line", ready_line = quoted(ready_line))
         }
         TestcontainersError::WaitContainer(_) => {
-            format!("it is not running (its log ended with no {ready_line:?} line)")
+            format!(
+                "it is not running (its log ended with no {ready_line} line)",
+                ready_line = quoted(ready_line)
+            )
         }
         other => other.to_string(),
     }

@@ -69,6 +69,22 @@ pub enum StepOutcome {
     Left(String),
 }
 
+/// As the JSON report has it, status then detail: `done: removed [a]`.
+impl std::fmt::Display for StepOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (status, detail) = match self {
+            StepOutcome::Done(d) => ("done", d),
+            StepOutcome::Waiting(d) => ("waiting", d),
+            StepOutcome::Refused(d) => ("refused", d),
+            StepOutcome::Skipped(d) => ("skipped", d),
+            StepOutcome::Moved(d) => ("moved", d),
+            StepOutcome::Failed(d) => ("failed", d),
+            StepOutcome::Left(d) => ("left", d),
+        };
+        write!(f, "{status}: {detail}")
+    }
+}
+
 impl StepOutcome {
     /// A write the server refused (moved or failed): the run did not do
     /// what it set out to.

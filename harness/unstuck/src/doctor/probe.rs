@@ -63,7 +63,10 @@ pub async fn probe(client: &Client, snapshot: &mut Snapshot) {
         let error = match answer {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(crate::kube_error::text(&e)),
-            Err(_) => Some(format!("no answer within {PROBE_TIMEOUT:?}")),
+            Err(_) => Some(format!(
+                "no answer within {}",
+                unstuck_core::duration::Duration::from(PROBE_TIMEOUT)
+            )),
         };
         probes.retain(|p| !same(p));
         probes.push(WebhookProbe {
@@ -91,7 +94,10 @@ async fn probe_api_services(client: &Client, snapshot: &Snapshot) -> Vec<ApiServ
         let error = match answer {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(crate::kube_error::text(&e)),
-            Err(_) => Some(format!("no answer within {DISCOVERY_PROBE_LIMIT:?}")),
+            Err(_) => Some(format!(
+                "no answer within {}",
+                unstuck_core::duration::Duration::from(DISCOVERY_PROBE_LIMIT)
+            )),
         };
         out.push(ApiServiceProbe {
             api_service,

@@ -21,6 +21,7 @@ use super::{
     consent::{AskAgain, Consent, Decision, claim, restrict},
     findings_in,
 };
+use crate::text::quoted;
 
 /// How often one step is read and argued again after the server refused
 /// its write because the object changed in between.
@@ -325,7 +326,7 @@ async fn write_through_gate(
         Some(Ok(w)) => out.extend(w),
         Some(Err(e)) => {
             tracing::warn!(
-                "the write through the webhook gate failed to run ({e}); the gate: {:?}",
+                "the write through the webhook gate failed to run ({e}); the gate: {}",
                 closed.outcome
             );
             return Err(e);
@@ -359,11 +360,13 @@ fn blocked(
     if b.failing.as_deref() == Some(NOT_SERVING) {
         return Some(if opts.allow_webhook_changes {
             format!(
-                "not written: webhook {webhook:?} (finding #{number}) fails it while its backend ({service}) does not serve, and another webhook rejects it too; repair the backend, then run again"
+                "not written: webhook {webhook} (finding #{number}) fails it while its backend ({service}) does not serve, and another webhook rejects it too; repair the backend, then run again",
+                webhook = quoted(webhook)
             )
         } else {
             format!(
-                "not written: webhook {webhook:?} (finding #{number}) fails it while its backend ({service}) does not serve; run again with --allow-webhook-changes to open that webhook for this write only (it is set back to Fail right after), or repair the backend"
+                "not written: webhook {webhook} (finding #{number}) fails it while its backend ({service}) does not serve; run again with --allow-webhook-changes to open that webhook for this write only (it is set back to Fail right after), or repair the backend",
+                webhook = quoted(webhook)
             )
         });
     }
@@ -371,16 +374,19 @@ fn blocked(
         // Never failed open: its backend is there, so the write waits for
         // its repair (writing now would only wait out its timeout).
         return Some(format!(
-            "not written: webhook {webhook:?} (finding #{number}) fails it while its backend ({service}) is {verdict}; repair the backend, then run again"
+            "not written: webhook {webhook} (finding #{number}) fails it while its backend ({service}) is {verdict}; repair the backend, then run again",
+            webhook = quoted(webhook)
         ));
     }
     Some(if opts.allow_webhook_changes {
         format!(
-            "not written: webhook {webhook:?} (finding #{number}) rejects it and was not made to fail open this round (see its step); restore Service {service} or run again"
+            "not written: webhook {webhook} (finding #{number}) rejects it and was not made to fail open this round (see its step); restore Service {service} or run again",
+            webhook = quoted(webhook)
         )
     } else {
         format!(
-            "not written: webhook {webhook:?} (finding #{number}) rejects it while it fails closed with Service {service} gone; run again with --allow-webhook-changes to make it fail open first, or restore the Service"
+            "not written: webhook {webhook} (finding #{number}) rejects it while it fails closed with Service {service} gone; run again with --allow-webhook-changes to make it fail open first, or restore the Service",
+            webhook = quoted(webhook)
         )
     })
 }

@@ -20,6 +20,7 @@ pub use super::outcome::{
     TargetOutcome, TargetState, expected_keys, outcomes, target_namespaces, targets,
 };
 use super::{DoctorOptions, Round, Scope, StepOutcome, collect_in};
+use crate::text::quoted_list;
 
 /// How long the doctor waits, after a round that changed something, for
 /// what it stuck in scope to move. The namespace controller retries a
@@ -38,9 +39,9 @@ pub fn fingerprint(s: &Snapshot, scope: &Scope) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for r in s.terminating.iter().filter(|r| in_scope(r.namespace())) {
         out.insert(format!(
-            "object {} {:?}",
+            "object {} {}",
             r.metadata.uid.as_deref().unwrap_or_default(),
-            r.finalizers()
+            quoted_list(r.finalizers())
         ));
     }
     for ns in &s.namespaces {
@@ -62,8 +63,9 @@ pub fn fingerprint(s: &Snapshot, scope: &Scope) -> BTreeSet<String> {
             })
             .collect();
         out.insert(format!(
-            "namespace {name} {:?} {conditions:?}",
-            ns.metadata.finalizers
+            "namespace {name} {} {conditions}",
+            quoted_list(ns.metadata.finalizers.as_deref().unwrap_or_default()),
+            conditions = quoted_list(&conditions)
         ));
     }
     for p in &s.pods {

@@ -20,6 +20,8 @@ use kube::{
 };
 use serde::Serialize;
 
+use crate::text::quoted;
+
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -64,14 +66,18 @@ pub enum TargetError {
     )]
     NoConfig,
     #[error(
-        "no context {context:?} in kubeconfig {path}; its contexts: {known} (`kubectl config get-contexts` lists them)"
+        "no context {} in kubeconfig {path}; its contexts: {known} (`kubectl config get-contexts` lists them)",
+        quoted(.context)
     )]
     NoSuchContext {
         context: String,
         path: PathBuf,
         known: String,
     },
-    #[error("--context {0:?} needs a kubeconfig: pass --kubeconfig PATH or set KUBECONFIG")]
+    #[error(
+        "--context {} needs a kubeconfig: pass --kubeconfig PATH or set KUBECONFIG",
+        quoted(.0)
+    )]
     ContextWithoutKubeconfig(String),
     #[error("building a client: {0}")]
     Client(String),

@@ -27,6 +27,7 @@ pub use self::runtime::runtime_facts;
 use crate::{
     exec::{Cmd, RunError},
     host,
+    text::quoted_list,
 };
 pub use unstuck_core::doctor::node::{
     Holder, HolderUse, HolderUseKind, KernelTask, RuntimeFacts, ShimFact,
@@ -320,11 +321,12 @@ where
                 return Err(NodeError::Failed {
                     node: node.to_owned(),
                     what: format!(
-                        "starting {argv:?}: process {pid} is {}",
+                        "starting {argv}: process {pid} is {}",
                         other.map_or("gone".to_owned(), |p| format!(
                             "running {}",
                             p.command_line()
-                        ))
+                        )),
+                        argv = quoted_list(argv)
                     ),
                 });
             }

@@ -23,6 +23,7 @@ use crate::doctor::backend::{
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
 use crate::doctor::model::{Finding, FindingDetail, FindingKind, ServiceKey, WebhookView};
 use crate::doctor::webhook::webhooks;
+use crate::text::quoted;
 
 /// Drops the not-serving webhook findings that stand in nothing's way
 /// (no namespace names them, no release is rejected by them): a product
@@ -146,8 +147,10 @@ impl Diagnosis<'_> {
             let kind = w.config_kind.kind();
             let quote = format!("no endpoints available for service \"{}\"", service.name);
             let mut evidence = vec![format!(
-                "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
-                w.config_name, w.name, w.failure_policy
+                "{kind} {} webhook {} (failurePolicy {}) calls Service {service}",
+                w.config_name,
+                quoted(w.name),
+                w.failure_policy
             )];
             evidence.extend(judged.evidence);
             evidence.push(format!("its backend does not serve: {cause}"));
@@ -162,8 +165,8 @@ impl Diagnosis<'_> {
                 kind: FindingKind::WebhookBackendFailing,
                 subject: w.config_ref(),
                 summary: format!(
-                    "webhook {:?} in {kind} {} fails closed and its backend does not serve ({cause}){}",
-                    w.name,
+                    "webhook {} in {kind} {} fails closed and its backend does not serve ({cause}){}",
+                    quoted(w.name),
                     w.config_name,
                     if blocks.is_empty() {
                         String::new()
@@ -264,8 +267,8 @@ impl Diagnosis<'_> {
             kind: FindingKind::WebhookBackendFailing,
             subject: w.config_ref(),
             summary: format!(
-                "webhook {:?} in {kind} {} fails closed and its backend is {verdict} ({}); it blocks deletion of namespace(s) {}",
-                w.name,
+                "webhook {} in {kind} {} fails closed and its backend is {verdict} ({}); it blocks deletion of namespace(s) {}",
+                quoted(w.name),
                 w.config_name,
                 call.quote,
                 blocks.join(", ")
@@ -297,10 +300,10 @@ impl Diagnosis<'_> {
     ) -> Vec<String> {
         let call = calls[0].1;
         let mut evidence = vec![format!(
-            "{} {} webhook {:?} (failurePolicy {}) calls {}",
+            "{} {} webhook {} (failurePolicy {}) calls {}",
             w.config_kind.kind(),
             w.config_name,
-            w.name,
+            quoted(w.name),
             w.failure_policy,
             match service {
                 Some(s) => format!("Service {s}"),
@@ -319,8 +322,8 @@ impl Diagnosis<'_> {
         }
         for (ns, c) in calls {
             evidence.push(format!(
-                "namespace {ns}'s {NS_CONTENT_FAILURE} condition quotes the apiserver: failed calling webhook {:?}: ... {}",
-                w.name, c.quote
+                "namespace {ns}'s {NS_CONTENT_FAILURE} condition quotes the apiserver: failed calling webhook {}: ... {}",
+                quoted(w.name), c.quote
             ));
         }
         evidence.extend(

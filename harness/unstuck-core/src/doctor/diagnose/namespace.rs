@@ -23,6 +23,7 @@ use crate::doctor::model::{
 };
 use crate::doctor::owner::{controller_manager_alive, fmt_secs};
 use crate::doctor::webhook::failed_webhooks;
+use crate::text::quoted;
 
 /// The namespace controller retries a failing namespace at most every 60 s
 /// (rate limiter cap, detection-notes 1.2). A `kubernetes` spec token that
@@ -134,11 +135,13 @@ impl<'a> Diagnosis<'a> {
         for w in &named {
             if dead_webhooks.contains(w) {
                 evidence.push(format!(
-                    "webhook {w:?} rejects the controller's deletes and its backend is gone"
+                    "webhook {w} rejects the controller's deletes and its backend is gone",
+                    w = quoted(w)
                 ));
             } else {
                 evidence.push(format!(
-                    "webhook {w:?} rejects the controller's deletes; its backend was not proven gone, so it is not changed"
+                    "webhook {w} rejects the controller's deletes; its backend was not proven gone, so it is not changed",
+                    w = quoted(w)
                 ));
                 evidence.extend(self.backend_not_proven(w));
             }

@@ -14,6 +14,7 @@ use crate::doctor::model::{
     ObjectRecord, ObjectRef, OwnerVerdict, display_name,
 };
 use crate::doctor::owner::{OwnerQuery, fmt_secs, protection_in_use};
+use crate::text::quoted;
 
 /// The garbage collector's finalizer of an owner in foreground deletion.
 const FOREGROUND: &str = "foregroundDeletion";
@@ -340,8 +341,8 @@ fn finalizer_managers(meta: &ObjectMeta) -> Vec<String> {
         })
         .map(|m| {
             format!(
-                "managedFields: manager {:?} ({}) owns metadata.finalizers{}",
-                m.manager.as_deref().unwrap_or_default(),
+                "managedFields: manager {} ({}) owns metadata.finalizers{}",
+                quoted(m.manager.as_deref().unwrap_or_default()),
                 m.operation.as_deref().unwrap_or_default(),
                 m.time
                     .as_ref()

@@ -9,6 +9,7 @@ use crate::doctor::model::{
     Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint, container_statuses, display_name,
 };
 use crate::doctor::owner::fmt_secs;
+use crate::text::quoted;
 
 impl<'a> Diagnosis<'a> {
     /// Evidence that node `name` is not answering: its `Ready` condition
@@ -39,10 +40,10 @@ impl<'a> Diagnosis<'a> {
             return None;
         }
         let mut lines = vec![format!(
-            "node {name}: Ready={} ({}): {:?}{}",
+            "node {name}: Ready={} ({}): {}{}",
             ready.status,
             ready.reason.as_deref().unwrap_or("<none>"),
-            ready.message.as_deref().unwrap_or_default(),
+            quoted(ready.message.as_deref().unwrap_or_default()),
             ready
                 .last_transition_time
                 .as_ref()
@@ -192,8 +193,8 @@ impl<'a> Diagnosis<'a> {
                     network_teardown = true;
                 }
                 format!(
-                    "event Warning {reason}: {:?}",
-                    e.message.as_deref().unwrap_or_default()
+                    "event Warning {reason}: {}",
+                    quoted(e.message.as_deref().unwrap_or_default())
                 )
             })
             .collect();

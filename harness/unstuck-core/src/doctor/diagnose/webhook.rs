@@ -9,6 +9,7 @@ use super::namespace::ContentFailure;
 use crate::doctor::conditions::NS_CONTENT_FAILURE;
 use crate::doctor::model::{Finding, FindingDetail, FindingKind, ServiceKey, WebhookView};
 use crate::doctor::webhook::webhooks;
+use crate::text::quoted;
 
 impl<'a> Diagnosis<'a> {
     /// DeadWebhook findings; returns the names of the dead webhooks. Dead
@@ -26,16 +27,18 @@ impl<'a> Diagnosis<'a> {
             };
             let kind = w.config_kind.kind();
             let mut evidence = vec![format!(
-                "{kind} {} webhook {:?} (failurePolicy {}) calls Service {service}",
-                w.config_name, w.name, w.failure_policy
+                "{kind} {} webhook {} (failurePolicy {}) calls Service {service}",
+                w.config_name,
+                quoted(w.name),
+                w.failure_policy
             )];
             evidence.extend(backend_lines);
             evidence.push(format!("it matches: {}", w.rules_line()));
             let blocks = super::namespace::namespaces_naming(failures, w.name);
             for ns in &blocks {
                 evidence.push(format!(
-                    "blocks deletion of namespace {ns}: its {NS_CONTENT_FAILURE} condition quotes failed calling webhook {:?}",
-                    w.name
+                    "blocks deletion of namespace {ns}: its {NS_CONTENT_FAILURE} condition quotes failed calling webhook {}",
+                    quoted(w.name)
                 ));
             }
             if blocks.is_empty() {
@@ -53,8 +56,8 @@ impl<'a> Diagnosis<'a> {
                 kind: FindingKind::DeadWebhook,
                 subject: w.config_ref(),
                 summary: format!(
-                    "webhook {:?} in {kind} {} fails closed and its backend is gone ({backend}){}",
-                    w.name,
+                    "webhook {} in {kind} {} fails closed and its backend is gone ({backend}){}",
+                    quoted(w.name),
                     w.config_name,
                     if blocks.is_empty() {
                         String::new()
@@ -106,17 +109,21 @@ impl Diagnosis<'_> {
     /// Why a webhook's backend is not proven gone, for the report.
     pub(super) fn backend_not_proven(&self, name: &str) -> Vec<String> {
         let Some(w) = webhooks(self.snapshot).into_iter().find(|w| w.name == name) else {
-            return vec![format!("webhook {name:?} is not registered any more")];
+            return vec![format!(
+                "webhook {name} is not registered any more",
+                name = quoted(name)
+            )];
         };
         match w.service() {
             None => vec![format!(
-                "webhook {name:?} calls a URL ({}); a URL backend is never judged gone",
-                w.client_config.url.as_deref().unwrap_or("?")
+                "webhook {name} calls a URL ({}); a URL backend is never judged gone",
+                w.client_config.url.as_deref().unwrap_or("?"),
+                name = quoted(name)
             )],
             Some(service) => crate::doctor::backend::judge(self.snapshot.service_lookup(&service))
                 .evidence
                 .into_iter()
-                .map(|e| format!("webhook {name:?}: {e}"))
+                .map(|e| format!("webhook {name}: {e}", name = quoted(name)))
                 .collect(),
         }
     }
@@ -134,10 +141,10 @@ impl Diagnosis<'_> {
             .filter_map(|w| {
                 let (service, _, _) = self.dead_backend(w)?;
                 Some(format!(
-                    "{} {} webhook {:?} (failurePolicy Fail) matches pod DELETE and its Service {service} has no backend: the kubelet's final DELETE (grace 0) is rejected, as a --force delete would be",
+                    "{} {} webhook {} (failurePolicy Fail) matches pod DELETE and its Service {service} has no backend: the kubelet's final DELETE (grace 0) is rejected, as a --force delete would be",
                     w.config_kind.kind(),
                     w.config_name,
-                    w.name
+                    quoted(w.name)
                 ))
             })
             .collect()

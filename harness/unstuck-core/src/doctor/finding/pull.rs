@@ -4,6 +4,7 @@
 //! are read and explained.
 
 pub use crate::doctor::model::pull::{ImagePull, PullProblem};
+use crate::text::quoted;
 
 impl ImagePull {
     /// One line: what the registry did, and the way to fix it.
@@ -35,7 +36,10 @@ impl ImagePull {
                 "its image {image} is not on the node and imagePullPolicy is Never; load it onto the node or allow the pull"
             ),
             PullProblem::InvalidName => {
-                format!("its image name {image:?} is not a valid reference; fix the pod's spec")
+                format!(
+                    "its image name {image} is not a valid reference; fix the pod's spec",
+                    image = quoted(image)
+                )
             }
             PullProblem::Other => format!(
                 "its image {image} cannot be pulled from registry {registry} (check the image name, the registry and pull secrets): the kubelet's words are in the evidence"

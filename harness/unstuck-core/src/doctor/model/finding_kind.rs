@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::quoted;
+
 /// The kinds of finding. Serialised as these PascalCase names, which
 /// scenario files use to state what the doctor is expected to find.
 ///
@@ -168,7 +170,7 @@ impl std::str::FromStr for FindingKind {
 
 /// A name that is not a [`FindingKind`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown finding kind {0:?} (known: {known})", known = known_kinds())]
+#[error("unknown finding kind {} (known: {known})", quoted(.0), known = known_kinds())]
 pub struct UnknownFindingKind(pub String);
 
 fn known_kinds() -> String {

@@ -13,6 +13,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::quoted;
+
 /// One mount, the fields the doctor needs (from `/proc/PID/mountinfo`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -117,7 +119,10 @@ impl std::fmt::Display for PodMount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let what = match &self.role {
             MountRole::Volume { plugin, volume } => {
-                format!("kubelet mount of {plugin} volume {volume:?}")
+                format!(
+                    "kubelet mount of {plugin} volume {volume}",
+                    volume = quoted(volume)
+                )
             }
             MountRole::SubPath {
                 volume,
@@ -125,7 +130,9 @@ impl std::fmt::Display for PodMount {
                 index,
             } => {
                 format!(
-                    "kubelet subPath mount of volume {volume:?} for container {container:?} (#{index})"
+                    "kubelet subPath mount of volume {volume} for container {container} (#{index})",
+                    volume = quoted(volume),
+                    container = quoted(container)
                 )
             }
             MountRole::Nested {
@@ -133,8 +140,9 @@ impl std::fmt::Display for PodMount {
                 volume,
                 inner,
             } => format!(
-                "stray mount nested in {plugin} volume {volume:?} at {}",
-                inner.display()
+                "stray mount nested in {plugin} volume {volume} at {}",
+                inner.display(),
+                volume = quoted(volume)
             ),
             MountRole::Other => "stray mount".to_owned(),
         };

@@ -19,6 +19,18 @@ pub enum ContainerKind {
     Unknown,
 }
 
+/// As containerd labels it (`io.cri-containerd.kind`); `unknown` when the
+/// label is missing.
+impl std::fmt::Display for ContainerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ContainerKind::Sandbox => "sandbox",
+            ContainerKind::Container => "container",
+            ContainerKind::Unknown => "unknown",
+        })
+    }
+}
+
 /// One containerd container of a pod (`ctr containers info`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

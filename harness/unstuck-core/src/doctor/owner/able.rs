@@ -34,6 +34,7 @@ use super::{
     verdict::SourceReport,
 };
 use crate::doctor::model::{Snapshot, display_name};
+use crate::text::quoted;
 
 /// RBAC's resources, as the collector records them when it cannot list them.
 const RBAC_RESOURCES: [&str; 4] = [
@@ -83,9 +84,10 @@ fn held_lease(snapshot: &Snapshot, pod: &Pod) -> Option<String> {
                 .is_some_and(|rest| rest.starts_with(['_', '-']));
         held.then(|| {
             format!(
-                "it holds the fresh lease {} (holder {holder:?}, renewed {})",
+                "it holds the fresh lease {} (holder {holder}, renewed {})",
                 display_name(&l.metadata),
-                super::builtin::renew_age(snapshot, l)
+                super::builtin::renew_age(snapshot, l),
+                holder = quoted(holder)
             )
         })
     })

@@ -18,6 +18,7 @@ use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 
 use super::{OwnerQuery, failing_group_versions, fmt_secs};
 use crate::doctor::model::{OwnerVerdict, Snapshot, display_name};
+use crate::text::quoted;
 
 /// kube-controller-manager's key on PersistentVolumeClaims.
 pub const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
@@ -240,14 +241,16 @@ pub fn controller_manager_alive(snapshot: &Snapshot) -> (bool, Vec<String>) {
             return (
                 true,
                 vec![format!(
-                    "lease kube-system/kube-controller-manager is fresh (holder {holder:?}, renewed {})",
-                    renew_age(snapshot, lease)
+                    "lease kube-system/kube-controller-manager is fresh (holder {holder}, renewed {})",
+                    renew_age(snapshot, lease),
+                    holder = quoted(holder)
                 )],
             );
         }
         let mut evidence = vec![format!(
-            "lease kube-system/kube-controller-manager is stale (holder {holder:?}, renewed {})",
-            renew_age(snapshot, lease)
+            "lease kube-system/kube-controller-manager is stale (holder {holder}, renewed {})",
+            renew_age(snapshot, lease),
+            holder = quoted(holder)
         )];
         if let Some(pod) = ready_controller_manager_pod(snapshot) {
             evidence.push(format!(

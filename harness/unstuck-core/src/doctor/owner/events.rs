@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{Ctx, INSTALLED_SECS, RECENT_SECS, fmt_secs, unreadable, verdict::SourceReport};
+use crate::text::quoted;
 
 pub(super) fn when(e: &Event) -> Option<Timestamp> {
     e.series
@@ -43,12 +44,13 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         let age = s.age_of(at).as_secs();
         let o = &e.involved_object;
         let line = format!(
-            "event {} {:?} from {reporter:?} ({how}) about {} {}, {} ago",
+            "event {} {} from {reporter} ({how}) about {} {}, {} ago",
             e.type_.as_deref().unwrap_or_default(),
-            e.reason.as_deref().unwrap_or_default(),
+            quoted(e.reason.as_deref().unwrap_or_default()),
             o.kind.as_deref().unwrap_or_default(),
             o.name.as_deref().unwrap_or_default(),
-            fmt_secs(age)
+            fmt_secs(age),
+            reporter = quoted(reporter)
         );
         if age <= RECENT_SECS {
             r.alive.push(line);
@@ -173,9 +175,10 @@ pub(super) fn about_object(ctx: &Ctx) -> SourceReport {
         let age = s.age_of(at).as_secs();
         if age < INSTALLED_SECS {
             r.installed.push(format!(
-                "event {} {:?} about the object from {reporter:?}, {} ago: {reporter} acts on it",
+                "event {} {} about the object from {}, {} ago: {reporter} acts on it",
                 e.type_.as_deref().unwrap_or_default(),
-                e.reason.as_deref().unwrap_or_default(),
+                quoted(e.reason.as_deref().unwrap_or_default()),
+                quoted(reporter),
                 fmt_secs(age)
             ));
         }

@@ -7,6 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 
 use super::{Ctx, INSTALLED_SECS, builtin::renew_age, unreadable, verdict::SourceReport};
 use crate::doctor::model::display_name;
+use crate::text::quoted;
 
 /// What in a lease names the target: its name (the domain rule:
 /// controller-runtime IDs look like `8d3f5d2a.example.com`), or a product
@@ -23,15 +24,21 @@ fn names(ctx: &Ctx, lease: &Lease) -> Option<String> {
             return Some(format!("its name matches {d}"));
         }
         if holder.contains(d.as_str()) {
-            return Some(format!("its holderIdentity {holder:?} contains {d}"));
+            return Some(format!(
+                "its holderIdentity {holder} contains {d}",
+                holder = quoted(holder)
+            ));
         }
     }
     if let Some(m) = ctx.target.named_in(name) {
         return Some(format!("its name carries the {m}"));
     }
-    ctx.target
-        .named_in(holder)
-        .map(|m| format!("its holderIdentity {holder:?} carries the {m}"))
+    ctx.target.named_in(holder).map(|m| {
+        format!(
+            "its holderIdentity {holder} carries the {m}",
+            holder = quoted(holder)
+        )
+    })
 }
 
 pub(super) fn check(ctx: &Ctx) -> SourceReport {
@@ -60,9 +67,10 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
             .and_then(|s| s.holder_identity.as_deref())
             .unwrap_or_default();
         let line = format!(
-            "lease {} ({how}; holder {holder:?}, renewed {})",
+            "lease {} ({how}; holder {holder}, renewed {})",
             display_name(&lease.metadata),
-            renew_age(snapshot, lease)
+            renew_age(snapshot, lease),
+            holder = quoted(holder)
         );
         let renewed_secs = lease
             .spec

@@ -63,6 +63,7 @@ pub use protection::protection_in_use;
 pub use super::model::{FinalizerVerdict, OwnerVerdict};
 
 use super::model::{ObjectRecord, Snapshot};
+use crate::text::quoted;
 use rbac::Request;
 use verdict::SourceReport;
 use words::Target;
@@ -315,7 +316,8 @@ impl<'a> OwnerCache<'a> {
 fn never_dead(finalizer: &str, target: &Target) -> Option<String> {
     if target.is_empty() {
         return Some(format!(
-            "{finalizer:?} has no domain and only generic words, so no owner can be looked for by name and none is argued dead; confirm, then --assume-dead {finalizer}"
+            "{} has no domain and only generic words, so no owner can be looked for by name and none is argued dead; confirm, then --assume-dead {finalizer}",
+            quoted(finalizer)
         ));
     }
     let domain = finalizer.split_once('/').map_or(finalizer, |(d, _)| d);

@@ -27,6 +27,7 @@ use super::{
     rbac::{Grantee, Request},
     verdict::SourceReport,
 };
+use crate::text::quoted;
 
 /// Who, other than Kubernetes' own components, may still update the
 /// object: the first such grant, as a person reads it. `Some` too when it
@@ -113,8 +114,9 @@ pub(super) fn check(ctx: &Ctx, req: Option<&Request>) -> SourceReport {
         );
         if let Some(how) = ctx.target.named_in(manager) {
             let line = format!(
-                "manager {manager:?} ({how}) wrote to the object {} ago ({what})",
-                fmt_secs(age)
+                "manager {manager} ({how}) wrote to the object {} ago ({what})",
+                fmt_secs(age),
+                manager = quoted(manager)
             );
             if age <= RECENT_SECS {
                 r.alive.push(line);
@@ -135,21 +137,24 @@ pub(super) fn check(ctx: &Ctx, req: Option<&Request>) -> SourceReport {
         };
         if age <= RECENT_SECS {
             r.alive.push(format!(
-                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion: something is at work on it",
+                "manager {manager} wrote to the object {} ago ({what}), {} into its deletion: something is at work on it",
                 fmt_secs(age),
-                fmt_secs(deleted_age - age)
+                fmt_secs(deleted_age - age),
+                manager = quoted(manager)
             ));
         } else if let Some(who) = someone_may_still_update(ctx, req) {
             r.installed.push(format!(
-                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion, and {who} may still update it: a controller acting from outside the cluster leaves only its writes and its grant here; confirm that writer is gone, then --assume-dead the key",
+                "manager {manager} wrote to the object {} ago ({what}), {} into its deletion, and {who} may still update it: a controller acting from outside the cluster leaves only its writes and its grant here; confirm that writer is gone, then --assume-dead the key",
                 fmt_secs(age),
-                fmt_secs(deleted_age - age)
+                fmt_secs(deleted_age - age),
+                manager = quoted(manager)
             ));
         } else {
             older.push(format!(
-                "manager {manager:?} wrote to the object {} ago ({what}), {} into its deletion; no identity but Kubernetes' own may update it any more",
+                "manager {manager} wrote to the object {} ago ({what}), {} into its deletion; no identity but Kubernetes' own may update it any more",
                 fmt_secs(age),
-                fmt_secs(deleted_age - age)
+                fmt_secs(deleted_age - age),
+                manager = quoted(manager)
             ));
         }
     }

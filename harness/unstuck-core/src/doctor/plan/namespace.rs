@@ -14,6 +14,7 @@ use crate::doctor::conditions::{NS_DISCOVERY_FAILURE, failing_namespace_conditio
 use crate::doctor::model::{Finding, FindingDetail, FindingKind, Snapshot};
 use crate::doctor::owner::failing_group_versions;
 use crate::doctor::webhook::webhooks;
+use crate::text::or_none;
 
 /// `PUT /api/v1/namespaces/<name>/finalize` without the stuck tokens.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,7 +36,10 @@ pub struct FinalizeNamespace {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FinalizeError {
     /// The namespace read back is another incarnation.
-    #[error("namespace {name} has uid {found:?}, the plan was made for uid {expected}")]
+    #[error(
+        "namespace {name} has uid {found}, the plan was made for uid {expected}",
+        found = or_none(.found.as_deref())
+    )]
     UidChanged {
         /// Namespace name.
         name: String,
@@ -47,7 +51,8 @@ pub enum FinalizeError {
     /// The namespace read back changed since the read the plan was argued
     /// on (its resourceVersion moved): not written, looked at again.
     #[error(
-        "namespace {name} changed since it was read (resourceVersion {found:?}, the plan was made at {expected})"
+        "namespace {name} changed since it was read (resourceVersion {found}, the plan was made at {expected})",
+        found = or_none(.found.as_deref())
     )]
     ResourceVersionChanged {
         /// Namespace name.

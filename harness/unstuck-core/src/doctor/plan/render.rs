@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{Action, Plan};
+use crate::text::quoted;
 
 impl Plan {
     /// Human text: every step with the exact API calls it would make.
@@ -115,9 +116,9 @@ impl Plan {
         for e in &self.expected {
             let _ = writeln!(
                 out,
-                "  - {}: once webhook {:?} (finding #{}) fails open, the namespace controller's DELETE goes through and it hangs on its finalizers",
+                "  - {}: once webhook {} (finding #{}) fails open, the namespace controller's DELETE goes through and it hangs on its finalizers",
                 e.object,
-                e.webhook,
+                quoted(&e.webhook),
                 e.webhook_finding + 1
             );
             for k in &e.keys {

@@ -10,6 +10,7 @@ use crate::doctor::model::{
     Finding, FindingDetail, PodStuckHint, Snapshot, WebhookConfigKind, WebhookView,
 };
 use crate::doctor::webhook::webhooks;
+use crate::text::quoted;
 
 /// Set one webhook's `failurePolicy` from `Fail` to `Ignore`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,10 +102,14 @@ pub(super) fn webhook_fail_open(
     if blocks_namespaces.is_empty() && rejects.is_empty() && !blocks_pod_delete {
         return wait(
             i,
-            format!("webhook {webhook:?} keeps nothing stuck; it is left as it is"),
             format!(
-                "webhook {webhook:?} fails closed with its Service {service} gone ({backend}), so it rejects everything it matches ({}), but no stuck object waits on it: restore its backend (or remove the configuration if its product is gone); the doctor changes a webhook only for what it keeps stuck",
-                w.rules_line()
+                "webhook {webhook} keeps nothing stuck; it is left as it is",
+                webhook = quoted(webhook)
+            ),
+            format!(
+                "webhook {webhook} fails closed with its Service {service} gone ({backend}), so it rejects everything it matches ({}), but no stuck object waits on it: restore its backend (or remove the configuration if its product is gone); the doctor changes a webhook only for what it keeps stuck",
+                w.rules_line(),
+                webhook = quoted(webhook)
             ),
         );
     }
@@ -129,8 +134,9 @@ pub(super) fn webhook_fail_open(
             reason: format!("{backend}: Service {service}"),
         }),
         rationale: format!(
-            "webhook {webhook:?} in {kind} {configuration_name} rejects what it matches because its Service {service} is gone ({backend}){}; restoring the backend is the gentler fix. Failing open keeps the registration (and any other webhook in it) and is undone by re-applying the saved manifest; deleting the configuration is never planned",
-            keeps_stuck(blocks_namespaces, rejects, blocks_pod_delete)
+            "webhook {webhook} in {kind} {configuration_name} rejects what it matches because its Service {service} is gone ({backend}){}; restoring the backend is the gentler fix. Failing open keeps the registration (and any other webhook in it) and is undone by re-applying the saved manifest; deleting the configuration is never planned",
+            keeps_stuck(blocks_namespaces, rejects, blocks_pod_delete),
+            webhook = quoted(webhook)
         ),
         force_level: FORCE_WEBHOOK_FAIL_OPEN,
     }
@@ -196,8 +202,8 @@ pub(super) fn drop_purposeless_fail_opens(
         purposeless.push((
             at,
             format!(
-                "webhook {:?} would be failed open only for writes this plan refuses ({}): opening a policy for nothing is not done; settle those first (see their refusals), then run again",
-                set.webhook,
+                "webhook {} would be failed open only for writes this plan refuses ({}): opening a policy for nothing is not done; settle those first (see their refusals), then run again",
+                quoted(&set.webhook),
                 subjects.join(", ")
             ),
         ));
@@ -229,7 +235,8 @@ fn still_dead<'a>(
         return Err(Box::new(refuse(
             i,
             format!(
-                "webhook {webhook:?} is not in {configuration_name} any more; nothing to change"
+                "webhook {webhook} is not in {configuration_name} any more; nothing to change",
+                webhook = quoted(webhook)
             ),
         )));
     };
@@ -237,8 +244,9 @@ fn still_dead<'a>(
         return Err(Box::new(refuse(
             i,
             format!(
-                "webhook {webhook:?} already has failurePolicy {}",
-                w.failure_policy
+                "webhook {webhook} already has failurePolicy {}",
+                w.failure_policy,
+                webhook = quoted(webhook)
             ),
         )));
     }
@@ -246,7 +254,10 @@ fn still_dead<'a>(
     if !proven {
         return Err(Box::new(refuse(
             i,
-            format!("the backend of webhook {webhook:?} (Service {service}) is not proven gone"),
+            format!(
+                "the backend of webhook {webhook} (Service {service}) is not proven gone",
+                webhook = quoted(webhook)
+            ),
         )));
     }
     Ok(w)
@@ -300,8 +311,9 @@ pub(super) fn backend_failing(i: usize, f: &Finding) -> PlannedStep {
     refuse(
         i,
         format!(
-            "webhook {webhook:?} of {} is not dead: its backend is {verdict} ({quote}); it is left as it is: {advice}",
-            f.subject
+            "webhook {webhook} of {} is not dead: its backend is {verdict} ({quote}); it is left as it is: {advice}",
+            f.subject,
+            webhook = quoted(webhook)
         ),
     )
 }

@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::doctor::finding::pull::{problem_of, registry_of};
 use crate::doctor::model::{ImagePull, PullProblem, Snapshot, container_statuses};
+use crate::text::quoted;
 
 /// The kubelet's waiting reasons for a container whose image cannot be had.
 const PULL_FAILED: [&str; 2] = ["ErrImagePull", "ImagePullBackOff"];
@@ -48,7 +49,7 @@ pub(super) fn image_pull(snapshot: &Snapshot, pod: &Pod, status: &PodStatus) -> 
                 let quote = newest(
                     &events,
                     "Failed",
-                    &format!("Failed to pull image {image:?}"),
+                    &format!("Failed to pull image {image}", image = quoted(&image)),
                 )
                 .map(|e| e.message.clone().unwrap_or_default())
                 .unwrap_or(message);
@@ -100,7 +101,11 @@ fn newest<'a>(events: &[&'a Event], reason: &str, prefix: &str) -> Option<&'a Ev
 /// The kubelet's `Pulling image "X"` when nothing it says about `image`
 /// came after it: its message and when it was said.
 fn unfinished_pull(events: &[&Event], image: &str) -> Option<(String, Timestamp)> {
-    let pulling = newest(events, "Pulling", &format!("Pulling image {image:?}"))?;
+    let pulling = newest(
+        events,
+        "Pulling",
+        &format!("Pulling image {image}", image = quoted(image)),
+    )?;
     let since = seen(pulling)?;
     let ended = events.iter().any(|e| {
         matches!(e.reason.as_deref(), Some("Pulled" | "Failed" | "BackOff"))

@@ -8,6 +8,7 @@ use crate::scenario::{
     located::{Located, Position},
     steps::{Expect, Phase},
 };
+use crate::text::quoted;
 
 impl Context {
     pub(super) fn expect(&self, expect: &mut Expect, at: Position, doctor_seen: bool) -> Check {
@@ -150,8 +151,8 @@ fn known_condition_type(value: &Located<String>, known: &[&str], owner: &str) ->
     Err(problem(
         value.position,
         format!(
-            "{:?} is not a condition type of {owner}; expected one of: {}",
-            value.as_str(),
+            "{} is not a condition type of {owner}; expected one of: {}",
+            quoted(value.as_str()),
             known.join(", ")
         ),
     ))

@@ -11,6 +11,7 @@ use crate::scenario::{
     error::{Diagnostic, LoadError},
     model::{Scenario, Step},
 };
+use crate::text::quoted;
 
 /// A controller's finalizer names its Lease by its domain, and a failing
 /// cleanup needs the event it reports.
@@ -53,8 +54,8 @@ pub(super) fn doctor_check(doctor: &DoctorCheck) -> Check {
             return Err(problem(
                 crd.position,
                 format!(
-                    "allowConversionChanges {:?} is not a CRD name (like meshconfigs.config.openservicemesh.io: <plural>.<group>)",
-                    crd.as_str()
+                    "allowConversionChanges {} is not a CRD name (like meshconfigs.config.openservicemesh.io: <plural>.<group>)",
+                    quoted(crd.as_str())
                 ),
             ));
         }
@@ -73,8 +74,8 @@ pub(super) fn doctor_check(doctor: &DoctorCheck) -> Check {
             return Err(problem(
                 name.position,
                 format!(
-                    "allowApiServiceRemoval {:?} is not an APIService name (like v1beta1.metrics.k8s.io: <version>.<group>)",
-                    name.as_str()
+                    "allowApiServiceRemoval {} is not an APIService name (like v1beta1.metrics.k8s.io: <version>.<group>)",
+                    quoted(name.as_str())
                 ),
             ));
         }
@@ -85,8 +86,8 @@ pub(super) fn doctor_check(doctor: &DoctorCheck) -> Check {
             return Err(problem(
                 kind.position,
                 format!(
-                    "{:?} is not a finding the doctor reports; API findings: {}; node findings: the causes of the node doctor (BusyVolume, WedgedRuntime, KubeletDown, ...)",
-                    kind.as_str(),
+                    "{} is not a finding the doctor reports; API findings: {}; node findings: the causes of the node doctor (BusyVolume, WedgedRuntime, KubeletDown, ...)",
+                    quoted(kind.as_str()),
                     known.join(", ")
                 ),
             ));
@@ -101,8 +102,8 @@ pub(super) fn doctor_check(doctor: &DoctorCheck) -> Check {
         return Err(problem(
             both.position,
             format!(
-                "{:?} is both expected and forbidden; keep it in one of expectFindings and forbidFindings",
-                both.as_str()
+                "{} is both expected and forbidden; keep it in one of expectFindings and forbidFindings",
+                quoted(both.as_str())
             ),
         ));
     }
@@ -112,8 +113,8 @@ pub(super) fn doctor_check(doctor: &DoctorCheck) -> Check {
             return Err(problem(
                 key.position,
                 format!(
-                    "assumeDead {:?} is not a finalizer key (keys have no spaces, like example.com/cleanup)",
-                    key.as_str()
+                    "assumeDead {} is not a finalizer key (keys have no spaces, like example.com/cleanup)",
+                    quoted(key.as_str())
                 ),
             ));
         }

@@ -29,6 +29,7 @@ pub use self::{
     state::{KindState, KindStatus, list},
     teardown::{down, reap, sweep_stale},
 };
+use crate::text;
 
 use std::{
     fs,
@@ -205,7 +206,10 @@ impl KindCluster {
         // Clusters of harnesses that died (their reaper killed too, say by
         // the end of a CI session) would hold Docker networks and memory.
         for (name, problems) in sweep_stale().await {
-            tracing::info!("deleted stale kind cluster '{name}' {problems:?}");
+            tracing::info!(
+                "deleted stale kind cluster '{name}' {}",
+                text::list(&problems)
+            );
         }
         let started = Instant::now();
         let root = kind_root();
@@ -261,8 +265,9 @@ impl KindCluster {
                 let kept = export_logs(&tools, &state, &logs).await;
                 let td = delete(&tools, &state, &dir).await;
                 tracing::warn!(
-                    "creating kind cluster '{}' failed; deleted: {td:?}",
-                    opts.name
+                    "creating kind cluster '{}' failed; deleted: {}",
+                    opts.name,
+                    text::list(&td)
                 );
                 if let Some((child, stdin)) = reaper {
                     release_reaper(child, stdin);

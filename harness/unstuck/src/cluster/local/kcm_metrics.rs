@@ -64,7 +64,7 @@ pub enum MetricsError {
     TimedOut,
     #[error("reading kubeconfig: {0}")]
     Kubeconfig(#[from] kube::config::KubeconfigError),
-    #[error("endpoint {endpoint:?}: {source}")]
+    #[error("endpoint {}: {source}", crate::text::quoted(.endpoint))]
     Endpoint {
         endpoint: String,
         #[source]

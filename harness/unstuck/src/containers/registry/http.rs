@@ -7,6 +7,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::text::quoted;
+
 /// How long one call may take: a blob of the test image is a few MiB.
 const CALL_WITHIN: Duration = Duration::from_secs(60);
 
@@ -36,13 +38,16 @@ pub enum HttpError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{method} http://{addr}{path}: no answer within {CALL_WITHIN:?}")]
+    #[error(
+        "{method} http://{addr}{path}: no answer within {}",
+        unstuck_core::duration::Duration::from(CALL_WITHIN)
+    )]
     Timeout {
         method: &'static str,
         addr: SocketAddr,
         path: String,
     },
-    #[error("{method} http://{addr}{path}: malformed response {head:?}")]
+    #[error("{method} http://{addr}{path}: malformed response {}", quoted(.head))]
     Malformed {
         method: &'static str,
         addr: SocketAddr,

@@ -4,6 +4,8 @@
 
 use std::{collections::BTreeMap, path::Path};
 
+use crate::text::quoted;
+
 /// One image of a layout: its manifest and the blobs it names.
 #[derive(Debug)]
 pub struct LayoutImage {
@@ -128,9 +130,12 @@ pub fn read(path: &Path) -> Result<LayoutImage, LayoutError> {
         .ok_or_else(|| bad("no index.json".into()))
         .and_then(|b| serde_json::from_slice(b).map_err(|e| bad(format!("index.json: {e}"))))?;
     let blob = |digest: &str| -> Result<Vec<u8>, LayoutError> {
-        let hex = digest
-            .strip_prefix("sha256:")
-            .ok_or_else(|| bad(format!("digest {digest:?} is not sha256")))?;
+        let hex = digest.strip_prefix("sha256:").ok_or_else(|| {
+            bad(format!(
+                "digest {digest} is not sha256",
+                digest = quoted(digest)
+            ))
+        })?;
         files
             .get(&format!("blobs/sha256/{hex}"))
             .cloned()
@@ -180,8 +185,12 @@ fn untar(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, String> {
             String::from_utf8_lossy(&field[..end]).into_owned()
         };
         let size_text = text(124..136);
-        let size = usize::from_str_radix(size_text.trim(), 8)
-            .map_err(|_| format!("entry at byte {at} has size {size_text:?}"))?;
+        let size = usize::from_str_radix(size_text.trim(), 8).map_err(|_| {
+            format!(
+                "entry at byte {at} has size {size_text}",
+                size_text = quoted(&size_text)
+            )
+        })?;
         let prefix = text(345..500);
         let name = match prefix.is_empty() {
             true => text(0..100),
@@ -189,7 +198,10 @@ fn untar(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, String> {
         };
         let data_at = at + 512;
         if data_at + size > bytes.len() {
-            return Err(format!("entry {name:?} runs past the end"));
+            return Err(format!(
+                "entry {name} runs past the end",
+                name = quoted(&name)
+            ));
         }
         // '0' or NUL: a regular file; directories and links are not needed.
         if matches!(header[156], b'0' | 0) {

@@ -8,6 +8,7 @@ use kube::{Api, Client};
 use unstuck_core::doctor::SetCrdConversionNone;
 
 use super::{AppliedStep, Recorder, StepOutcome, write_refused};
+use crate::text::or_none;
 
 /// Switches one CRD to conversion strategy `None`: read and back up the
 /// CRD, then a JSON patch that tests its UID, resourceVersion (the schemas
@@ -40,7 +41,8 @@ pub(super) async fn set_none(
                 ))
             } else {
                 StepOutcome::Failed(format!(
-                    "spec.conversion.strategy reads {strategy:?} after the patch"
+                    "spec.conversion.strategy reads {} after the patch",
+                    or_none(strategy.as_deref())
                 ))
             }
         }

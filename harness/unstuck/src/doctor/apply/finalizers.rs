@@ -7,6 +7,7 @@ use kube::Client;
 use unstuck_core::doctor::RemoveFinalizers;
 
 use super::{AppliedStep, Recorder, StepOutcome, dynamic_api, is_not_found, write_refused};
+use crate::text::list;
 
 /// Removes the planned finalizers from one object.
 pub(super) async fn remove(client: &Client, rf: &RemoveFinalizers, backups: &Path) -> AppliedStep {
@@ -27,9 +28,16 @@ pub(super) async fn remove(client: &Client, rf: &RemoveFinalizers, backups: &Pat
         Ok(after) => {
             let left = after.metadata.finalizers.unwrap_or_default();
             if rf.remove.iter().any(|f| left.contains(f)) {
-                StepOutcome::Failed(format!("finalizers still hold {left:?} after the patch"))
+                StepOutcome::Failed(format!(
+                    "finalizers still hold {} after the patch",
+                    list(&left)
+                ))
             } else {
-                StepOutcome::Done(format!("removed {:?}; finalizers now {left:?}", rf.remove))
+                StepOutcome::Done(format!(
+                    "removed {}; finalizers now {}",
+                    list(&rf.remove),
+                    list(&left)
+                ))
             }
         }
         // The last finalizer gone lets the object go while we patch.

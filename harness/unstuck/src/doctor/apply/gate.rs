@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use unstuck_core::doctor::WebhookConfigKind;
 
 use super::{AppliedStep, Recorder, StepOutcome, write_refused};
+use crate::text::quoted;
 
 /// The annotation on a configuration while one of its entries is open
 /// for the doctor's write: which entry, its original policy, when and why.
@@ -127,8 +128,9 @@ pub async fn open(
     let Some(i) = entry_index(&obj, webhook) else {
         return (
             rec.end(StepOutcome::Failed(format!(
-                "{} {configuration} has no webhook {webhook:?} any more",
-                kind.kind()
+                "{} {configuration} has no webhook {webhook} any more",
+                kind.kind(),
+                webhook = quoted(webhook)
             ))),
             None,
         );
@@ -151,7 +153,8 @@ pub async fn open(
             let restore = rec.backup_text();
             (
                 rec.end(StepOutcome::Done(format!(
-                    "webhook {webhook:?} fails open (failurePolicy Ignore) for the doctor's write only ({reason}); saved to {restore}; it is set back to Fail right after"
+                    "webhook {webhook} fails open (failurePolicy Ignore) for the doctor's write only ({reason}); saved to {restore}; it is set back to Fail right after",
+                    webhook = quoted(webhook)
                 ))),
                 Some(WebhookGate {
                     kind,
@@ -190,7 +193,7 @@ impl WebhookGate {
                 }
             };
             let Some(i) = entry_index(&obj, &self.webhook) else {
-                last = format!("the webhook {:?} is no longer in it", self.webhook);
+                last = format!("the webhook {} is no longer in it", quoted(&self.webhook));
                 break;
             };
             let Some(r) = rec
@@ -206,8 +209,8 @@ impl WebhookGate {
             match r {
                 Ok(after) if after.data["webhooks"][i]["failurePolicy"] == "Fail" => {
                     return rec.end(StepOutcome::Done(format!(
-                        "webhook {:?} fails closed again (failurePolicy Fail): it was open for {:.1} s, for the doctor's write only",
-                        self.webhook,
+                        "webhook {} fails closed again (failurePolicy Fail): it was open for {:.1} s, for the doctor's write only",
+                        quoted(&self.webhook),
                         self.opened.elapsed().as_secs_f64()
                     )));
                 }
@@ -221,11 +224,11 @@ impl WebhookGate {
             }
         }
         rec.end(StepOutcome::Failed(format!(
-            "webhook {:?} could not be set back to failurePolicy Fail ({last}); it still fails open: restore it with kubectl get {} {} -o json, set webhooks[name={:?}].failurePolicy to Fail, and kubectl replace -f it",
-            self.webhook,
+            "webhook {} could not be set back to failurePolicy Fail ({last}); it still fails open: restore it with kubectl get {} {} -o json, set webhooks[name={}].failurePolicy to Fail, and kubectl replace -f it",
+            quoted(&self.webhook),
             self.kind.resource(),
             self.configuration,
-            self.webhook
+            quoted(&self.webhook)
         )))
     }
 }

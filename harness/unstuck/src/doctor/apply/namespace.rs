@@ -8,6 +8,7 @@ use kube::{Api, Client, api::PostParams};
 use unstuck_core::doctor::FinalizeNamespace;
 
 use super::{AppliedStep, Recorder, StepOutcome, write_refused};
+use crate::text::list;
 
 /// Removes the planned entries from one Namespace's `spec.finalizers`.
 pub(super) async fn finalize(
@@ -38,7 +39,7 @@ pub(super) async fn finalize(
         .await;
     rec.call("PUT", serde_json::to_value(&body.spec).ok(), &r);
     rec.end(match r {
-        Ok(_) => StepOutcome::Done(format!("spec.finalizers now {:?}", f.kept())),
+        Ok(_) => StepOutcome::Done(format!("spec.finalizers now {}", list(&f.kept()))),
         Err(e) => write_refused(&e, false),
     })
 }

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use unstuck_core::doctor::SetWebhookFailurePolicy;
 
 use super::{AppliedStep, Recorder, StepOutcome, write_refused};
+use crate::text::{or_none, quoted};
 
 /// The annotation prefix on a configuration one of whose entries the
 /// doctor failed open for good (its backend proven gone); the key ends
@@ -76,12 +77,13 @@ pub(super) async fn fail_open(
             let policy = after.data["webhooks"][w.index]["failurePolicy"].as_str();
             if policy == Some("Ignore") {
                 StepOutcome::Done(format!(
-                    "webhook {:?} now fails open (failurePolicy Ignore) until its backend is restored, recorded on the configuration as annotation {FAILED_OPEN}-{}; manifest saved to {restore}: restore failurePolicy Fail with `{how}`",
-                    w.webhook, w.index
+                    "webhook {} now fails open (failurePolicy Ignore) until its backend is restored, recorded on the configuration as annotation {FAILED_OPEN}-{}; manifest saved to {restore}: restore failurePolicy Fail with `{how}`",
+                    quoted(&w.webhook), w.index
                 ))
             } else {
                 StepOutcome::Failed(format!(
-                    "failurePolicy reads {policy:?} after the patch"
+                    "failurePolicy reads {} after the patch",
+                    or_none(policy)
                 ))
             }
         }

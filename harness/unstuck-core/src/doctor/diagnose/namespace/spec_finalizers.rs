@@ -2,6 +2,7 @@
 //! `spec.finalizers` tokens that nothing will remove.
 
 use super::*;
+use crate::text::quoted;
 
 impl Diagnosis<'_> {
     /// NamespaceSpecFinalizerStuck: spec.finalizers tokens that nothing
@@ -40,7 +41,8 @@ impl Diagnosis<'_> {
             if token != "kubernetes" {
                 stuck_tokens.push(token.clone());
                 evidence.push(format!(
-                    "spec token {token:?} has no handler: the namespace controller removes only \"kubernetes\"; only PUT /finalize clears it"
+                    "spec token {token} has no handler: the namespace controller removes only \"kubernetes\"; only PUT /finalize clears it",
+                    token = quoted(token)
                 ));
             } else if !kcm_alive {
                 stuck_tokens.push(token.clone());

@@ -15,6 +15,7 @@ use super::super::thaw::{FrozenPod, frozen_pod};
 use super::super::{Holder, NodeFacts};
 use super::{BusyVolume, DiagnoseNodeOptions};
 use crate::doctor::model::status_container_ids;
+use crate::text::quoted;
 
 /// Where the pod's deletion stands.
 pub(super) struct Deletion {
@@ -83,11 +84,11 @@ pub(super) fn kubelet_standing(facts: &NodeFacts, evidence: &mut Vec<String>) ->
     }
     if let Some(c) = node_ready.filter(|c| c.status != "True") {
         evidence.push(format!(
-            "node {}: Ready={} ({}): {:?}{}",
+            "node {}: Ready={} ({}): {}{}",
             facts.node,
             c.status,
             c.reason.as_deref().unwrap_or("<none>"),
-            c.message.as_deref().unwrap_or_default(),
+            quoted(c.message.as_deref().unwrap_or_default()),
             c.last_transition_time
                 .as_ref()
                 .map(|t| format!(
@@ -203,12 +204,12 @@ pub(super) fn busy_volumes(
     let busy_volumes: Vec<BusyVolume> = volumes.into_values().collect();
     for v in &busy_volumes {
         evidence.push(format!(
-            "kubelet: {} failed for volume {:?} {} time(s) ({} .. {}): {}{}",
+            "kubelet: {} failed for volume {} {} time(s) ({} .. {}): {}{}",
             match v.kind {
                 VolumeFailureKind::TearDown => "UnmountVolume.TearDown",
                 VolumeFailureKind::SubPathCleanup => "subPath cleanup",
             },
-            v.volume,
+            quoted(&v.volume),
             v.failures,
             v.first_failure,
             v.last_failure,

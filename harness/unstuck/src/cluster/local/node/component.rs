@@ -10,6 +10,7 @@ use std::{
 };
 
 use super::LocalNode;
+use crate::text::quoted;
 use crate::{
     cluster::local::{
         process::{self, Lifetime},
@@ -165,7 +166,10 @@ pub(super) async fn kubelet_healthz(port: u16) -> std::io::Result<()> {
         if status.split_whitespace().nth(1) == Some("200") && body == "ok" {
             Ok(())
         } else {
-            Err(Error::other(format!("healthz {addr}: {status} {body:?}")))
+            Err(Error::other(format!(
+                "healthz {addr}: {status} {body}",
+                body = quoted(body)
+            )))
         }
     })
     .await

@@ -14,6 +14,7 @@ use super::{
     layout::Layout,
     state::{self, ClusterState},
 };
+use crate::text::{quoted, quoted_list};
 use crate::{
     components::{self, Binaries},
     exec::{Cmd, RunError},
@@ -391,10 +392,13 @@ impl Node for LocalNode {
                     node: self.name.clone(),
                     source,
                 })?;
-            let pid: i32 = out
-                .trim()
-                .parse()
-                .map_err(|_| self.failed(format!("starting {argv:?}: no pid in {out:?}")))?;
+            let pid: i32 = out.trim().parse().map_err(|_| {
+                self.failed(format!(
+                    "starting {argv}: no pid in {out}",
+                    argv = quoted_list(argv),
+                    out = quoted(&out)
+                ))
+            })?;
             await_exec(
                 &self.name,
                 argv,
