@@ -51,7 +51,7 @@ pub(super) async fn prove(
         let records: Vec<String> = rt
             .containers
             .iter()
-            .map(|c| format!("{} ({:?})", c.id, c.kind))
+            .map(|c| format!("{} ({})", c.id, c.kind))
             .collect();
         for e in &rt.errors {
             left.push(format!("runtime query failed: {e}"));
