@@ -8,9 +8,8 @@
 
 pub mod pull;
 
-pub use super::model::finding::{
-    FinalizerRemoval, Finding, FindingDetail, Outage, PodStartCause, PodStuckHint,
-};
+pub use super::model::finding::{Finding, FindingDetail, Outage, PodStartCause, PodStuckHint};
 pub use super::model::finding_kind::{FindingKind, UnknownFindingKind};
 pub use super::model::object::ObjectRef;
 pub use super::model::pull::{ImagePull, PullProblem};
+pub use super::model::verdict::FinalizerRemoval;

@@ -13,6 +13,7 @@ pub mod collect;
 pub mod collect_owners;
 pub mod consent;
 pub mod node;
+mod node_metrics;
 pub mod outcome;
 mod pages;
 mod probe;

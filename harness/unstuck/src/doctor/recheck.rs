@@ -142,7 +142,7 @@ impl Fresh {
 
 async fn read_again(client: &Client, opts: &DoctorOptions) -> Result<Fresh, DoctorError> {
     let (mut snapshot, _) = collect_in(client, &opts.scope.collect_scope()).await?;
-    super::rounds::add_controller_manager_metrics(&mut snapshot, opts).await;
+    super::node_metrics::add_controller_manager_metrics(&mut snapshot, opts).await;
     let findings = findings_in(&snapshot, opts);
     let fresh_plan = plan_assuming(&findings, &snapshot, &opts.diagnose.assume_dead);
     let mut unaged_opts = opts.clone();

@@ -12,31 +12,6 @@ use super::{
     collect_in, findings_in, node::NodeHalf, recheck, settle,
 };
 
-/// With a Terminating namespace, reads kube-controller-manager's namespace
-/// workqueue into the snapshot where the node offers it (a local
-/// cluster's, within `kcm_metrics::TIMEOUT`), and only when a namespace
-/// could need it.
-pub(super) async fn add_controller_manager_metrics(
-    snapshot: &mut unstuck_core::doctor::Snapshot,
-    opts: &DoctorOptions,
-) {
-    let terminating = snapshot
-        .namespaces
-        .iter()
-        .any(|n| n.metadata.deletion_timestamp.is_some());
-    if let Some(node) = &opts.node
-        && terminating
-        && snapshot.controller_manager_metrics.is_none()
-    {
-        // A node that cannot say leaves the judgement to the API alone.
-        snapshot.controller_manager_metrics =
-            node.controller_manager_metrics().await.unwrap_or_else(|e| {
-                tracing::debug!("controller-manager metrics: {e}");
-                None
-            });
-    }
-}
-
 /// The API half: rounds of collect, diagnose, plan and (with `apply`)
 /// apply, until nothing moves or the budget is spent; then how each stuck
 /// target ended. `duration` is this half's.
@@ -58,7 +33,7 @@ pub(super) async fn api_half(
             Some(s) => (s, false),
             None => (collect_in(client, &opts.scope.collect_scope()).await?, true),
         };
-        add_controller_manager_metrics(&mut snapshot, opts).await;
+        super::node_metrics::add_controller_manager_metrics(&mut snapshot, opts).await;
         let findings = findings_in(&snapshot, opts);
         let plan = plan_assuming(&findings, &snapshot, &opts.diagnose.assume_dead);
         let applied = if opts.apply {

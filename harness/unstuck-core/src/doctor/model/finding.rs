@@ -10,7 +10,7 @@ use super::namespace::{FinalizerCount, NamespaceStall, ResourceCount};
 use super::object::ObjectRef;
 use super::pull::ImagePull;
 use super::service::ServiceKey;
-use super::verdict::FinalizerVerdict;
+use super::verdict::{FinalizerRemoval, FinalizerVerdict};
 use super::webhook::WebhookConfigKind;
 
 /// One diagnosis.
@@ -294,26 +294,6 @@ impl PodStartCause {
             }
         }
     }
-}
-
-/// The facts needed to remove orphan finalizers from one object.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FinalizerRemoval {
-    /// Plural resource name of the subject (for the API path).
-    pub resource: String,
-    /// `metadata.resourceVersion` when seen.
-    pub resource_version: Option<String>,
-    /// Seconds since the deletionTimestamp.
-    pub age_seconds: i64,
-    /// `metadata.finalizers` as seen (order kept).
-    pub finalizers: Vec<String>,
-    /// Keys argued dead: the ones to remove.
-    pub orphan: Vec<String>,
-    /// Keys that stay (owner alive, unknown, or protected).
-    pub kept: Vec<String>,
-    /// The verdict on every key.
-    pub verdicts: Vec<FinalizerVerdict>,
 }
 
 /// What a stuck pod's evidence points at.

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::finding::FinalizerRemoval;
+use super::verdict::FinalizerRemoval;
 
 /// The finalizer the cloud controller manager's service controller sets on
 /// every Service of type LoadBalancer before it creates the load balancer.

@@ -47,9 +47,7 @@ pub mod snapshot;
 pub mod verdict;
 pub mod webhook;
 
-pub use finding::{
-    FinalizerRemoval, Finding, FindingDetail, Outage, PodStartCause, PodStuckHint, RejectedWrite,
-};
+pub use finding::{Finding, FindingDetail, Outage, PodStartCause, PodStuckHint, RejectedWrite};
 pub use finding_kind::{FindingKind, UnknownFindingKind};
 pub use load_balancer::{
     CLOUD_CONTROLLER_LEASE, CloudFailure, LOAD_BALANCER_CLEANUP, LoadBalancerCleanup,
@@ -67,5 +65,5 @@ pub use service::{BackendPod, EndpointRead, ServiceKey, ServiceLookup};
 pub use snapshot::{
     DiscoveryFailure, Snapshot, Unreadable, container_statuses, status_container_ids,
 };
-pub use verdict::{FinalizerVerdict, OwnerVerdict};
+pub use verdict::{FinalizerRemoval, FinalizerVerdict, OwnerVerdict};
 pub use webhook::{WebhookConfigKind, WebhookView};

@@ -71,3 +71,23 @@ pub struct FinalizerVerdict {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub assumed_dead: bool,
 }
+
+/// The facts needed to remove orphan finalizers from one object.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerRemoval {
+    /// Plural resource name of the subject (for the API path).
+    pub resource: String,
+    /// `metadata.resourceVersion` when seen.
+    pub resource_version: Option<String>,
+    /// Seconds since the deletionTimestamp.
+    pub age_seconds: i64,
+    /// `metadata.finalizers` as seen (order kept).
+    pub finalizers: Vec<String>,
+    /// Keys argued dead: the ones to remove.
+    pub orphan: Vec<String>,
+    /// Keys that stay (owner alive, unknown, or protected).
+    pub kept: Vec<String>,
+    /// The verdict on every key.
+    pub verdicts: Vec<FinalizerVerdict>,
+}

@@ -86,7 +86,7 @@ fn held_lease(snapshot: &Snapshot, pod: &Pod) -> Option<String> {
             format!(
                 "it holds the fresh lease {} (holder {holder}, renewed {})",
                 display_name(&l.metadata),
-                super::builtin::renew_age(snapshot, l),
+                super::leases::renew_age(snapshot, l),
                 holder = quoted(holder)
             )
         })

@@ -14,9 +14,10 @@
 //! `service.kubernetes.io/load-balancer-cleanup` is the cloud controller
 //! manager's, judged by [`super::cloud`].
 
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
+use k8s_openapi::api::core::v1::Pod;
 
-use super::{OwnerQuery, failing_group_versions, fmt_secs};
+use super::leases::renew_age;
+use super::{OwnerQuery, failing_group_versions};
 use crate::doctor::model::{OwnerVerdict, Snapshot, display_name};
 use crate::text::quoted;
 
@@ -215,13 +216,6 @@ pub(super) fn external_verdict(finalizer: &str, word: &str, snapshot: &Snapshot)
                 snapshot.leases.len()
             )],
         },
-    }
-}
-
-pub(super) fn renew_age(snapshot: &Snapshot, lease: &Lease) -> String {
-    match lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()) {
-        Some(t) => format!("{} ago", fmt_secs(snapshot.age_of(t.0).as_secs())),
-        None => "never".to_owned(),
     }
 }
 

@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 
 use super::events::when;
-use super::{INSTALLED_SECS, RECENT_SECS, builtin::renew_age, fmt_secs, unreadable};
+use super::{INSTALLED_SECS, RECENT_SECS, fmt_secs, leases::renew_age, unreadable};
 use crate::doctor::model::{
     CLOUD_CONTROLLER_LEASE, ObjectRecord, OwnerVerdict, SERVICE_CONTROLLER, Snapshot,
 };

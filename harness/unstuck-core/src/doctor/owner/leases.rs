@@ -5,8 +5,8 @@
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use super::{Ctx, INSTALLED_SECS, builtin::renew_age, unreadable, verdict::SourceReport};
-use crate::doctor::model::display_name;
+use super::{Ctx, INSTALLED_SECS, fmt_secs, unreadable, verdict::SourceReport};
+use crate::doctor::model::{Snapshot, display_name};
 use crate::text::quoted;
 
 /// What in a lease names the target: its name (the domain rule:
@@ -106,4 +106,12 @@ pub(super) fn check(ctx: &Ctx) -> SourceReport {
         }
     );
     r
+}
+
+/// When `lease` was last renewed, in words (`4s ago`, `never`).
+pub(super) fn renew_age(snapshot: &Snapshot, lease: &Lease) -> String {
+    match lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()) {
+        Some(t) => format!("{} ago", fmt_secs(snapshot.age_of(t.0).as_secs())),
+        None => "never".to_owned(),
+    }
 }
