@@ -27,7 +27,7 @@ pub use self::runtime::runtime_facts;
 use crate::{
     exec::{Cmd, RunError},
     host,
-    text::quoted_list,
+    text::{quoted, quoted_list},
 };
 pub use unstuck_core::doctor::node::{
     Holder, HolderUse, HolderUseKind, KernelTask, RuntimeFacts, ShimFact,
@@ -293,6 +293,19 @@ pub trait Node: Send + Sync {
     /// service manager would (stopping a running one first), and waits
     /// until it answers its health check.
     fn restart_kubelet(&self) -> NodeFuture<'_, ComponentRestart>;
+}
+
+/// The pid a background start printed (`... & echo $!`), or why there is
+/// none: the one parse both providers' `start_background` make.
+pub fn started_pid(node: &str, argv: &[String], out: &str) -> Result<i32, NodeError> {
+    out.trim().parse().map_err(|_| NodeError::Failed {
+        node: node.to_owned(),
+        what: format!(
+            "starting {argv}: no pid in {out}",
+            argv = quoted_list(argv),
+            out = quoted(out)
+        ),
+    })
 }
 
 /// Waits until process `pid`, started in the background for `argv` on

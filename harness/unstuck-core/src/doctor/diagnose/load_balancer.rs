@@ -13,18 +13,7 @@ use crate::doctor::model::{
     CloudFailure, FinalizerRemoval, Finding, FindingDetail, FindingKind, LOAD_BALANCER_CLEANUP,
     LoadBalancerCleanup, ObjectRecord, OwnerVerdict, display_name,
 };
-use crate::doctor::owner::{OwnerQuery, cloud::service_controller_events, fmt_secs};
-
-/// Whether `record` is a Service holding the cleanup key: the one place
-/// that decides which objects this detector takes.
-pub(super) fn holds_cleanup_key(record: &ObjectRecord) -> bool {
-    record.api_version == "v1"
-        && record.kind == "Service"
-        && record
-            .finalizers()
-            .iter()
-            .any(|f| f == LOAD_BALANCER_CLEANUP)
-}
+use crate::doctor::owner::{OwnerQuery, cloud::reports_since_deletion, fmt_secs};
 
 impl Diagnosis<'_> {
     pub(super) fn load_balancer_cleanup(
@@ -69,6 +58,11 @@ impl Diagnosis<'_> {
             ingress,
             failure,
         };
+        let assumed = if verdict.assumed_dead {
+            " (assumed: --assume-dead)"
+        } else {
+            ""
+        };
         let summary = match (&verdict.verdict, &lb.failure) {
             (OwnerVerdict::Alive { .. }, Some(failure)) => format!(
                 "{held}: the cloud controller manager fails to delete its load balancer ({}): {}",
@@ -79,12 +73,7 @@ impl Diagnosis<'_> {
                 lb.ingress_text()
             ),
             (OwnerVerdict::Dead { .. }, _) => format!(
-                "{held}, and the cloud controller manager that removes it is gone{}; its load balancer ({}) would be left in the cloud",
-                if verdict.assumed_dead {
-                    " (assumed: --assume-dead)"
-                } else {
-                    ""
-                },
+                "{held}, and the cloud controller manager that removes it is gone{assumed}; its load balancer ({}) would be left in the cloud",
                 lb.ingress_text()
             ),
             (OwnerVerdict::Unknown { .. }, _) => format!(
@@ -108,13 +97,8 @@ impl Diagnosis<'_> {
             ));
         }
         evidence.push(format!(
-            "{LOAD_BALANCER_CLEANUP}: owner {}{}: {}",
+            "{LOAD_BALANCER_CLEANUP}: owner {}{assumed}: {}",
             verdict.verdict.label(),
-            if verdict.assumed_dead {
-                " (assumed: --assume-dead)"
-            } else {
-                ""
-            },
             verdict.verdict.evidence().join("; ")
         ));
         findings.push(Finding {
@@ -148,10 +132,8 @@ impl Diagnosis<'_> {
     /// The newest Warning the service controller reported about the
     /// Service since its deletion began.
     fn newest_failure(&self, record: &ObjectRecord) -> Option<CloudFailure> {
-        let deleted_at = record.metadata.deletion_timestamp.as_ref().map(|t| t.0);
-        service_controller_events(self.snapshot, record)
+        reports_since_deletion(self.snapshot, record)
             .into_iter()
-            .filter(|(_, at)| deleted_at.is_none_or(|d| *at >= d))
             .find(|(e, _)| e.type_.as_deref() == Some("Warning"))
             .map(|(e, at)| CloudFailure {
                 reason: e.reason.clone().unwrap_or_default(),

@@ -7,11 +7,10 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::SignedDuration;
 
-use super::load_balancer::holds_cleanup_key;
 use super::{Diagnosis, MAX_LISTED, record_key, record_ref};
 use crate::doctor::model::{
     FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind, LOAD_BALANCER_CLEANUP,
-    ObjectRecord, ObjectRef, OwnerVerdict, display_name,
+    ObjectRecord, ObjectRef, OwnerVerdict, display_name, holds_cleanup_key,
 };
 use crate::doctor::owner::{OwnerQuery, fmt_secs, protection_in_use};
 use crate::text::quoted;

@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::object::ObjectRecord;
 use super::verdict::FinalizerRemoval;
 
 /// The finalizer the cloud controller manager's service controller sets on
@@ -26,6 +27,17 @@ pub const CLOUD_CONTROLLER_LEASE: (&str, &str) = ("kube-system", "cloud-controll
 
 /// The Event source its service controller reports as.
 pub const SERVICE_CONTROLLER: &str = "service-controller";
+
+/// Whether `record` is a Service holding the cleanup key: what the
+/// detector takes and the collector reads whole, decided in one place.
+pub fn holds_cleanup_key(record: &ObjectRecord) -> bool {
+    record.api_version == "v1"
+        && record.kind == "Service"
+        && record
+            .finalizers()
+            .iter()
+            .any(|f| f == LOAD_BALANCER_CLEANUP)
+}
 
 /// The facts of one Service held by the load balancer cleanup finalizer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

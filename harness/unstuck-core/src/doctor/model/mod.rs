@@ -51,7 +51,7 @@ pub use finding::{Finding, FindingDetail, Outage, PodStartCause, PodStuckHint, R
 pub use finding_kind::{FindingKind, UnknownFindingKind};
 pub use load_balancer::{
     CLOUD_CONTROLLER_LEASE, CloudFailure, LOAD_BALANCER_CLEANUP, LoadBalancerCleanup,
-    SERVICE_CONTROLLER,
+    SERVICE_CONTROLLER, holds_cleanup_key,
 };
 pub use namespace::{
     ControllerManagerMetrics, FinalizerCount, NamespaceStall, ResourceCount, StallCause,

@@ -23,23 +23,28 @@
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 
-use super::events::when;
+use super::events::{is_about, when};
 use super::{INSTALLED_SECS, RECENT_SECS, fmt_secs, leases::renew_age, unreadable};
 use crate::doctor::model::{
     CLOUD_CONTROLLER_LEASE, ObjectRecord, OwnerVerdict, SERVICE_CONTROLLER, Snapshot,
 };
 
-/// The service controller's events about `record`, newest first, with when
-/// each was last reported.
-pub fn service_controller_events<'a>(
+/// The service controller's events about `record` since its deletion
+/// began (all of them when it is not being deleted), newest first, with
+/// when each was last reported.
+pub fn reports_since_deletion<'a>(
     snapshot: &'a Snapshot,
     record: &ObjectRecord,
 ) -> Vec<(&'a Event, Timestamp)> {
+    let deleted_at = record.metadata.deletion_timestamp.as_ref().map(|t| t.0);
     let mut out: Vec<(&Event, Timestamp)> = snapshot
         .events
         .iter()
-        .filter(|e| reported_by_service_controller(e) && is_about(e, record))
+        .filter(|e| {
+            reported_by_service_controller(e) && is_about(e, &record.kind, &record.metadata)
+        })
         .filter_map(|e| when(e).map(|t| (e, t)))
+        .filter(|(_, at)| deleted_at.is_none_or(|d| *at >= d))
         .collect();
     out.sort_by_key(|e| std::cmp::Reverse(e.1));
     out
@@ -67,16 +72,6 @@ fn reported_by_service_controller(e: &Event) -> bool {
     .any(|c| c == SERVICE_CONTROLLER)
 }
 
-/// By kind, namespace and name, and by UID when the event has one (an
-/// earlier Service of the same name is another object).
-fn is_about(e: &Event, record: &ObjectRecord) -> bool {
-    let o = &e.involved_object;
-    o.kind.as_deref() == Some(record.kind.as_str())
-        && o.name.as_deref() == Some(record.name())
-        && o.namespace.as_deref() == record.namespace()
-        && (o.uid.is_none() || o.uid == record.metadata.uid)
-}
-
 /// The verdict on the cleanup key of `record` (a Service), or of a Service
 /// not at hand (`None`: the events about it cannot be matched, so it is
 /// never `Dead`).
@@ -88,15 +83,9 @@ pub(super) fn verdict(
     let mut evidence = vec![format!(
         "{finalizer} is removed only by a cloud controller manager's service controller, after it deleted the cloud's load balancer (kube-controller-manager has not run that controller since v1.31, KEP-2395)"
     )];
-    let deleted_at = record
-        .and_then(|r| r.metadata.deletion_timestamp.as_ref())
-        .map(|t| t.0);
-    let since_deletion: Vec<(&Event, Timestamp)> = record
-        .map(|r| service_controller_events(snapshot, r))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(_, at)| deleted_at.is_none_or(|d| *at >= d))
-        .collect();
+    let since_deletion = record
+        .map(|r| reports_since_deletion(snapshot, r))
+        .unwrap_or_default();
     if let Some((e, at)) = since_deletion.first() {
         evidence.push(format!(
             "{SERVICE_CONTROLLER} reported {} {} about it {} ago, since its deletion began: a cloud controller manager is acting on it",

@@ -116,7 +116,7 @@ const CONTROL_PLANE_REPORTERS: &[&str] = &[
 
 /// Whether event `e` is about the object `meta` of `kind` (by UID when
 /// both sides have one, else by kind, namespace and name).
-fn is_about(
+pub(super) fn is_about(
     e: &Event,
     kind: &str,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,

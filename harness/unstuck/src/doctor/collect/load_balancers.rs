@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, Client};
-use unstuck_core::doctor::model::{LOAD_BALANCER_CLEANUP, ObjectRecord};
+use unstuck_core::doctor::model::{ObjectRecord, holds_cleanup_key};
 
 use super::BlindSpot;
 use crate::kube_error;
@@ -22,12 +22,10 @@ pub(super) async fn read(
     blind_spots: &mut Vec<BlindSpot>,
 ) -> Vec<Service> {
     let mut out: Vec<Service> = Vec::new();
-    let held = terminating.iter().chain(namespace_content).filter(|r| {
-        r.metadata.deletion_timestamp.is_some()
-            && r.api_version == "v1"
-            && r.kind == "Service"
-            && r.finalizers().iter().any(|f| f == LOAD_BALANCER_CLEANUP)
-    });
+    let held = terminating
+        .iter()
+        .chain(namespace_content)
+        .filter(|r| r.metadata.deletion_timestamp.is_some() && holds_cleanup_key(r));
     for r in held {
         let Some(ns) = r.namespace() else {
             continue;

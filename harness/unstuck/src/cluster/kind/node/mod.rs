@@ -18,13 +18,12 @@ use self::procfs::{
 };
 use self::units::KUBELET_HEALTHZ_SCRIPT;
 use crate::docker::Docker;
-use crate::text::{quoted, quoted_list};
 use crate::{
     exec::{Cmd, RunError},
     host,
     node::{
         BoxFuture, CniPlace, ComponentRestart, ComponentStop, Holder, KernelTask, Node, NodeError,
-        NodeFuture, ProcRef, await_exec,
+        NodeFuture, ProcRef, await_exec, started_pid,
     },
 };
 
@@ -357,13 +356,7 @@ impl Node for KindNode {
             let out = self
                 .sh(r#"setsid "$@" </dev/null >/dev/null 2>&1 & echo $!"#, &args)
                 .await?;
-            let pid: i32 = out.trim().parse().map_err(|_| {
-                self.failed(format!(
-                    "starting {argv}: no pid in {out}",
-                    argv = quoted_list(argv),
-                    out = quoted(&out)
-                ))
-            })?;
+            let pid = started_pid(&self.container, argv, &out)?;
             await_exec(&self.container, argv, pid, Duration::from_secs(10), || {
                 self.process(pid)
             })

@@ -14,14 +14,13 @@ use super::{
     layout::Layout,
     state::{self, ClusterState},
 };
-use crate::text::{quoted, quoted_list};
 use crate::{
     components::{self, Binaries},
     exec::{Cmd, RunError},
     host,
     node::{
         BoxFuture, CniPlace, ComponentRestart, ComponentStop, Holder, HolderUse, HolderUseKind,
-        KernelTask, Node, NodeError, NodeFuture, ProcRef, await_exec,
+        KernelTask, Node, NodeError, NodeFuture, ProcRef, await_exec, started_pid,
     },
 };
 
@@ -392,13 +391,7 @@ impl Node for LocalNode {
                     node: self.name.clone(),
                     source,
                 })?;
-            let pid: i32 = out.trim().parse().map_err(|_| {
-                self.failed(format!(
-                    "starting {argv}: no pid in {out}",
-                    argv = quoted_list(argv),
-                    out = quoted(&out)
-                ))
-            })?;
+            let pid = started_pid(&self.name, argv, &out)?;
             await_exec(
                 &self.name,
                 argv,
