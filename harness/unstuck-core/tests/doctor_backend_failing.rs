@@ -382,3 +382,73 @@ fn a_terminating_object_is_timed_when_it_is_all_the_webhook_takes() {
         Some("guarded-leftover")
     );
 }
+
+/// Recorded on the kind suite (v1.34.4, one shared cluster) while three
+/// scenarios each had a webhook named `validate.policy.example.com`: one
+/// whose backend hangs (policy-guard-ilkd3v), one whose certificate expired
+/// (policy-guard-l6zt76) and one whose Service was never created
+/// (policy-guard-z6jmkn, no namespaceSelector: every namespace). The dead
+/// one's name once stood for all three: the expired certificate was not
+/// found and its namespace was said to be blocked by a backend that is
+/// gone. The error quotes the URL each call posted to, which pins it.
+#[test]
+fn a_dead_webhook_does_not_hide_a_failing_one_of_the_same_name() {
+    let (findings, p) = run("same-named-webhooks-side-by-side");
+    let tls = failing(&findings, "policy-guard-l6zt76");
+    assert_eq!(
+        verdict(tls),
+        ("misconfigured: TLS", &["shop-l6zt76".to_string()][..])
+    );
+    assert!(
+        tls.evidence
+            .iter()
+            .any(|e| e.contains("x509: certificate has expired")),
+        "{:#?}",
+        tls.evidence
+    );
+    let dead = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::DeadWebhook)
+        .expect("the webhook whose Service is missing is dead");
+    assert_eq!(dead.subject.name, "policy-guard-z6jmkn");
+    match &dead.detail {
+        FindingDetail::Webhook {
+            blocks_namespaces, ..
+        } => assert_eq!(
+            blocks_namespaces,
+            &["shop-z6jmkn".to_string()],
+            "only its own scenario's namespace quotes its URL"
+        ),
+        d => panic!("detail {d:?}"),
+    }
+    let content = findings
+        .iter()
+        .find(|f| {
+            f.kind == FindingKind::NamespaceContentDeletionFailed && f.subject.name == "shop-l6zt76"
+        })
+        .expect("the namespace's failure is reported");
+    assert!(
+        content
+            .evidence
+            .iter()
+            .all(|e| !e.contains("backend is gone")),
+        "{:#?}",
+        content.evidence
+    );
+    assert!(
+        content
+            .evidence
+            .iter()
+            .any(|e| e.contains("ValidatingWebhookConfiguration policy-guard-l6zt76")),
+        "the one webhook the error can mean is named with its configuration: {:#?}",
+        content.evidence
+    );
+    // The dead one may be failed open for its own namespace; the two whose
+    // backends are there are never touched.
+    for s in &p.steps {
+        if let Action::SetWebhookFailurePolicy(set) = &s.action {
+            assert_eq!(set.configuration_name, "policy-guard-z6jmkn");
+        }
+        assert!(!matches!(s.action, Action::DeleteApiService(_)));
+    }
+}

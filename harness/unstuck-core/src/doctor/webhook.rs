@@ -15,11 +15,12 @@
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::api::core::v1::Namespace;
 
 use super::model::snapshot::Snapshot;
 
 pub use super::model::service::{ServiceKey, ServiceLookup};
-pub use super::model::webhook::{WebhookConfigKind, WebhookView};
+pub use super::model::webhook::{WebhookConfigKind, WebhookId, WebhookView};
 
 impl WebhookView<'_> {
     /// Whether the kubelet's final DELETE of `pod` reaches it, by the
@@ -125,6 +126,58 @@ pub fn failed_webhooks(message: &str) -> Vec<String> {
     out
 }
 
+/// What an apiserver error says after each `failed calling webhook
+/// "<name>"` for webhook `name`, each up to the next webhook it names.
+fn calls_quoted<'m>(message: &'m str, name: &str) -> Vec<&'m str> {
+    let opening = format!("{FAILED_CALLING}{name}\"");
+    let mut calls = Vec::new();
+    let mut rest = message;
+    while let Some(at) = rest.find(&opening) {
+        rest = &rest[at + opening.len()..];
+        let end = rest.find(FAILED_CALLING).unwrap_or(rest.len());
+        calls.push(&rest[..end]);
+    }
+    calls
+}
+
+/// The URL a quoted call posted to (`Post "https://...?timeout=5s"`),
+/// without its query; `None` when the error does not quote it (an HTTP
+/// error from the backend, a review it could not read).
+fn posted_url(call: &str) -> Option<&str> {
+    let start = call.find("Post \"")? + "Post \"".len();
+    let url = &call[start..];
+    let end = url.find(['"', '?']).unwrap_or(url.len());
+    Some(&url[..end])
+}
+
+/// Whether webhook `w` can be the one a failing delete in namespace `ns`
+/// called, when the apiserver's error `message` names a webhook of its
+/// name. The name alone does not say which configuration's webhook it
+/// was, so: the webhook must be called for that namespace (its
+/// namespaceSelector matches the namespace's labels) and, where the error
+/// quotes the URL it posted to, that URL must be its own (its Service's
+/// `https://<name>.<namespace>.svc:`, or its `url`).
+pub fn may_have_failed(w: &WebhookView<'_>, ns: &Namespace, message: &str) -> bool {
+    let calls = calls_quoted(message, w.name);
+    if calls.is_empty() {
+        return false;
+    }
+    if let Some(sel) = w.namespace_selector {
+        let labels = ns.metadata.labels.clone().unwrap_or_default();
+        if !super::admission::selector_matches(sel, &labels) {
+            return false;
+        }
+    }
+    calls.iter().any(|call| match posted_url(call) {
+        None => true,
+        Some(url) => match (w.service(), w.client_config.url.as_deref()) {
+            (Some(s), _) => url.starts_with(&format!("https://{}.{}.svc:", s.name, s.namespace)),
+            (None, Some(own)) => url == own.split('?').next().unwrap_or(own),
+            (None, None) => false,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::admissionregistration::v1::{RuleWithOperations, WebhookClientConfig};
@@ -198,5 +251,60 @@ mod tests {
             ..view
         };
         assert!(!view.matches_final_delete_of(&pod, &snapshot));
+    }
+
+    #[test]
+    fn a_failure_is_pinned_on_the_webhook_whose_url_it_quotes() {
+        let service = |ns: &str| WebhookClientConfig {
+            service: Some(
+                k8s_openapi::api::admissionregistration::v1::ServiceReference {
+                    namespace: ns.into(),
+                    name: "policy-webhook".into(),
+                    path: Some("/validate".into()),
+                    port: Some(443),
+                },
+            ),
+            ..Default::default()
+        };
+        let (a, b) = (service("policy-a"), service("policy-b"));
+        let url = WebhookClientConfig {
+            url: Some("https://policy.example.invalid:8443/validate".into()),
+            ..Default::default()
+        };
+        let view = |config: &'static str, client_config| WebhookView {
+            config_kind: WebhookConfigKind::Validating,
+            config_name: config,
+            config_uid: None,
+            config_resource_version: None,
+            index: 0,
+            name: "validate.policy.example.com",
+            failure_policy: "Fail",
+            client_config,
+            rules: &[],
+            namespace_selector: None,
+            object_selector: None,
+            match_policy: "Equivalent",
+            match_conditions: 0,
+        };
+        let ns = Namespace::default();
+        // Two webhooks named in one message, each with its own URL.
+        let m = "Failed to delete all resource types, 2 remaining: [Internal error occurred: failed calling webhook \"other.example.com\": failed to call webhook: Post \"https://policy-webhook.policy-a.svc:443/x?timeout=5s\": EOF, Internal error occurred: failed calling webhook \"validate.policy.example.com\": failed to call webhook: Post \"https://policy-webhook.policy-b.svc:443/validate?timeout=5s\": context deadline exceeded]";
+        assert!(!may_have_failed(&view("a", &a), &ns, m));
+        assert!(may_have_failed(&view("b", &b), &ns, m));
+        assert!(!may_have_failed(&view("u", &url), &ns, m));
+        // A URL webhook is pinned by its own URL.
+        let by_url = "failed calling webhook \"validate.policy.example.com\": failed to call webhook: Post \"https://policy.example.invalid:8443/validate?timeout=5s\": EOF";
+        assert!(may_have_failed(&view("u", &url), &ns, by_url));
+        assert!(!may_have_failed(&view("a", &a), &ns, by_url));
+        // No URL quoted (the backend answered 500): any of the name may be it.
+        let answered = "failed calling webhook \"validate.policy.example.com\": failed to call webhook: an error on the server (\"boom\") has prevented the request from succeeding";
+        assert!(may_have_failed(&view("a", &a), &ns, answered));
+        assert!(may_have_failed(&view("b", &b), &ns, answered));
+        // Not named at all.
+        assert!(!may_have_failed(
+            &view("a", &a),
+            &ns,
+            "All content successfully deleted"
+        ));
     }
 }

@@ -14,15 +14,16 @@ use std::collections::BTreeSet;
 
 use super::Diagnosis;
 use super::namespace::ContentFailure;
-use crate::doctor::admission::selector_matches;
 use k8s_openapi::api::core::v1::Namespace;
 
 use crate::doctor::backend::{
     BackendState, CallFailure, CallVerdict, Misconfiguration, NOT_SERVING, classify, judge,
 };
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
-use crate::doctor::model::{Finding, FindingDetail, FindingKind, ServiceKey, WebhookView};
-use crate::doctor::webhook::webhooks;
+use crate::doctor::model::{
+    Finding, FindingDetail, FindingKind, ServiceKey, WebhookId, WebhookView,
+};
+use crate::doctor::webhook::{may_have_failed, webhooks};
 use crate::text::quoted;
 
 /// Drops the not-serving webhook findings that stand in nothing's way
@@ -66,20 +67,7 @@ fn calls_of<'f>(
 ) -> Vec<(&'f str, &'f CallFailure)> {
     failing
         .iter()
-        .filter(|f| f.failure.webhooks.iter().any(|n| n == w.name))
-        .filter(|f| {
-            w.namespace_selector.is_none_or(|sel| {
-                let labels = f.namespace.metadata.labels.clone().unwrap_or_default();
-                selector_matches(sel, &labels)
-            })
-        })
-        .filter(|f| {
-            !f.message.contains(".svc:")
-                || w.service().is_some_and(|s| {
-                    f.message
-                        .contains(&format!("https://{}.{}.svc:", s.name, s.namespace))
-                })
-        })
+        .filter(|f| may_have_failed(w, f.namespace, f.message))
         .map(|f| (f.failure.namespace, &f.call))
         .collect()
 }
@@ -91,12 +79,12 @@ impl Diagnosis<'_> {
     pub(super) fn failing_webhooks(
         &self,
         failures: &[ContentFailure<'_>],
-        dead: &BTreeSet<String>,
+        dead: &BTreeSet<WebhookId>,
         findings: &mut Vec<Finding>,
     ) {
         let failing = self.failing_namespaces(failures);
         for w in webhooks(self.snapshot) {
-            if w.failure_policy != "Fail" || dead.contains(w.name) {
+            if w.failure_policy != "Fail" || dead.contains(&w.id()) {
                 continue;
             }
             let calls = calls_of(&w, &failing);
@@ -120,11 +108,11 @@ impl Diagnosis<'_> {
     pub(super) fn not_serving_webhooks(
         &self,
         failures: &[ContentFailure<'_>],
-        dead: &BTreeSet<String>,
+        dead: &BTreeSet<WebhookId>,
         findings: &mut Vec<Finding>,
     ) {
         for w in webhooks(self.snapshot) {
-            if w.failure_policy != "Fail" || dead.contains(w.name) {
+            if w.failure_policy != "Fail" || dead.contains(&w.id()) {
                 continue;
             }
             let already = findings.iter().any(|f| {
@@ -143,7 +131,7 @@ impl Diagnosis<'_> {
             {
                 continue;
             }
-            let blocks = super::namespace::namespaces_naming(failures, w.name);
+            let blocks = super::namespace::namespaces_blaming(failures, &w);
             let kind = w.config_kind.kind();
             let quote = format!("no endpoints available for service \"{}\"", service.name);
             let mut evidence = vec![format!(

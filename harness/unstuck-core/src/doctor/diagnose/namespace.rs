@@ -21,8 +21,9 @@ use crate::doctor::model::object::namespace_ref;
 use crate::doctor::model::{
     Finding, FindingDetail, FindingKind, ObjectRecord, ObjectRef, display_name,
 };
+use crate::doctor::model::{WebhookId, WebhookView};
 use crate::doctor::owner::{controller_manager_alive, fmt_secs};
-use crate::doctor::webhook::failed_webhooks;
+use crate::doctor::webhook::{failed_webhooks, may_have_failed, webhooks};
 use crate::text::quoted;
 
 /// The namespace controller retries a failing namespace at most every 60 s
@@ -31,19 +32,25 @@ use crate::text::quoted;
 /// to be removed by the controller.
 const NAMESPACE_RETRY_CAP: SignedDuration = SignedDuration::from_secs(60);
 
-/// A Terminating namespace whose content-deletion-failure condition names
-/// webhooks.
+/// A Terminating namespace whose content-deletion-failure condition is
+/// set.
 pub(super) struct ContentFailure<'a> {
     pub(super) namespace: &'a str,
-    pub(super) webhooks: Vec<String>,
+    pub(super) object: &'a Namespace,
+    /// The condition's message, the apiserver's words.
+    pub(super) message: &'a str,
 }
 
-/// The namespaces, sorted, whose content-failure condition names webhook
-/// `name`.
-pub(super) fn namespaces_naming(failures: &[ContentFailure<'_>], name: &str) -> Vec<String> {
+/// The namespaces, sorted, whose content-failure condition blames webhook
+/// `w`: names it, and can mean this one of the webhooks of its name
+/// ([`may_have_failed`]).
+pub(super) fn namespaces_blaming(
+    failures: &[ContentFailure<'_>],
+    w: &WebhookView<'_>,
+) -> Vec<String> {
     let mut blocks: Vec<String> = failures
         .iter()
-        .filter(|f| f.webhooks.iter().any(|n| n == name))
+        .filter(|f| may_have_failed(w, f.object, f.message))
         .map(|f| f.namespace.to_owned())
         .collect();
     blocks.sort();
@@ -104,7 +111,8 @@ impl<'a> Diagnosis<'a> {
                 let c = failing_namespace_condition(ns, NS_CONTENT_FAILURE)?;
                 Some(ContentFailure {
                     namespace: ns.metadata.name.as_deref()?,
-                    webhooks: failed_webhooks(c.message.as_deref().unwrap_or("")),
+                    object: ns,
+                    message: c.message.as_deref().unwrap_or(""),
                 })
             })
             .collect()
@@ -115,7 +123,7 @@ impl<'a> Diagnosis<'a> {
     pub(super) fn namespace_content_failure(
         &self,
         ns: &Namespace,
-        dead_webhooks: &BTreeSet<String>,
+        dead_webhooks: &BTreeSet<WebhookId>,
         findings: &mut Vec<Finding>,
     ) {
         let (Some(name), Some(cond)) = (
@@ -133,17 +141,23 @@ impl<'a> Diagnosis<'a> {
         evidence.push(quote_namespace_condition(cond));
         evidence.extend(conversion_lines);
         for w in &named {
-            if dead_webhooks.contains(w) {
+            let blamed: Vec<WebhookView<'_>> = webhooks(self.snapshot)
+                .into_iter()
+                .filter(|v| v.name == w && may_have_failed(v, ns, &message))
+                .collect();
+            if let Some(dead) = blamed.iter().find(|v| dead_webhooks.contains(&v.id())) {
                 evidence.push(format!(
-                    "webhook {w} rejects the controller's deletes and its backend is gone",
-                    w = quoted(w)
+                    "webhook {} of {} {} rejects the controller's deletes and its backend is gone",
+                    quoted(w),
+                    dead.config_kind.kind(),
+                    dead.config_name
                 ));
             } else {
                 evidence.push(format!(
-                    "webhook {w} rejects the controller's deletes; its backend was not proven gone, so it is not changed",
-                    w = quoted(w)
+                    "webhook {} rejects the controller's deletes; its backend was not proven gone, so it is not changed",
+                    quoted(w)
                 ));
-                evidence.extend(self.backend_not_proven(w));
+                evidence.extend(self.backend_not_proven(w, &blamed));
             }
         }
         // The controller reports no remaining content after a failed

@@ -7,19 +7,22 @@ use std::collections::BTreeSet;
 use super::Diagnosis;
 use super::namespace::ContentFailure;
 use crate::doctor::conditions::NS_CONTENT_FAILURE;
-use crate::doctor::model::{Finding, FindingDetail, FindingKind, ServiceKey, WebhookView};
+use crate::doctor::model::{
+    Finding, FindingDetail, FindingKind, ServiceKey, WebhookId, WebhookView,
+};
 use crate::doctor::webhook::webhooks;
 use crate::text::quoted;
 
 impl<'a> Diagnosis<'a> {
-    /// DeadWebhook findings; returns the names of the dead webhooks. Dead
+    /// DeadWebhook findings; returns which webhooks are dead (by identity:
+    /// a name may be held by several). Dead
     /// only on proof: `failurePolicy: Fail`, a Service backend, and the
     /// collector's lookup found no such Service or no ready endpoint.
     pub(super) fn dead_webhooks(
         &self,
         failures: &[ContentFailure<'_>],
         findings: &mut Vec<Finding>,
-    ) -> BTreeSet<String> {
+    ) -> BTreeSet<WebhookId> {
         let mut dead = BTreeSet::new();
         for w in webhooks(self.snapshot) {
             let Some((service, backend, backend_lines)) = self.dead_backend(&w) else {
@@ -34,7 +37,7 @@ impl<'a> Diagnosis<'a> {
             )];
             evidence.extend(backend_lines);
             evidence.push(format!("it matches: {}", w.rules_line()));
-            let blocks = super::namespace::namespaces_naming(failures, w.name);
+            let blocks = super::namespace::namespaces_blaming(failures, &w);
             for ns in &blocks {
                 evidence.push(format!(
                     "blocks deletion of namespace {ns}: its {NS_CONTENT_FAILURE} condition quotes failed calling webhook {}",
@@ -51,7 +54,7 @@ impl<'a> Diagnosis<'a> {
                     }
                 ));
             }
-            dead.insert(w.name.to_owned());
+            dead.insert(w.id());
             findings.push(Finding {
                 kind: FindingKind::DeadWebhook,
                 subject: w.config_ref(),
@@ -106,26 +109,38 @@ impl Diagnosis<'_> {
         }
     }
 
-    /// Why a webhook's backend is not proven gone, for the report.
-    pub(super) fn backend_not_proven(&self, name: &str) -> Vec<String> {
-        let Some(w) = webhooks(self.snapshot).into_iter().find(|w| w.name == name) else {
+    /// Why the backend of webhook `name` is not proven gone, for the
+    /// report: `blamed` are the registered webhooks of that name the
+    /// failure can be ([`crate::doctor::webhook::may_have_failed`]).
+    pub(super) fn backend_not_proven(&self, name: &str, blamed: &[WebhookView<'_>]) -> Vec<String> {
+        if blamed.is_empty() {
             return vec![format!(
-                "webhook {name} is not registered any more",
+                "no registered webhook {name} can have failed this call (none of that name, or none whose namespaceSelector and Service match it): it is not registered any more",
                 name = quoted(name)
             )];
-        };
-        match w.service() {
-            None => vec![format!(
-                "webhook {name} calls a URL ({}); a URL backend is never judged gone",
-                w.client_config.url.as_deref().unwrap_or("?"),
-                name = quoted(name)
-            )],
-            Some(service) => crate::doctor::backend::judge(self.snapshot.service_lookup(&service))
-                .evidence
-                .into_iter()
-                .map(|e| format!("webhook {name}: {e}", name = quoted(name)))
-                .collect(),
         }
+        let mut lines = Vec::new();
+        for w in blamed {
+            let whose = format!(
+                "webhook {} of {} {}",
+                quoted(name),
+                w.config_kind.kind(),
+                w.config_name
+            );
+            match w.service() {
+                None => lines.push(format!(
+                    "{whose} calls a URL ({}); a URL backend is never judged gone",
+                    w.client_config.url.as_deref().unwrap_or("?"),
+                )),
+                Some(service) => lines.extend(
+                    crate::doctor::backend::judge(self.snapshot.service_lookup(&service))
+                        .evidence
+                        .into_iter()
+                        .map(|e| format!("{whose}: {e}")),
+                ),
+            }
+        }
+        lines
     }
 
     /// Webhooks with a dead backend ([`Diagnosis::dead_backend`]) that

@@ -66,4 +66,4 @@ pub use snapshot::{
     DiscoveryFailure, Snapshot, Unreadable, container_statuses, status_container_ids,
 };
 pub use verdict::{FinalizerRemoval, FinalizerVerdict, OwnerVerdict};
-pub use webhook::{WebhookConfigKind, WebhookView};
+pub use webhook::{WebhookConfigKind, WebhookId, WebhookView};

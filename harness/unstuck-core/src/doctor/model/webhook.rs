@@ -36,6 +36,20 @@ impl WebhookConfigKind {
     }
 }
 
+/// One webhook's identity: its configuration and its position there. Its
+/// name is not one: two configurations may hold webhooks of one name (two
+/// installs of one product, a chart and its copy), and the apiserver's
+/// errors quote only the name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WebhookId {
+    /// Validating or mutating.
+    pub config_kind: WebhookConfigKind,
+    /// The configuration's `metadata.name`.
+    pub config_name: String,
+    /// Position in `webhooks`.
+    pub index: usize,
+}
+
 /// One webhook, flattened out of its configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WebhookView<'a> {
@@ -68,6 +82,15 @@ pub struct WebhookView<'a> {
 }
 
 impl WebhookView<'_> {
+    /// Which webhook this is, apart from any other of its name.
+    pub fn id(&self) -> WebhookId {
+        WebhookId {
+            config_kind: self.config_kind,
+            config_name: self.config_name.to_owned(),
+            index: self.index,
+        }
+    }
+
     /// Its configuration, as the subject of a finding about it.
     pub fn config_ref(&self) -> ObjectRef {
         ObjectRef {

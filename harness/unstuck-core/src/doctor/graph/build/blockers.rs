@@ -5,7 +5,7 @@ use super::{Builder, NodePart, object_id, object_label, pod_key};
 use crate::doctor::backend::{BackendState, judge};
 use crate::doctor::graph::{NodeKind, NodeState};
 use crate::doctor::model::{ObjectRef, ServiceKey, WebhookConfigKind};
-use crate::doctor::webhook::webhooks;
+use crate::doctor::webhook::{may_have_failed, webhooks};
 
 impl<'a> Builder<'a> {
     /// One webhook of one configuration.
@@ -26,14 +26,28 @@ impl<'a> Builder<'a> {
         )
     }
 
-    /// Every registered webhook called `name` (an error message names a
-    /// webhook only by its name), with its Service behind it; a node of
-    /// its own, `Unknown`, when none is registered any more.
-    pub fn webhooks_named(&mut self, name: &str, finding: usize) -> Vec<String> {
+    /// The registered webhooks called `name` that namespace `namespace`'s
+    /// content failure `message` can mean (an error names a webhook only by
+    /// its name; [`may_have_failed`] narrows it by namespaceSelector and
+    /// the URL quoted), with the Service behind each; a node of its own,
+    /// `Unknown`, when none is registered any more.
+    pub fn webhooks_blamed(
+        &mut self,
+        name: &str,
+        namespace: &str,
+        message: &str,
+        finding: usize,
+    ) -> Vec<String> {
+        let ns = self
+            .snapshot
+            .namespaces
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(namespace));
         let found: Vec<(WebhookConfigKind, String, String, Option<ServiceKey>)> =
             webhooks(self.snapshot)
                 .into_iter()
                 .filter(|w| w.name == name)
+                .filter(|w| ns.is_none_or(|ns| may_have_failed(w, ns, message)))
                 .map(|w| {
                     (
                         w.config_kind,

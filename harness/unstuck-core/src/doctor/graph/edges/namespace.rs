@@ -118,7 +118,7 @@ pub(super) fn content_failure(
 ) {
     let ns = b.stuck(&f.subject);
     for name in named {
-        for hook in b.webhooks_named(name, i) {
+        for hook in b.webhooks_blamed(name, &f.subject.name, message, i) {
             b.edge(
                 &ns,
                 &hook,
