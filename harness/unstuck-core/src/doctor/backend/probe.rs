@@ -11,7 +11,7 @@ use super::{CallVerdict, classify};
 use crate::doctor::admission::selector_matches;
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
 use crate::doctor::model::{ObjectRecord, Snapshot};
-use crate::doctor::webhook::{failed_webhooks, webhooks};
+use crate::doctor::webhook::{failed_webhooks, may_have_failed, webhooks};
 
 /// At most this many objects are tried per webhook (each may cost the
 /// webhook's timeout).
@@ -43,10 +43,9 @@ pub fn probe_targets(snapshot: &Snapshot) -> Vec<(String, &ObjectRecord)> {
         }
         // Per namespace: configurations may share a webhook's name.
         for hook in failed_webhooks(message) {
-            let Some(w) = webhooks(snapshot)
-                .into_iter()
-                .find(|w| w.name == hook && w.failure_policy == "Fail")
-            else {
+            let Some(w) = webhooks(snapshot).into_iter().find(|w| {
+                w.name == hook && w.failure_policy == "Fail" && may_have_failed(w, ns, message)
+            }) else {
                 continue;
             };
             let mut candidates: Vec<&ObjectRecord> = snapshot

@@ -13,7 +13,7 @@ use super::{
 use crate::doctor::conditions::{NS_DISCOVERY_FAILURE, failing_namespace_condition};
 use crate::doctor::model::{Finding, FindingDetail, FindingKind, Snapshot};
 use crate::doctor::owner::failing_group_versions;
-use crate::doctor::webhook::webhooks;
+use crate::doctor::webhook::{may_have_failed, webhooks};
 use crate::text::or_none;
 
 /// `PUT /api/v1/namespaces/<name>/finalize` without the stuck tokens.
@@ -201,11 +201,18 @@ pub(super) fn content_deletion_failed(
         _ => (Vec::new(), ""),
     };
     let views = webhooks(snapshot);
+    let namespace = snapshot
+        .namespaces
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(ns.as_str()));
+    // Only the webhooks of each name the failure can mean count: another
+    // configuration's webhook of the same name says nothing of it.
     let settled = !named.is_empty()
         && named.iter().all(|n| {
             views
                 .iter()
                 .filter(|w| w.name == n.as_str())
+                .filter(|w| namespace.is_none_or(|ns| may_have_failed(w, ns, message)))
                 .all(|w| w.failure_policy != "Fail")
         });
     if related.is_empty()
