@@ -14,7 +14,8 @@
 use std::time::Duration;
 
 use unstuck_core::doctor::{
-    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, Snapshot, diagnose, plan,
+    Action, DeadWebhookFacts, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, Snapshot,
+    diagnose, plan,
 };
 
 fn recorded(name: &str) -> Snapshot {
@@ -42,13 +43,13 @@ fn run(name: &str) -> (Vec<Finding>, Plan) {
 fn failing<'a>(findings: &'a [Finding], config: &str) -> &'a Finding {
     findings
         .iter()
-        .find(|f| f.kind == FindingKind::WebhookBackendFailing && f.subject.name == config)
+        .find(|f| f.kind() == FindingKind::WebhookBackendFailing && f.subject.name == config)
         .unwrap_or_else(|| {
             panic!(
                 "no WebhookBackendFailing for {config}: {:#?}",
                 findings
                     .iter()
-                    .map(|f| (f.kind, &f.subject.name, &f.summary))
+                    .map(|f| (f.kind(), &f.subject.name, &f.summary))
                     .collect::<Vec<_>>()
             )
         })
@@ -56,7 +57,7 @@ fn failing<'a>(findings: &'a [Finding], config: &str) -> &'a Finding {
 
 fn verdict(f: &Finding) -> (&str, &[String]) {
     match &f.detail {
-        FindingDetail::FailingWebhook {
+        FindingDetail::WebhookBackendFailing {
             verdict,
             blocks_namespaces,
             ..
@@ -82,7 +83,9 @@ fn no_writes_on_webhooks_or_apiservices(p: &Plan) {
 fn a_500_and_a_tls_mismatch_side_by_side_are_each_misconfigured_on_their_own_configuration() {
     let (findings, p) = run("webhook-backend-500");
     assert!(
-        findings.iter().all(|f| f.kind != FindingKind::DeadWebhook),
+        findings
+            .iter()
+            .all(|f| f.kind() != FindingKind::DeadWebhook),
         "a backend that answers was called dead"
     );
     let e500 = failing(&findings, "policy-guard-qh6lpy");
@@ -124,7 +127,7 @@ fn a_500_and_a_tls_mismatch_side_by_side_are_each_misconfigured_on_their_own_con
     assert!(
         findings
             .iter()
-            .all(|f| !(f.kind == FindingKind::WebhookBackendFailing
+            .all(|f| !(f.kind() == FindingKind::WebhookBackendFailing
                 && f.subject.name == "policy-guard-ibcqob")),
     );
     no_writes_on_webhooks_or_apiservices(&p);
@@ -149,9 +152,9 @@ fn a_hanging_webhook_is_slow_with_its_timeout_not_gone() {
     let (findings, p) = run("webhook-backend-hangs");
     let f = findings
         .iter()
-        .find(|f| f.kind == FindingKind::WebhookBackendFailing)
+        .find(|f| f.kind() == FindingKind::WebhookBackendFailing)
         .expect("a WebhookBackendFailing finding");
-    let FindingDetail::FailingWebhook {
+    let FindingDetail::WebhookBackendFailing {
         verdict, timeout, ..
     } = &f.detail
     else {
@@ -177,7 +180,11 @@ fn a_hanging_webhook_is_slow_with_its_timeout_not_gone() {
         "{:#?}",
         f.evidence
     );
-    assert!(findings.iter().all(|f| f.kind != FindingKind::DeadWebhook));
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.kind() != FindingKind::DeadWebhook)
+    );
     no_writes_on_webhooks_or_apiservices(&p);
 }
 
@@ -210,13 +217,13 @@ fn an_aggregated_api_that_hangs_is_reported_not_dropped_for_its_ready_endpoint()
     let (findings, p) = run("apiservice-backend-hangs");
     let f = findings
         .iter()
-        .find(|f| f.kind == FindingKind::ApiServiceUnavailable)
+        .find(|f| f.kind() == FindingKind::ApiServiceUnavailable)
         .unwrap_or_else(|| {
             panic!(
                 "no ApiServiceUnavailable: {:#?}",
                 findings
                     .iter()
-                    .map(|f| (f.kind, &f.subject.name))
+                    .map(|f| (f.kind(), &f.subject.name))
                     .collect::<Vec<_>>()
             )
         });
@@ -230,7 +237,7 @@ fn an_aggregated_api_that_hangs_is_reported_not_dropped_for_its_ready_endpoint()
     assert!(
         findings
             .iter()
-            .all(|f| f.kind != FindingKind::DeadApiService)
+            .all(|f| f.kind() != FindingKind::DeadApiService)
     );
     no_writes_on_webhooks_or_apiservices(&p);
 }
@@ -248,15 +255,15 @@ fn a_hanging_webhook_in_front_of_a_dead_finalizers_release_holds_the_patch_back(
     let (wi, webhook) = findings
         .iter()
         .enumerate()
-        .find(|(_, f)| f.kind == FindingKind::WebhookBackendFailing)
+        .find(|(_, f)| f.kind() == FindingKind::WebhookBackendFailing)
         .expect("WebhookBackendFailing");
     let (oi, orphan) = findings
         .iter()
         .enumerate()
-        .find(|(_, f)| f.kind == FindingKind::OrphanFinalizer)
+        .find(|(_, f)| f.kind() == FindingKind::OrphanFinalizer)
         .expect("OrphanFinalizer");
     assert_eq!(orphan.subject.name, "guarded-leftover");
-    let FindingDetail::FailingWebhook {
+    let FindingDetail::WebhookBackendFailing {
         verdict, rejects, ..
     } = &webhook.detail
     else {
@@ -350,7 +357,7 @@ fn a_webhook_whose_dry_run_is_admitted_now_holds_nothing_back() {
     assert!(
         !findings
             .iter()
-            .any(|f| f.kind == FindingKind::WebhookBackendFailing),
+            .any(|f| f.kind() == FindingKind::WebhookBackendFailing),
         "{:#?}",
         findings.iter().map(|f| &f.summary).collect::<Vec<_>>()
     );
@@ -358,7 +365,7 @@ fn a_webhook_whose_dry_run_is_admitted_now_holds_nothing_back() {
     assert!(p.blocked.is_empty(), "{:#?}", p.blocked);
     let oi = findings
         .iter()
-        .position(|f| f.kind == FindingKind::OrphanFinalizer)
+        .position(|f| f.kind() == FindingKind::OrphanFinalizer)
         .expect("OrphanFinalizer");
     assert!(
         p.steps
@@ -408,13 +415,13 @@ fn a_dead_webhook_does_not_hide_a_failing_one_of_the_same_name() {
     );
     let dead = findings
         .iter()
-        .find(|f| f.kind == FindingKind::DeadWebhook)
+        .find(|f| f.kind() == FindingKind::DeadWebhook)
         .expect("the webhook whose Service is missing is dead");
     assert_eq!(dead.subject.name, "policy-guard-z6jmkn");
     match &dead.detail {
-        FindingDetail::Webhook {
+        FindingDetail::DeadWebhook(DeadWebhookFacts {
             blocks_namespaces, ..
-        } => assert_eq!(
+        }) => assert_eq!(
             blocks_namespaces,
             &["shop-z6jmkn".to_string()],
             "only its own scenario's namespace quotes its URL"
@@ -424,7 +431,8 @@ fn a_dead_webhook_does_not_hide_a_failing_one_of_the_same_name() {
     let content = findings
         .iter()
         .find(|f| {
-            f.kind == FindingKind::NamespaceContentDeletionFailed && f.subject.name == "shop-l6zt76"
+            f.kind() == FindingKind::NamespaceContentDeletionFailed
+                && f.subject.name == "shop-l6zt76"
         })
         .expect("the namespace's failure is reported");
     assert!(

@@ -9,8 +9,8 @@ mod doctor_support;
 use std::time::Duration;
 
 use unstuck_core::doctor::{
-    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, PlannedStep, ServiceLookup,
-    Snapshot, diagnose, plan,
+    Action, ConversionWebhookFacts, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan,
+    PlannedStep, ServiceLookup, Snapshot, diagnose, plan,
 };
 
 use doctor_support::recorded;
@@ -39,7 +39,7 @@ fn the_one(findings: &[Finding], kind: FindingKind) -> (usize, &Finding) {
     let all: Vec<(usize, &Finding)> = findings
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.kind == kind)
+        .filter(|(_, f)| f.kind() == kind)
         .collect();
     assert_eq!(all.len(), 1, "one {kind}: {findings:#?}");
     all[0]
@@ -57,7 +57,7 @@ fn one_root_cause_names_the_crd_its_service_and_every_namespace_it_blocks() {
     let (_, f) = the_one(&findings, FindingKind::DeadConversionWebhook);
     assert_eq!(f.subject.kind, "CustomResourceDefinition");
     assert_eq!(f.subject.name, MCS_CRD);
-    let FindingDetail::ConversionWebhook {
+    let FindingDetail::DeadConversionWebhook(ConversionWebhookFacts {
         crd,
         kind,
         service,
@@ -67,7 +67,7 @@ fn one_root_cause_names_the_crd_its_service_and_every_namespace_it_blocks() {
         failed_lists,
         no_schema_difference,
         ..
-    } = &f.detail
+    }) = &f.detail
     else {
         panic!("detail {:?}", f.detail)
     };
@@ -108,7 +108,7 @@ fn the_namespaces_cite_the_root_cause_instead_of_refusing_one_by_one() {
     let blocked: Vec<(usize, &Finding)> = findings
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.kind == FindingKind::NamespaceContentDeletionFailed)
+        .filter(|(_, f)| f.kind() == FindingKind::NamespaceContentDeletionFailed)
         .collect();
     let names: Vec<&str> = blocked
         .iter()
@@ -141,7 +141,7 @@ fn the_namespaces_cite_the_root_cause_instead_of_refusing_one_by_one() {
     assert!(
         findings
             .iter()
-            .all(|f| f.kind != FindingKind::NamespaceNotProgressing),
+            .all(|f| f.kind() != FindingKind::NamespaceNotProgressing),
         "every namespace is explained"
     );
 }
@@ -212,7 +212,7 @@ fn different_schemas_are_refused_with_the_command_a_person_would_run() {
     assert!(crd.starts_with("meshconfigs.config-"), "{crd}");
     assert!(matches!(
         &f.detail,
-        FindingDetail::ConversionWebhook { no_schema_difference: false, blocks_namespaces, .. }
+        FindingDetail::DeadConversionWebhook(ConversionWebhookFacts { no_schema_difference: false, blocks_namespaces, .. })
             if blocks_namespaces.len() == 2
     ));
     let steps = steps_for(&p, root);
@@ -240,7 +240,7 @@ fn different_schemas_are_refused_with_the_command_a_person_would_run() {
     );
     let cite = format!("#{} DeadConversionWebhook", root + 1);
     for (i, g) in findings.iter().enumerate() {
-        if g.kind == FindingKind::NamespaceContentDeletionFailed {
+        if g.kind() == FindingKind::NamespaceContentDeletionFailed {
             assert!(
                 steps_for(&p, i).iter().all(|s| s.rationale.contains(&cite)),
                 "{}",
@@ -267,12 +267,12 @@ fn a_backend_not_proven_gone_is_reported_and_changes_nothing() {
     assert!(
         findings
             .iter()
-            .all(|f| f.kind != FindingKind::DeadConversionWebhook)
+            .all(|f| f.kind() != FindingKind::DeadConversionWebhook)
     );
     assert!(p.mutating_steps().next().is_none());
     let ns = findings
         .iter()
-        .find(|f| f.kind == FindingKind::NamespaceContentDeletionFailed)
+        .find(|f| f.kind() == FindingKind::NamespaceContentDeletionFailed)
         .expect("the namespaces are still reported");
     assert!(
         ns.evidence
@@ -291,7 +291,7 @@ fn after_the_switch_the_namespaces_wait_for_the_controllers_retry() {
     s.conversion_webhook_crds.clear();
     let (findings, p) = run(&s, 10);
     for (i, f) in findings.iter().enumerate() {
-        if f.kind == FindingKind::NamespaceContentDeletionFailed {
+        if f.kind() == FindingKind::NamespaceContentDeletionFailed {
             let steps = steps_for(&p, i);
             assert!(
                 matches!(&steps[0].action, Action::Wait { reason } if reason.contains("no longer calls a webhook")),
@@ -309,7 +309,7 @@ fn after_the_switch_the_namespaces_wait_for_the_controllers_retry() {
     let (findings, p) = run(&s, 10);
     let i = findings
         .iter()
-        .position(|f| f.kind == FindingKind::NamespaceContentDeletionFailed)
+        .position(|f| f.kind() == FindingKind::NamespaceContentDeletionFailed)
         .expect("still reported");
     assert!(matches!(steps_for(&p, i)[0].action, Action::Refuse { .. }));
 }

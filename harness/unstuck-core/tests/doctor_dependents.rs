@@ -31,7 +31,7 @@ fn run(s: &Snapshot) -> (Vec<Finding>, Plan) {
 fn about<'a>(findings: &'a [Finding], kind: FindingKind, subject_kind: &str) -> Vec<&'a Finding> {
     findings
         .iter()
-        .filter(|f| f.kind == kind && f.subject.kind == subject_kind)
+        .filter(|f| f.kind() == kind && f.subject.kind == subject_kind)
         .collect()
 }
 
@@ -47,7 +47,7 @@ fn the_chain_is_walked_to_the_pods_and_only_the_pods_are_changed() {
         (1, 1),
         "{findings:#?}"
     );
-    let FindingDetail::Dependents { dependents, leaves } = &deployment[0].detail else {
+    let FindingDetail::WaitingOnDependents { dependents, leaves } = &deployment[0].detail else {
         panic!("{:?}", deployment[0].detail)
     };
     // The Deployment's direct dependent is the ReplicaSet; the chain ends
@@ -71,7 +71,7 @@ fn the_chain_is_walked_to_the_pods_and_only_the_pods_are_changed() {
     assert!(
         findings
             .iter()
-            .all(|f| f.kind != FindingKind::WaitingOnLiveController),
+            .all(|f| f.kind() != FindingKind::WaitingOnLiveController),
         "{findings:#?}"
     );
     let pods = about(&findings, FindingKind::OrphanFinalizer, "Pod");
@@ -177,7 +177,7 @@ fn an_ownership_cycle_does_not_hang_the_walk() {
     assert!(
         findings
             .iter()
-            .any(|f| f.kind == FindingKind::WaitingOnDependents
+            .any(|f| f.kind() == FindingKind::WaitingOnDependents
                 && f.subject.uid.as_deref() == Some(deployment_uid.as_str()))
     );
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use doctor_support::{diagnose_default, kinds, load_snapshot, of_kind, with_missing_backend};
 use unstuck_core::doctor::owner::controller_manager_alive;
 use unstuck_core::doctor::{
-    DiagnoseOptions, FindingDetail, FindingKind, ObjectRecord, OwnerVerdict, Snapshot, diagnose,
-    finalizer_owner,
+    ApiServiceFacts, DiagnoseOptions, FinalizerFacts, FindingDetail, FindingKind, ObjectRecord,
+    OwnerVerdict, Snapshot, diagnose, finalizer_owner,
 };
 
 use FindingKind::*;
@@ -66,7 +66,7 @@ fn orphan_configmaps_found_and_live_key_left_alone() {
     };
     assert_eq!(mixed.orphan, vec![s("example.com/never-removed")]);
     assert_eq!(mixed.kept, vec![s("widgets.acme.io/cleanup")]);
-    let FindingDetail::Finalizers { verdicts, .. } = &findings[3].detail else {
+    let Some(FinalizerFacts { verdicts, .. }) = findings[3].detail.finalizer_facts() else {
         panic!("unexpected detail");
     };
     assert_eq!(verdicts.len(), 1);
@@ -93,7 +93,7 @@ fn kubernetes_key_on_a_configmap_is_dead() {
         .iter()
         .find(|f| f.subject.name == "legacy")
         .expect("legacy found");
-    assert_eq!(legacy.kind, OrphanFinalizer);
+    assert_eq!(legacy.kind(), OrphanFinalizer);
     let FindingDetail::OrphanFinalizer(rem) = &legacy.detail else {
         panic!()
     };
@@ -122,7 +122,7 @@ fn object_not_past_threshold_has_no_finding() {
     assert!(
         diagnose(&snap, &eager)
             .iter()
-            .any(|f| f.subject.name == "fresh" && f.kind == OrphanFinalizer)
+            .any(|f| f.subject.name == "fresh" && f.kind() == OrphanFinalizer)
     );
 }
 
@@ -147,7 +147,7 @@ fn cr_with_dead_finalizer_blocks_its_namespace() {
     );
 
     let ns = &findings[1];
-    let FindingDetail::NamespaceContent {
+    let FindingDetail::NamespaceBlockedByContent {
         remaining_resources,
         remaining_finalizers,
         blocking_objects,
@@ -184,13 +184,13 @@ fn dead_apiservice_correlated_with_discovery_blocked_namespace() {
         ]
     );
     let api = &findings[0];
-    let FindingDetail::ApiService {
+    let Some(ApiServiceFacts {
         reason,
         service,
         group_version,
         blocks_namespaces,
         ..
-    } = &api.detail
+    }) = api.detail.api_service()
     else {
         panic!("unexpected detail {:?}", api.detail);
     };
@@ -212,7 +212,7 @@ fn dead_apiservice_correlated_with_discovery_blocked_namespace() {
     );
 
     let ns = &findings[1];
-    let FindingDetail::NamespaceDiscovery {
+    let FindingDetail::NamespaceBlockedByDiscovery {
         group_versions,
         api_services,
         dead_api_services,
@@ -270,7 +270,7 @@ fn apiservice_unavailable_only_briefly_is_not_dead() {
     // The namespace is still reported as blocked, naming the APIService.
     let ns = of_kind(&findings, NamespaceBlockedByDiscovery);
     assert_eq!(ns.len(), 1);
-    let FindingDetail::NamespaceDiscovery {
+    let FindingDetail::NamespaceBlockedByDiscovery {
         dead_api_services, ..
     } = &ns[0].detail
     else {
@@ -426,13 +426,13 @@ fn safety_pvc_used_by_pod_is_protected() {
         ]
     );
     let data = &findings[2];
-    let FindingDetail::Protected { finalizer, used_by } = &data.detail else {
+    let FindingDetail::ProtectedFinalizerInUse { finalizer, used_by } = &data.detail else {
         panic!("unexpected detail {:?}", data.detail);
     };
     assert_eq!(finalizer, "kubernetes.io/pvc-protection");
     assert_eq!(used_by.len(), 1);
     assert!(used_by[0].contains("pod pvc-ns/app-0"), "{used_by:?}");
-    let FindingDetail::Protected { used_by, .. } = &findings[1].detail else {
+    let FindingDetail::ProtectedFinalizerInUse { used_by, .. } = &findings[1].detail else {
         panic!()
     };
     assert!(
@@ -450,7 +450,7 @@ fn namespace_metadata_finalizer_left_by_removed_product() {
         kinds(&findings),
         vec![(NamespaceOrphanMetadataFinalizer, s("kubesphere-ns"))]
     );
-    let FindingDetail::OrphanFinalizer(rem) = &findings[0].detail else {
+    let FindingDetail::NamespaceOrphanMetadataFinalizer(rem) = &findings[0].detail else {
         panic!()
     };
     assert_eq!(rem.orphan, vec![s("finalizers.kubesphere.io/namespaces")]);
@@ -478,7 +478,7 @@ fn namespace_spec_token_with_and_without_content() {
             (NamespaceSpecFinalizerStuck, s("spec-empty")),
         ]
     );
-    let FindingDetail::NamespaceSpec {
+    let FindingDetail::NamespaceSpecFinalizerStuck {
         stuck_tokens,
         content_remaining,
         discovery_complete,
@@ -492,7 +492,7 @@ fn namespace_spec_token_with_and_without_content() {
     assert!(content_remaining.iter().any(|c| c == "Widget/left-behind"));
     assert!(discovery_complete);
 
-    let FindingDetail::NamespaceSpec {
+    let FindingDetail::NamespaceSpecFinalizerStuck {
         stuck_tokens,
         content_remaining,
         ..
@@ -512,7 +512,7 @@ fn kubernetes_spec_token_stuck_when_controller_manager_is_not_alive() {
     let findings = diagnose_default(&snap);
     let stuck = of_kind(&findings, NamespaceSpecFinalizerStuck);
     assert_eq!(stuck.len(), 1);
-    let FindingDetail::NamespaceSpec { stuck_tokens, .. } = &stuck[0].detail else {
+    let FindingDetail::NamespaceSpecFinalizerStuck { stuck_tokens, .. } = &stuck[0].detail else {
         panic!()
     };
     assert_eq!(stuck_tokens, &vec![s("kubernetes")]);
@@ -540,7 +540,7 @@ fn stuck_pod_without_finalizers_is_explained() {
     let findings = diagnose_default(&snap);
     let pods = of_kind(&findings, PodStuckTerminating);
     assert_eq!(pods.len(), 1);
-    let FindingDetail::Pod { hint, node, .. } = &pods[0].detail else {
+    let FindingDetail::PodStuckTerminating { hint, node, .. } = &pods[0].detail else {
         panic!()
     };
     assert_eq!(*hint, unstuck_core::doctor::PodStuckHint::VolumeTeardown);
@@ -549,7 +549,7 @@ fn stuck_pod_without_finalizers_is_explained() {
     assert!(
         findings
             .iter()
-            .any(|f| f.kind == ProtectedFinalizerInUse && f.subject.name == "data")
+            .any(|f| f.kind() == ProtectedFinalizerInUse && f.subject.name == "data")
     );
 }
 

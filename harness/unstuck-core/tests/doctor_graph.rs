@@ -105,7 +105,7 @@ fn an_orphan_finalizer_on_a_configmap_is_the_root_under_the_configmap() {
     assert_eq!(key.len(), 1, "{}", c.tree());
     assert_eq!(key[0].label, "finalizer kubernetes");
     assert_eq!(key[0].state, NodeState::Dead);
-    assert_eq!(c.cited(cm, key[0]).kind, FindingKind::OrphanFinalizer);
+    assert_eq!(c.cited(cm, key[0]).kind(), FindingKind::OrphanFinalizer);
     match c.remedy(key[0]) {
         Action::RemoveFinalizers(r) => assert_eq!(r.remove, vec!["kubernetes".to_owned()]),
         other => panic!("{other:?}"),
@@ -119,7 +119,10 @@ fn a_namespace_behind_an_orphan_finalizer_leads_through_the_object_to_the_dead_k
     assert!(c.graph.targets.contains(&ns.id), "{}", c.tree());
     let cr = c.node("Kiali istio-");
     assert_eq!(c.below(ns), vec![cr], "{}", c.tree());
-    assert_eq!(c.cited(ns, cr).kind, FindingKind::NamespaceBlockedByContent);
+    assert_eq!(
+        c.cited(ns, cr).kind(),
+        FindingKind::NamespaceBlockedByContent
+    );
     // The CR is waited on, so it is no target of its own.
     assert!(!c.graph.targets.contains(&cr.id));
     let key = c.below(cr);
@@ -157,7 +160,7 @@ fn a_dead_webhook_leads_from_the_namespace_to_its_missing_service() {
     assert_eq!(c.below(hook), vec![svc]);
     assert_eq!(svc.state, NodeState::Gone);
     assert_eq!(svc.detail.as_deref(), Some("ServiceNotFound"));
-    assert_eq!(c.cited(hook, svc).kind, FindingKind::DeadWebhook);
+    assert_eq!(c.cited(hook, svc).kind(), FindingKind::DeadWebhook);
     assert!(matches!(
         c.remedy(svc),
         Action::SetWebhookFailurePolicy(w) if w.webhook == "validate.policy.example.com"
@@ -198,7 +201,7 @@ fn a_foreground_chain_leads_from_the_owner_through_its_dependents_to_their_keys(
     assert_eq!(pods.len(), 2, "{}", c.tree());
     for pod in pods {
         let by = c.cited(rs[0], pod);
-        assert_eq!(by.kind, FindingKind::WaitingOnDependents);
+        assert_eq!(by.kind(), FindingKind::WaitingOnDependents);
         assert_eq!(
             by.subject.name,
             rs[0].label.trim_start_matches("ReplicaSet fd/")
@@ -386,10 +389,10 @@ fn on_every_recorded_snapshot_the_graph_holds_together_and_is_stable() {
         for f in &c.findings {
             let there = g.node(&object_id(&f.subject)).is_some()
                 || (matches!(
-                    f.kind,
+                    f.kind(),
                     FindingKind::DeadWebhook | FindingKind::WebhookBackendFailing
                 ) && g.nodes.iter().any(|n| n.id.contains(&f.subject.name)));
-            assert!(there, "{name}: {} {} not in the graph", f.kind, f.subject);
+            assert!(there, "{name}: {} {} not in the graph", f.kind(), f.subject);
         }
         // Every Terminating namespace a finding is about leads somewhere.
         for f in c.findings.iter().filter(|f| f.subject.kind == "Namespace") {

@@ -28,13 +28,13 @@ fn opts() -> DiagnoseOptions {
 fn app(findings: &[Finding]) -> &Finding {
     findings
         .iter()
-        .find(|f| f.kind == FindingKind::PodNotStarting && f.subject.name == "app")
+        .find(|f| f.kind() == FindingKind::PodNotStarting && f.subject.name == "app")
         .unwrap_or_else(|| panic!("no PodNotStarting for app in {findings:#?}"))
 }
 
 fn pull(f: &Finding) -> (PodStartCause, ImagePull) {
     match &f.detail {
-        FindingDetail::PodStart {
+        FindingDetail::PodNotStarting {
             cause,
             pull: Some(pull),
             ..
@@ -154,10 +154,10 @@ fn the_slow_pull_says_how_long_and_a_pulled_event_ends_it() {
     let findings = diagnose(&done, &opts());
     let still = findings
         .iter()
-        .find(|f| f.kind == FindingKind::PodNotStarting && f.subject.name == "app");
+        .find(|f| f.kind() == FindingKind::PodNotStarting && f.subject.name == "app");
     if let Some(f) = still {
         match &f.detail {
-            FindingDetail::PodStart { pull, .. } => {
+            FindingDetail::PodNotStarting { pull, .. } => {
                 assert!(pull.is_none(), "{}", f.summary)
             }
             other => panic!("{other:?}"),

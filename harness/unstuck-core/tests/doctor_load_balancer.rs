@@ -46,18 +46,18 @@ fn opts() -> DiagnoseOptions {
 fn lb_finding<'a>(findings: &'a [Finding], name: &str) -> (&'a Finding, &'a LoadBalancerCleanup) {
     let f = findings
         .iter()
-        .find(|f| f.kind == FindingKind::LoadBalancerCleanupPending && f.subject.name == name)
+        .find(|f| f.kind() == FindingKind::LoadBalancerCleanupPending && f.subject.name == name)
         .unwrap_or_else(|| {
             panic!(
                 "no LoadBalancerCleanupPending for {name}; found {:?}",
                 findings
                     .iter()
-                    .map(|f| format!("{} {}", f.kind, f.subject.name))
+                    .map(|f| format!("{} {}", f.kind(), f.subject.name))
                     .collect::<Vec<_>>()
             )
         });
-    let FindingDetail::LoadBalancerCleanup(lb) = &f.detail else {
-        panic!("{} carries {:?}", f.kind, f.detail);
+    let FindingDetail::LoadBalancerCleanupPending(lb) = &f.detail else {
+        panic!("{} carries {:?}", f.kind(), f.detail);
     };
     (f, lb)
 }
@@ -108,7 +108,7 @@ fn without_a_lease_the_owner_is_unknown_and_the_key_stays() {
     assert!(
         !findings.iter().any(|g| g.subject.name == "storefront"
             && matches!(
-                g.kind,
+                g.kind(),
                 FindingKind::WaitingOnLiveController | FindingKind::OrphanFinalizer
             )),
         "{findings:#?}"

@@ -73,12 +73,12 @@ fn renewed_ago(s: &mut Snapshot, ago: i64) {
 fn stall<'a>(findings: &'a [Finding], name: &str) -> Option<&'a Finding> {
     findings
         .iter()
-        .find(|f| f.kind == FindingKind::NamespaceNotProgressing && f.subject.name == name)
+        .find(|f| f.kind() == FindingKind::NamespaceNotProgressing && f.subject.name == name)
 }
 
 fn cause(f: &Finding) -> StallCause {
     match &f.detail {
-        FindingDetail::NamespaceStall(s) => s.cause,
+        FindingDetail::NamespaceNotProgressing(s) => s.cause,
         d => panic!("unexpected detail {d:?}"),
     }
 }
@@ -152,7 +152,7 @@ fn with_a_fresh_lease_another_namespaces_cluster_wide_failure_is_quoted() {
     assert!(quotes(f, "metrics.k8s.io/v1beta1"));
     assert!(quotes(f, "metrics were not read"));
     match &f.detail {
-        FindingDetail::NamespaceStall(d) => {
+        FindingDetail::NamespaceNotProgressing(d) => {
             assert_eq!(d.blocked_elsewhere, vec![BLOCKED.to_owned()]);
             assert!(!d.has_conditions);
         }
@@ -225,9 +225,10 @@ fn a_namespace_another_finding_explains_gets_no_stall_finding() {
     let s = recorded();
     let findings = diagnose(&s, &opts());
     assert!(
-        findings.iter().any(
-            |f| f.kind == FindingKind::NamespaceBlockedByDiscovery && f.subject.name == BLOCKED
-        ),
+        findings
+            .iter()
+            .any(|f| f.kind() == FindingKind::NamespaceBlockedByDiscovery
+                && f.subject.name == BLOCKED),
         "{findings:#?}"
     );
     assert!(stall(&findings, BLOCKED).is_none(), "{findings:#?}");
@@ -235,7 +236,7 @@ fn a_namespace_another_finding_explains_gets_no_stall_finding() {
     assert!(
         findings
             .iter()
-            .all(|f| f.kind != FindingKind::NamespaceNotProgressing),
+            .all(|f| f.kind() != FindingKind::NamespaceNotProgressing),
         "{findings:#?}"
     );
 }
@@ -260,7 +261,7 @@ fn conditions_that_explain_nothing_still_get_a_finding() {
     let f = stall(&findings, BLOCKED).expect("never silent");
     assert!(quotes(f, "no other finding explains"), "{:#?}", f.evidence);
     match &f.detail {
-        FindingDetail::NamespaceStall(d) => assert!(d.has_conditions),
+        FindingDetail::NamespaceNotProgressing(d) => assert!(d.has_conditions),
         d => panic!("{d:?}"),
     }
 }
@@ -289,7 +290,7 @@ fn the_plan_changes_nothing_for_it() {
     let p = plan(&findings, &s);
     let i = findings
         .iter()
-        .position(|f| f.kind == FindingKind::NamespaceNotProgressing)
+        .position(|f| f.kind() == FindingKind::NamespaceNotProgressing)
         .unwrap();
     let steps: Vec<_> = p.steps.iter().filter(|st| st.finding_index == i).collect();
     assert_eq!(steps.len(), 1, "{p:#?}");
@@ -351,9 +352,9 @@ fn a_namespace_without_conditions_names_the_conversion_webhook_its_lists_fail_on
     let findings = diagnose(&s, &opts());
     let stall = findings
         .iter()
-        .find(|f| f.kind == FindingKind::NamespaceNotProgressing && f.subject.name == "quiet")
+        .find(|f| f.kind() == FindingKind::NamespaceNotProgressing && f.subject.name == "quiet")
         .unwrap_or_else(|| panic!("quiet is not progressing: {findings:#?}"));
-    let FindingDetail::NamespaceStall(detail) = &stall.detail else {
+    let FindingDetail::NamespaceNotProgressing(detail) = &stall.detail else {
         panic!("{:#?}", stall.detail);
     };
     assert_eq!(

@@ -29,9 +29,9 @@ fn pod_finding(s: &Snapshot) -> (PodStuckHint, Vec<String>, String) {
     let (i, f) = findings
         .iter()
         .enumerate()
-        .find(|(_, f)| f.kind == FindingKind::PodStuckTerminating && f.subject.name == "web")
+        .find(|(_, f)| f.kind() == FindingKind::PodStuckTerminating && f.subject.name == "web")
         .unwrap_or_else(|| panic!("{findings:#?}"));
-    let FindingDetail::Pod { hint, .. } = &f.detail else {
+    let FindingDetail::PodStuckTerminating { hint, .. } = &f.detail else {
         panic!("{:?}", f.detail)
     };
     let step = p.steps.iter().find(|s| s.finding_index == i).unwrap();

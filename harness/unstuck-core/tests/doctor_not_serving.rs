@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use doctor_support::load_snapshot;
 use unstuck_core::doctor::{
-    Action, BlockerGraph, DiagnoseOptions, FindingDetail, FindingKind, diagnose, plan,
+    Action, ApiServiceFacts, BlockerGraph, DiagnoseOptions, FindingDetail, FindingKind, diagnose,
+    plan,
 };
 
 fn opts() -> DiagnoseOptions {
@@ -29,12 +30,12 @@ fn an_apiservice_whose_backend_crash_loops_is_followed_to_the_crash() {
     let findings = diagnose(&s, &opts());
     let api = findings
         .iter()
-        .find(|f| f.kind == FindingKind::ApiServiceUnavailable)
+        .find(|f| f.kind() == FindingKind::ApiServiceUnavailable)
         .expect("the APIService is unavailable, not dead");
     assert!(
         !findings
             .iter()
-            .any(|f| f.kind == FindingKind::DeadApiService),
+            .any(|f| f.kind() == FindingKind::DeadApiService),
         "{findings:#?}"
     );
     let evidence = api.evidence.join("\n");
@@ -80,9 +81,9 @@ fn a_namespace_webhook_whose_backend_never_starts_blocks_the_finalizer_patch() {
     let findings = diagnose(&s, &opts());
     let webhook = findings
         .iter()
-        .find(|f| f.kind == FindingKind::WebhookBackendFailing)
+        .find(|f| f.kind() == FindingKind::WebhookBackendFailing)
         .expect("the webhook is named as the blocker");
-    let FindingDetail::FailingWebhook {
+    let FindingDetail::WebhookBackendFailing {
         verdict,
         quote,
         rejects,
@@ -109,7 +110,7 @@ fn a_namespace_webhook_whose_backend_never_starts_blocks_the_finalizer_patch() {
     // The finalizer's finding says which webhook stands in its way.
     let finalizer = findings
         .iter()
-        .find(|f| f.kind == FindingKind::NamespaceOrphanMetadataFinalizer)
+        .find(|f| f.kind() == FindingKind::NamespaceOrphanMetadataFinalizer)
         .expect("the dead finalizer");
     assert!(
         finalizer
@@ -152,7 +153,7 @@ fn a_not_serving_webhook_that_holds_nothing_is_not_reported() {
     assert!(
         !findings
             .iter()
-            .any(|f| f.kind == FindingKind::WebhookBackendFailing),
+            .any(|f| f.kind() == FindingKind::WebhookBackendFailing),
         "{findings:#?}"
     );
 }
@@ -248,11 +249,11 @@ fn an_apiservice_outage_is_measured_on_the_servers_clock_and_kept_under_its_boun
     let findings = diagnose(&s, &outage_opts(Duration::from_secs(3600), &[ADAPTER]));
     let api = findings
         .iter()
-        .find(|f| f.kind == FindingKind::ApiServiceUnavailable)
+        .find(|f| f.kind() == FindingKind::ApiServiceUnavailable)
         .expect("the APIService is unavailable");
-    let FindingDetail::ApiService {
+    let Some(ApiServiceFacts {
         outage: Some(o), ..
-    } = &api.detail
+    }) = api.detail.api_service()
     else {
         panic!("no outage recorded: {:#?}", api.detail);
     };
@@ -326,7 +327,7 @@ fn a_namespace_whose_last_pod_drains_its_grace_period_is_normal_not_blamed() {
     let findings = diagnose(&s, &opts());
     assert!(
         !findings.iter().any(|f| matches!(
-            f.kind,
+            f.kind(),
             FindingKind::NamespaceNotProgressing | FindingKind::PodStuckTerminating
         )),
         "{findings:#?}"
@@ -361,11 +362,11 @@ fn a_namespace_whose_last_pod_drains_its_grace_period_is_normal_not_blamed() {
 fn a_product_uninstalled_by_its_namespace_leaves_leftovers_one_plan_removes() {
     let s = load_snapshot("real-v1.34.4/product-uninstalled-by-namespace");
     let findings = diagnose(&s, &opts());
-    let kinds: Vec<FindingKind> = findings.iter().map(|f| f.kind).collect();
+    let kinds: Vec<FindingKind> = findings.iter().map(|f| f.kind()).collect();
     assert!(kinds.contains(&FindingKind::DeadApiService), "{kinds:?}");
     let orphan = findings
         .iter()
-        .find(|f| f.kind == FindingKind::OrphanFinalizer && f.subject.name == "product-state")
+        .find(|f| f.kind() == FindingKind::OrphanFinalizer && f.subject.name == "product-state")
         .unwrap_or_else(|| panic!("{findings:#?}"));
     let evidence = orphan.evidence.join("\n");
     assert!(

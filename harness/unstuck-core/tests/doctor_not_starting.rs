@@ -31,12 +31,12 @@ fn opts(secs: u64) -> DiagnoseOptions {
 fn not_starting<'a>(findings: &'a [Finding], name: &str) -> Option<&'a Finding> {
     findings
         .iter()
-        .find(|f| f.kind == FindingKind::PodNotStarting && f.subject.name == name)
+        .find(|f| f.kind() == FindingKind::PodNotStarting && f.subject.name == name)
 }
 
 fn cause(f: &Finding) -> PodStartCause {
     match &f.detail {
-        FindingDetail::PodStart { cause, .. } => *cause,
+        FindingDetail::PodNotStarting { cause, .. } => *cause,
         other => panic!("{other:?}"),
     }
 }
@@ -133,7 +133,7 @@ fn pods_younger_than_the_threshold_are_left_to_start() {
     assert!(
         findings
             .iter()
-            .all(|f| f.kind != FindingKind::PodNotStarting),
+            .all(|f| f.kind() != FindingKind::PodNotStarting),
         "{findings:#?}"
     );
 }

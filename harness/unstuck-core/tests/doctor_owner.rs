@@ -58,7 +58,7 @@ fn kinds_for(findings: &[Finding], name: &str) -> Vec<FindingKind> {
     findings
         .iter()
         .filter(|f| f.subject.name == name)
-        .map(|f| f.kind)
+        .map(|f| f.kind())
         .collect()
 }
 

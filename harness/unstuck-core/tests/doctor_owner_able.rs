@@ -125,7 +125,7 @@ fn a_ready_pod_with_rights_on_the_custom_type_keeps_the_key_alive_whatever_its_n
     let kiali: Vec<FindingKind> = findings
         .iter()
         .filter(|f| f.subject.name == "kiali")
-        .map(|f| f.kind)
+        .map(|f| f.kind())
         .collect();
     assert_eq!(kiali, vec![FindingKind::WaitingOnLiveController]);
     let p = plan(&findings, &s);
@@ -541,7 +541,7 @@ fn vac_protection_is_built_in_and_in_use_while_a_claim_names_the_class() {
     let gold: Vec<FindingKind> = findings
         .iter()
         .filter(|f| f.subject.name == "gold")
-        .map(|f| f.kind)
+        .map(|f| f.kind())
         .collect();
     assert_eq!(
         gold,

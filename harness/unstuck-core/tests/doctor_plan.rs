@@ -44,7 +44,7 @@ fn orphan_configmap_plan_removes_only_dead_keys() {
     assert!(matches!(plan.steps[0].action, Action::Wait { .. }));
     assert_eq!(plan.steps[0].force_level, FORCE_OBSERVE);
     assert_eq!(
-        findings[plan.steps[0].finding_index].kind,
+        findings[plan.steps[0].finding_index].kind(),
         FindingKind::WaitingOnLiveController
     );
 
@@ -148,7 +148,7 @@ fn cr_in_terminating_namespace_plan_patches_cr_and_waits_for_namespace() {
     assert_eq!(plan.steps.len(), 2);
     assert!(matches!(plan.steps[0].action, Action::Wait { .. }));
     assert_eq!(
-        findings[plan.steps[0].finding_index].kind,
+        findings[plan.steps[0].finding_index].kind(),
         FindingKind::NamespaceBlockedByContent
     );
     assert!(
@@ -204,7 +204,7 @@ fn dead_apiservice_deleted_with_preconditions_healthy_untouched() {
     let ns_step = plan
         .steps
         .iter()
-        .find(|s| findings[s.finding_index].kind == FindingKind::NamespaceBlockedByDiscovery)
+        .find(|s| findings[s.finding_index].kind() == FindingKind::NamespaceBlockedByDiscovery)
         .unwrap();
     assert!(matches!(ns_step.action, Action::Wait { .. }));
     // No step at all for the healthy or local APIService.
@@ -251,7 +251,7 @@ fn dead_apiservice_not_blocking_and_service_present_is_refused() {
     ));
     let (findings, plan) = diagnose_and_plan(&snap);
     assert_eq!(findings.len(), 1);
-    assert_eq!(findings[0].kind, FindingKind::DeadApiService);
+    assert_eq!(findings[0].kind(), FindingKind::DeadApiService);
     assert_eq!(plan.steps.len(), 1);
     let Action::Refuse { reason, .. } = &plan.steps[0].action else {
         panic!("{:?}", plan.steps[0].action)
@@ -331,7 +331,7 @@ fn safety_pvc_protection_in_use_is_never_removed() {
     assert!(removals(&plan).is_empty());
     assert!(plan.mutating_steps().next().is_none());
     for step in &plan.steps {
-        if findings[step.finding_index].kind == FindingKind::ProtectedFinalizerInUse {
+        if findings[step.finding_index].kind() == FindingKind::ProtectedFinalizerInUse {
             assert!(matches!(step.action, Action::Wait { .. }));
         }
     }
@@ -366,7 +366,7 @@ fn finalize_refused_with_content_allowed_without() {
             .iter()
             .find(|s| {
                 let f = &findings[s.finding_index];
-                f.kind == FindingKind::NamespaceSpecFinalizerStuck && f.subject.name == ns
+                f.kind() == FindingKind::NamespaceSpecFinalizerStuck && f.subject.name == ns
             })
             .unwrap()
     };
@@ -561,7 +561,7 @@ fn unknown_owner_is_refused_not_removed() {
     let unknown: Vec<_> = findings
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.kind == FindingKind::UnknownFinalizerOwner)
+        .filter(|(_, f)| f.kind() == FindingKind::UnknownFinalizerOwner)
         .collect();
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].1.subject.name, "unused");

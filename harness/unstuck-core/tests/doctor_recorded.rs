@@ -31,13 +31,13 @@ fn run(name: &str) -> (Vec<Finding>, Plan) {
 fn finding<'a>(findings: &'a [Finding], kind: FindingKind, name_prefix: &str) -> &'a Finding {
     findings
         .iter()
-        .find(|f| f.kind == kind && f.subject.name.starts_with(name_prefix))
+        .find(|f| f.kind() == kind && f.subject.name.starts_with(name_prefix))
         .unwrap_or_else(|| {
             panic!(
                 "no {kind:?} for {name_prefix}*; found {:#?}",
                 findings
                     .iter()
-                    .map(|f| (&f.kind, &f.subject.name))
+                    .map(|f| (f.kind(), &f.subject.name))
                     .collect::<Vec<_>>()
             )
         })
@@ -163,7 +163,7 @@ fn live_controller_finalizer_is_left_alone() {
     assert!(
         !findings
             .iter()
-            .any(|f| f.kind == FindingKind::OrphanFinalizer && f.subject.name == "slow-cleanup")
+            .any(|f| f.kind() == FindingKind::OrphanFinalizer && f.subject.name == "slow-cleanup")
     );
 }
 
@@ -256,9 +256,9 @@ fn pod_step(name: &str, pod: &str) -> (Finding, unstuck_core::doctor::PodStuckHi
     let (i, f) = findings
         .iter()
         .enumerate()
-        .find(|(_, f)| f.kind == FindingKind::PodStuckTerminating && f.subject.name == pod)
+        .find(|(_, f)| f.kind() == FindingKind::PodStuckTerminating && f.subject.name == pod)
         .unwrap_or_else(|| panic!("{findings:#?}"));
-    let unstuck_core::doctor::FindingDetail::Pod { hint, .. } = &f.detail else {
+    let unstuck_core::doctor::FindingDetail::PodStuckTerminating { hint, .. } = &f.detail else {
         panic!("{:?}", f.detail)
     };
     let step = p.steps.iter().find(|s| s.finding_index == i).unwrap();
@@ -316,5 +316,35 @@ fn a_pod_held_by_a_failing_network_teardown_is_not_called_a_runtime_or_node_faul
     assert!(
         reason.contains("repair the network plugin") && reason.contains("does not help"),
         "{reason}"
+    );
+}
+
+/// A finding's kind is the variant of its facts: written out, `kind` and
+/// `detail.type` agree for every finding of every recorded snapshot, and
+/// what is read back is the same finding. Between them the recordings
+/// raise most kinds; each kind seen is one the doctor can name.
+#[test]
+fn every_recorded_finding_writes_its_kind_as_its_facts_type_and_reads_back() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recorded/real-v1.34.4");
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("recorded snapshots") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        let (findings, _) = run(&name);
+        for f in &findings {
+            let json = serde_json::to_value(f).expect("a finding serialises");
+            assert_eq!(json["kind"], f.kind().as_str(), "{name}");
+            assert_eq!(json["detail"]["type"], json["kind"], "{name}: {json:#}");
+            let back: Finding = serde_json::from_value(json).expect("reads back");
+            assert_eq!(&back, f, "{name}");
+            seen.insert(f.kind());
+        }
+    }
+    assert!(
+        seen.len() >= 15,
+        "the recordings should raise most kinds, saw {seen:?}"
     );
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use doctor_support::load_snapshot;
 use unstuck_core::doctor::{
-    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, diagnose, plan,
+    Action, DeadWebhookFacts, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, diagnose,
+    plan,
 };
 
 fn run(name: &str) -> (Vec<Finding>, Plan) {
@@ -30,7 +31,7 @@ fn webhook_finding<'a>(findings: &'a [Finding], config_kind: &str) -> (usize, &'
     findings
         .iter()
         .enumerate()
-        .find(|(_, f)| f.kind == FindingKind::DeadWebhook && f.subject.kind == config_kind)
+        .find(|(_, f)| f.kind() == FindingKind::DeadWebhook && f.subject.kind == config_kind)
         .unwrap_or_else(|| panic!("no dead {config_kind} in {findings:#?}"))
 }
 
@@ -45,11 +46,11 @@ fn step_index(p: &Plan, finding: usize) -> usize {
 fn cert_managers_webhook_is_found_behind_the_challenges_finalizer_patch() {
     let (findings, p) = run("cert-manager-webhook-rejects-patch");
     let (vi, validating) = webhook_finding(&findings, "ValidatingWebhookConfiguration");
-    let FindingDetail::Webhook {
+    let FindingDetail::DeadWebhook(DeadWebhookFacts {
         rejects,
         blocks_namespaces,
         ..
-    } = &validating.detail
+    }) = &validating.detail
     else {
         panic!("{validating:#?}")
     };
@@ -61,7 +62,7 @@ fn cert_managers_webhook_is_found_behind_the_challenges_finalizer_patch() {
     let (oi, orphan) = findings
         .iter()
         .enumerate()
-        .find(|(_, f)| f.kind == FindingKind::OrphanFinalizer && f.subject.kind == "Challenge")
+        .find(|(_, f)| f.kind() == FindingKind::OrphanFinalizer && f.subject.kind == "Challenge")
         .expect("the Challenge's finalizer is an orphan");
     assert!(
         orphan
@@ -106,13 +107,13 @@ fn gatekeepers_label_check_is_found_behind_the_namespace_finalizer_patch() {
     let (findings, p) = run("gatekeeper-webhook-rejects-ns-patch");
     let dead: Vec<&Finding> = findings
         .iter()
-        .filter(|f| f.kind == FindingKind::DeadWebhook)
+        .filter(|f| f.kind() == FindingKind::DeadWebhook)
         .collect();
     // validation.gatekeeper.sh fails open already: not dead, not reported.
     assert_eq!(dead.len(), 1, "{dead:#?}");
-    let FindingDetail::Webhook {
+    let FindingDetail::DeadWebhook(DeadWebhookFacts {
         webhook, rejects, ..
-    } = &dead[0].detail
+    }) = &dead[0].detail
     else {
         unreachable!()
     };
@@ -122,12 +123,12 @@ fn gatekeepers_label_check_is_found_behind_the_namespace_finalizer_patch() {
     assert_eq!(rejects[0].resource, "namespaces");
     let ns = findings
         .iter()
-        .position(|f| f.kind == FindingKind::NamespaceOrphanMetadataFinalizer)
+        .position(|f| f.kind() == FindingKind::NamespaceOrphanMetadataFinalizer)
         .expect("the Rancher finalizer");
     assert_eq!(p.blockers_of(ns).count(), 1);
     let wi = findings
         .iter()
-        .position(|f| f.kind == FindingKind::DeadWebhook)
+        .position(|f| f.kind() == FindingKind::DeadWebhook)
         .unwrap();
     assert!(step_index(&p, wi) < step_index(&p, ns));
 }
@@ -204,13 +205,13 @@ fn a_webhook_on_every_delete_stands_before_deleting_a_dead_apiservice() {
     let p = plan(&findings, &s);
     let ai = findings
         .iter()
-        .position(|f| f.kind == FindingKind::DeadApiService)
+        .position(|f| f.kind() == FindingKind::DeadApiService)
         .expect("the dead APIService");
     let wi = findings
         .iter()
-        .position(|f| f.kind == FindingKind::DeadWebhook)
+        .position(|f| f.kind() == FindingKind::DeadWebhook)
         .expect("the dead webhook");
-    let FindingDetail::Webhook { rejects, .. } = &findings[wi].detail else {
+    let FindingDetail::DeadWebhook(DeadWebhookFacts { rejects, .. }) = &findings[wi].detail else {
         unreachable!()
     };
     assert!(

@@ -35,7 +35,7 @@ fn about(findings: &[Finding], ns: &str) -> Vec<serde_json::Value> {
             None => serde_json::to_string(f)
                 .unwrap()
                 .contains(ns)
-                .then(|| serde_json::json!({"kind": f.kind, "subject": f.subject})),
+                .then(|| serde_json::json!({"kind": f.kind(), "subject": f.subject})),
         })
         .collect()
 }

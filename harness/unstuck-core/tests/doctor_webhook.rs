@@ -11,8 +11,9 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebho
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use unstuck_core::doctor::backend::{BackendPod, EndpointRead};
 use unstuck_core::doctor::{
-    Action, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan, PlannedStep, ServiceKey,
-    ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan, plan_assuming,
+    Action, DeadWebhookFacts, DiagnoseOptions, Finding, FindingDetail, FindingKind, Plan,
+    PlannedStep, ServiceKey, ServiceLookup, Snapshot, WebhookConfigKind, diagnose, plan,
+    plan_assuming,
 };
 
 use doctor_support::read_recorded as read;
@@ -31,13 +32,13 @@ fn run(s: &Snapshot) -> (Vec<Finding>, Plan) {
 }
 
 fn of_kind(findings: &[Finding], kind: FindingKind) -> Vec<&Finding> {
-    findings.iter().filter(|f| f.kind == kind).collect()
+    findings.iter().filter(|f| f.kind() == kind).collect()
 }
 
 fn step_for<'a>(p: &'a Plan, findings: &[Finding], kind: FindingKind) -> &'a PlannedStep {
     let i = findings
         .iter()
-        .position(|f| f.kind == kind)
+        .position(|f| f.kind() == kind)
         .unwrap_or_else(|| panic!("no {kind} finding in {findings:#?}"));
     p.steps
         .iter()
@@ -105,14 +106,14 @@ fn recorded_dead_webhook_is_found_and_made_to_fail_open_with_consent() {
     let f = dead[0];
     assert_eq!(f.subject.kind, "ValidatingWebhookConfiguration");
     assert_eq!(f.subject.name, "policy-guard");
-    let FindingDetail::Webhook {
+    let FindingDetail::DeadWebhook(DeadWebhookFacts {
         webhook,
         backend,
         service,
         blocks_namespaces,
         index,
         ..
-    } = &f.detail
+    }) = &f.detail
     else {
         panic!("detail {:?}", f.detail)
     };
@@ -199,7 +200,7 @@ fn a_service_without_ready_endpoints_is_proof_when_it_blocks_a_namespace() {
     let dead = of_kind(&findings, FindingKind::DeadWebhook);
     assert_eq!(dead.len(), 1);
     assert!(
-        matches!(&dead[0].detail, FindingDetail::Webhook { backend, .. } if backend == "NoReadyEndpoints")
+        matches!(&dead[0].detail, FindingDetail::DeadWebhook(DeadWebhookFacts { backend, .. }) if backend == "NoReadyEndpoints")
     );
     // Both reads and the absence of any pod are quoted.
     let ev = &dead[0].evidence;
@@ -392,7 +393,7 @@ fn a_plan_made_for_another_webhook_order_refuses() {
     let mut other = hooks[0].clone();
     other.name = "other.example.com".into();
     hooks.insert(0, other);
-    findings.retain(|f| f.kind == FindingKind::DeadWebhook);
+    findings.retain(|f| f.kind() == FindingKind::DeadWebhook);
     let p = plan(&findings, &changed);
     assert!(
         matches!(&p.steps[0].action, Action::Refuse { reason, .. } if reason.contains("not in policy-guard any more")),

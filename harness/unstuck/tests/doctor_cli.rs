@@ -159,7 +159,13 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
         broken.is_empty(),
         "the JSON breaks docs/doctor-report.schema.json: {broken:#?}"
     );
-    assert_eq!(report["schemaVersion"], "unstuck.dev/doctor-report/v1");
+    assert_eq!(report["schemaVersion"], "unstuck.dev/doctor-report/v2");
+    for f in report["findings"].as_array().expect("findings") {
+        assert_eq!(
+            f["detail"]["type"], f["kind"],
+            "a finding's facts are of its kind: {f:#}"
+        );
+    }
     // Typed all the way out: the dead APIService's step as data, with its
     // API call and the UID its DELETE is preconditioned on; the held
     // ConfigMap's owner verdict as a field, not inside a sentence.
@@ -891,7 +897,7 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
 #[test]
 fn the_documented_schema_refuses_a_report_that_breaks_it() {
     let valid = serde_json::json!({
-        "schemaVersion": "unstuck.dev/doctor-report/v1",
+        "schemaVersion": "unstuck.dev/doctor-report/v2",
         "target": {"kubeconfig": null, "context": null, "server": "https://127.0.0.1:6443",
                    "clusterUid": "u", "serverVersion": "v1.34.4"},
         "blindSpots": [],
@@ -916,7 +922,7 @@ fn the_documented_schema_refuses_a_report_that_breaks_it() {
         edit(&mut r);
         common::schema_errors(&r)
     };
-    assert!(!broken(|r| r["schemaVersion"] = "unstuck.dev/doctor-report/v0".into()).is_empty());
+    assert!(!broken(|r| r["schemaVersion"] = "unstuck.dev/doctor-report/v1".into()).is_empty());
     assert!(!broken(|r| drop(r.as_object_mut().unwrap().remove("planSteps"))).is_empty());
     // A write without its API call, and a wait with one.
     assert!(

@@ -59,7 +59,7 @@ impl Drop for Resume {
 fn stall_of(findings: &[Finding]) -> Option<&Finding> {
     findings
         .iter()
-        .find(|f| f.kind == FindingKind::NamespaceNotProgressing && f.subject.name == NS)
+        .find(|f| f.kind() == FindingKind::NamespaceNotProgressing && f.subject.name == NS)
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -162,7 +162,7 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
                     Err(e) => return Poll::Pending(e.to_string()),
                 };
                 match stall_of(report.initial_findings()).map(|f| &f.detail) {
-                    Some(FindingDetail::NamespaceStall(s))
+                    Some(FindingDetail::NamespaceNotProgressing(s))
                         if s.cause == StallCause::ControllerManagerNotLeading =>
                     {
                         Poll::Ready(report)
@@ -176,7 +176,7 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
     .expect("NamespaceNotProgressing reported");
 
     let f = stall_of(report.initial_findings()).unwrap();
-    eprintln!("{}: {}", f.kind, f.summary);
+    eprintln!("{}: {}", f.kind(), f.summary);
     for e in &f.evidence {
         eprintln!("    {e}");
     }
@@ -212,7 +212,7 @@ async fn a_stopped_controller_manager_is_reported_and_the_namespace_goes_once_it
             .steps
             .iter()
             .any(|s| matches!(s.action, Action::Refuse { .. })
-                && round.findings[s.finding_index].kind == FindingKind::NamespaceNotProgressing),
+                && round.findings[s.finding_index].kind() == FindingKind::NamespaceNotProgressing),
         "the finding gets its refusal: {:#?}",
         round.plan
     );

@@ -103,8 +103,8 @@ fn cases() -> Vec<(Pod, PodStartCause, &'static str)> {
 
 fn cause_of(findings: &[Finding], name: &str) -> Option<PodStartCause> {
     findings.iter().find_map(|f| match &f.detail {
-        FindingDetail::PodStart { cause, .. }
-            if f.kind == FindingKind::PodNotStarting && f.subject.name == name =>
+        FindingDetail::PodNotStarting { cause, .. }
+            if f.kind() == FindingKind::PodNotStarting && f.subject.name == name =>
         {
             Some(*cause)
         }
@@ -189,7 +189,7 @@ async fn the_doctor_explains_each_way_a_pod_does_not_start_and_changes_nothing()
         let name = p.metadata.name.as_deref().unwrap();
         let f = findings
             .iter()
-            .find(|f| f.kind == FindingKind::PodNotStarting && f.subject.name == name)
+            .find(|f| f.kind() == FindingKind::PodNotStarting && f.subject.name == name)
             .unwrap();
         assert!(
             f.evidence.iter().any(|e| e.contains(quoted)),

@@ -6,7 +6,7 @@
 //! while any liveness source is unreadable, a would-be `OrphanFinalizer`
 //! is reported as `UnknownFinalizerOwner`, which the plan never strips.
 
-use super::model::{Finding, FindingKind, Snapshot};
+use super::model::{FinalizerFacts, Finding, FindingDetail, Snapshot};
 
 /// The sources a finalizer owner's liveness is argued from.
 /// Named as kubectl spells them, as [`Snapshot::unreadable`] records them.
@@ -23,13 +23,15 @@ pub fn downgrade_unproven(snapshot: &Snapshot, findings: &mut [Finding]) {
     if missing.is_empty() {
         return;
     }
-    for f in findings.iter_mut().filter(|f| {
-        matches!(
-            f.kind,
-            FindingKind::OrphanFinalizer | FindingKind::NamespaceOrphanMetadataFinalizer
-        )
-    }) {
-        f.kind = FindingKind::UnknownFinalizerOwner;
+    for f in findings.iter_mut() {
+        let Some(removal) = f.detail.finalizer_removal() else {
+            continue;
+        };
+        f.detail = FindingDetail::UnknownFinalizerOwner(FinalizerFacts {
+            resource: removal.resource.clone(),
+            age_seconds: removal.age_seconds,
+            verdicts: removal.verdicts.clone(),
+        });
         f.evidence.push(format!(
             "the collector could not read {}: an owner's absence there is not proven, so nothing is stripped",
             missing.join(", ")
@@ -40,7 +42,7 @@ pub fn downgrade_unproven(snapshot: &Snapshot, findings: &mut [Finding]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::{DiagnoseOptions, diagnose};
+    use crate::doctor::{DiagnoseOptions, FindingKind, diagnose};
 
     #[test]
     fn unreadable_leases_turn_an_orphan_into_unknown() {
@@ -60,7 +62,7 @@ mod tests {
         assert!(
             diagnose(&snapshot, &opts)
                 .iter()
-                .any(|f| f.kind == FindingKind::OrphanFinalizer),
+                .any(|f| f.kind() == FindingKind::OrphanFinalizer),
             "the control: with every source read, the owner is dead"
         );
         let mut blind = snapshot.clone();
@@ -72,10 +74,10 @@ mod tests {
         assert!(
             findings
                 .iter()
-                .all(|f| f.kind != FindingKind::OrphanFinalizer)
+                .all(|f| f.kind() != FindingKind::OrphanFinalizer)
         );
         assert!(findings.iter().any(|f| {
-            f.kind == FindingKind::UnknownFinalizerOwner
+            f.kind() == FindingKind::UnknownFinalizerOwner
                 && f.evidence
                     .iter()
                     .any(|e| e.contains("leases.coordination.k8s.io"))

@@ -57,7 +57,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use super::backend::{BackendState, judge};
 use super::conditions::{NS_CONTENT_FAILURE, NS_DISCOVERY_FAILURE, failing_namespace_condition};
 use super::model::{
-    Finding, FindingDetail, FindingKind, ObjectRef, ServiceKey, Snapshot, split_api_version,
+    ConversionWebhookFacts, Finding, FindingDetail, ObjectRef, ServiceKey, Snapshot,
+    split_api_version,
 };
 
 mod proof;
@@ -209,7 +210,6 @@ fn dead_conversion_webhook(snapshot: &Snapshot, crd: &CustomResourceDefinition) 
     evidence.extend(proof.evidence.iter().cloned());
     let blocks: Vec<String> = blocks.into_iter().map(|(ns, _)| ns).collect();
     Some(Finding {
-        kind: FindingKind::DeadConversionWebhook,
         subject: ObjectRef {
             api_version: "apiextensions.k8s.io/v1".into(),
             kind: "CustomResourceDefinition".into(),
@@ -226,7 +226,7 @@ fn dead_conversion_webhook(snapshot: &Snapshot, crd: &CustomResourceDefinition) 
             }
         ),
         evidence,
-        detail: FindingDetail::ConversionWebhook {
+        detail: FindingDetail::DeadConversionWebhook(ConversionWebhookFacts {
             crd: name,
             group: group.clone(),
             kind: kind.clone(),
@@ -237,7 +237,7 @@ fn dead_conversion_webhook(snapshot: &Snapshot, crd: &CustomResourceDefinition) 
             blocks_namespaces: blocks,
             failed_lists,
             no_schema_difference: proof.no_schema_difference,
-        },
+        }),
     })
 }
 

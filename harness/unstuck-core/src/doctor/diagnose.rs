@@ -126,7 +126,7 @@ type SortKey<'a> = (
 
 fn sort_key(f: &Finding) -> SortKey<'_> {
     (
-        f.kind,
+        f.kind(),
         f.subject.namespace.as_deref(),
         &f.subject.name,
         &f.subject.api_version,

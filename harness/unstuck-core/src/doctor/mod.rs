@@ -53,9 +53,10 @@ pub mod webhook;
 pub use diagnose::{DiagnoseOptions, diagnose};
 pub use graph::BlockerGraph;
 pub use model::{
-    DiscoveryFailure, FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind,
-    ObjectRecord, ObjectRef, Outage, OwnerVerdict, PodStartCause, PodStuckHint, ServiceKey,
-    ServiceLookup, Snapshot, UnknownFindingKind, WebhookConfigKind,
+    ApiServiceFacts, ConversionWebhookFacts, DeadWebhookFacts, DiscoveryFailure, FinalizerFacts,
+    FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind, ObjectRecord,
+    ObjectRef, Outage, OwnerVerdict, PodStartCause, PodStuckHint, ServiceKey, ServiceLookup,
+    Snapshot, UnknownFindingKind, WebhookConfigKind,
 };
 pub use owner::finalizer_owner;
 pub use plan::{

@@ -20,7 +20,10 @@ use super::conditions::{
     quote_namespace_condition,
 };
 use super::model::object::namespace_ref;
-use super::model::{Finding, FindingDetail, FindingKind, Snapshot};
+use super::model::{
+    ApiServiceFacts, ConversionWebhookFacts, DeadWebhookFacts, Finding, FindingDetail, FindingKind,
+    Snapshot,
+};
 use super::owner::fmt_secs;
 
 pub use super::model::namespace::{
@@ -151,7 +154,6 @@ fn not_progressing(
     }
     let cause = causes.first().copied().unwrap_or(StallCause::Unknown);
     Some(Finding {
-        kind: FindingKind::NamespaceNotProgressing,
         subject: namespace_ref(ns),
         summary: format!(
             "namespace {name} has been terminating for {} and the namespace controller is not progressing: {}",
@@ -159,7 +161,7 @@ fn not_progressing(
             cause.explain()
         ),
         evidence,
-        detail: FindingDetail::NamespaceStall(NamespaceStall {
+        detail: FindingDetail::NamespaceNotProgressing(NamespaceStall {
             cause,
             has_conditions,
             blocked_elsewhere,
@@ -171,7 +173,7 @@ fn not_progressing(
 /// Whether finding `f` accounts for namespace `ns` still being there.
 fn explains(f: &Finding, ns: &str) -> bool {
     if matches!(
-        f.kind,
+        f.kind(),
         FindingKind::NamespaceNotProgressing | FindingKind::PodNotStarting
     ) {
         return false;
@@ -184,15 +186,18 @@ fn explains(f: &Finding, ns: &str) -> bool {
         return true;
     }
     match &f.detail {
-        FindingDetail::ApiService {
+        FindingDetail::DeadApiService(ApiServiceFacts {
             blocks_namespaces, ..
-        }
-        | FindingDetail::Webhook {
+        })
+        | FindingDetail::ApiServiceUnavailable(ApiServiceFacts {
             blocks_namespaces, ..
-        }
-        | FindingDetail::ConversionWebhook {
+        })
+        | FindingDetail::DeadWebhook(DeadWebhookFacts {
             blocks_namespaces, ..
-        } => blocks_namespaces.iter().any(|b| b == ns),
+        })
+        | FindingDetail::DeadConversionWebhook(ConversionWebhookFacts {
+            blocks_namespaces, ..
+        }) => blocks_namespaces.iter().any(|b| b == ns),
         _ => false,
     }
 }

@@ -351,11 +351,10 @@ mod tests {
         s.namespaces
             .push(terminating_namespace("2026-11-29T10:00:00Z"));
         let finding = Finding {
-            kind: crate::doctor::FindingKind::NamespaceNotProgressing,
             subject: object_ref("v1", "Namespace", &s.namespaces[0].metadata),
             summary: String::new(),
             evidence: Vec::new(),
-            detail: crate::doctor::FindingDetail::Dependents {
+            detail: crate::doctor::FindingDetail::WaitingOnDependents {
                 dependents: Vec::new(),
                 leaves: Vec::new(),
             },

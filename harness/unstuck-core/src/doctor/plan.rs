@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{Finding, FindingDetail, FindingKind, Snapshot, split_api_version};
+use super::model::{DeadWebhookFacts, Finding, FindingDetail, Snapshot, split_api_version};
 use super::owner::OwnerCache;
 
 mod apiservice;
@@ -357,13 +357,13 @@ fn blocked_steps(findings: &[Finding], steps: &[PlannedStep]) -> Vec<BlockedStep
     let mut out = Vec::new();
     for (wi, w) in findings.iter().enumerate() {
         let (webhook, service, rejects, failing) = match &w.detail {
-            FindingDetail::Webhook {
+            FindingDetail::DeadWebhook(DeadWebhookFacts {
                 webhook,
                 service,
                 rejects,
                 ..
-            } => (webhook, service.to_string(), rejects, None),
-            FindingDetail::FailingWebhook {
+            }) => (webhook, service.to_string(), rejects, None),
+            FindingDetail::WebhookBackendFailing {
                 webhook,
                 service,
                 rejects,
@@ -453,31 +453,44 @@ fn step_for(
     snapshot: &Snapshot,
     owners: &OwnerCache,
 ) -> PlannedStep {
-    match f.kind {
-        FindingKind::OrphanFinalizer | FindingKind::NamespaceOrphanMetadataFinalizer => {
-            finalizers::orphan(i, f, snapshot, owners)
+    // One arm per variant: a planner is handed the facts of its own kind,
+    // so none checks at run time what it was given.
+    match &f.detail {
+        FindingDetail::OrphanFinalizer(removal)
+        | FindingDetail::NamespaceOrphanMetadataFinalizer(removal) => {
+            finalizers::remove_finalizers(i, f, removal, snapshot, owners)
         }
-        FindingKind::LoadBalancerCleanupPending => {
-            load_balancer::cleanup_pending(i, f, snapshot, owners)
+        FindingDetail::LoadBalancerCleanupPending(lb) => {
+            load_balancer::cleanup_pending(i, f, lb, snapshot, owners)
         }
-        FindingKind::WaitingOnLiveController => finalizers::waiting_on_live_controller(i, f),
-        FindingKind::ProtectedFinalizerInUse => finalizers::protected_in_use(i, f),
-        FindingKind::UnknownFinalizerOwner => finalizers::unknown_owner(i, f),
-        FindingKind::NamespaceBlockedByContent => namespace::blocked_by_content(i, f, all),
-        FindingKind::NamespaceBlockedByDiscovery => namespace::blocked_by_discovery(i, f, all),
-        FindingKind::DeadApiService => apiservice::delete_api_service(i, f, snapshot),
-        FindingKind::ApiServiceUnavailable => apiservice::unavailable(i, f, snapshot),
-        FindingKind::DeadWebhook => webhook::webhook_fail_open(i, f, all, snapshot),
-        FindingKind::WebhookBackendFailing => webhook::backend_failing(i, f),
-        FindingKind::DeadConversionWebhook => conversion::strategy_none(i, f, snapshot),
-        FindingKind::WaitingOnDependents => finalizers::waiting_on_dependents(i, f, all),
-        FindingKind::NamespaceContentDeletionFailed => {
+        FindingDetail::WaitingOnLiveController(_) => finalizers::waiting_on_live_controller(i, f),
+        FindingDetail::ProtectedFinalizerInUse { .. } => finalizers::protected_in_use(i, f),
+        FindingDetail::UnknownFinalizerOwner(_) => finalizers::unknown_owner(i, f),
+        FindingDetail::NamespaceBlockedByContent { .. } => namespace::blocked_by_content(i, f, all),
+        FindingDetail::NamespaceBlockedByDiscovery { .. } => {
+            namespace::blocked_by_discovery(i, f, all)
+        }
+        FindingDetail::DeadApiService(facts) => {
+            apiservice::delete_api_service(i, f, facts, snapshot)
+        }
+        FindingDetail::ApiServiceUnavailable(facts) => {
+            apiservice::unavailable(i, f, facts, snapshot)
+        }
+        FindingDetail::DeadWebhook(facts) => webhook::webhook_fail_open(i, facts, all, snapshot),
+        FindingDetail::WebhookBackendFailing { .. } => webhook::backend_failing(i, f),
+        FindingDetail::DeadConversionWebhook(facts) => {
+            conversion::strategy_none(i, f, facts, snapshot)
+        }
+        FindingDetail::WaitingOnDependents { .. } => finalizers::waiting_on_dependents(i, f, all),
+        FindingDetail::NamespaceContentDeletionFailed { .. } => {
             namespace::content_deletion_failed(i, f, all, snapshot)
         }
-        FindingKind::NamespaceSpecFinalizerStuck => namespace::finalize_namespace(i, f, snapshot),
-        FindingKind::PodNotStarting => pods::not_starting(i, f),
-        FindingKind::NamespaceNotProgressing => namespace::not_progressing(i, f, all),
-        FindingKind::PodStuckTerminating => pods::stuck_terminating(i, f, all),
+        FindingDetail::NamespaceSpecFinalizerStuck { .. } => {
+            namespace::finalize_namespace(i, f, snapshot)
+        }
+        FindingDetail::PodNotStarting { .. } => pods::not_starting(i, f),
+        FindingDetail::NamespaceNotProgressing(_) => namespace::not_progressing(i, f, all),
+        FindingDetail::PodStuckTerminating { .. } => pods::stuck_terminating(i, f, all),
     }
 }
 
@@ -486,7 +499,7 @@ fn related_findings(all: &[Finding], pred: impl Fn(&Finding) -> bool) -> String 
         .iter()
         .enumerate()
         .filter(|(_, g)| pred(g))
-        .map(|(j, g)| format!("#{} {}", j + 1, g.kind))
+        .map(|(j, g)| format!("#{} {}", j + 1, g.kind()))
         .collect();
     if ids.is_empty() {
         String::new()

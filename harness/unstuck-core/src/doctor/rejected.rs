@@ -11,7 +11,7 @@
 //! in the way.
 
 use super::admission::{self, Match, Write};
-use super::model::{Finding, FindingDetail, FindingKind, ObjectRef, Snapshot};
+use super::model::{DeadWebhookFacts, FinalizerFacts, Finding, FindingDetail, ObjectRef, Snapshot};
 use super::webhook::webhooks;
 
 pub use super::model::RejectedWrite;
@@ -29,29 +29,29 @@ struct Release<'a> {
 
 fn release_of(i: usize, f: &Finding) -> Option<Release<'_>> {
     let update = |resource, subresource, purpose| ("UPDATE", resource, subresource, purpose);
-    let (operation, resource, subresource, purpose) = match (&f.kind, &f.detail) {
-        (FindingKind::NamespaceOrphanMetadataFinalizer, _) => {
+    let (operation, resource, subresource, purpose) = match &f.detail {
+        FindingDetail::NamespaceOrphanMetadataFinalizer(_) => {
             update("namespaces", "", "removing its metadata finalizers")
         }
-        (FindingKind::NamespaceSpecFinalizerStuck, _) => {
+        FindingDetail::NamespaceSpecFinalizerStuck { .. } => {
             update("namespaces", "finalize", "finalizing it (/finalize)")
         }
-        (_, FindingDetail::OrphanFinalizer(rem)) => {
+        FindingDetail::OrphanFinalizer(rem) => {
             update(rem.resource.as_str(), "", "removing its finalizers")
         }
-        (
-            FindingKind::UnknownFinalizerOwner | FindingKind::WaitingOnLiveController,
-            FindingDetail::Finalizers { resource, .. },
-        ) => update(resource.as_str(), "", "removing its finalizers"),
+        FindingDetail::WaitingOnLiveController(FinalizerFacts { resource, .. })
+        | FindingDetail::UnknownFinalizerOwner(FinalizerFacts { resource, .. }) => {
+            update(resource.as_str(), "", "removing its finalizers")
+        }
         // The doctor's own remedies on dead registrations are writes too:
         // a webhook on `*/*` takes them like any other.
-        (FindingKind::DeadApiService, _) => (
+        FindingDetail::DeadApiService(_) => (
             "DELETE",
             "apiservices",
             "",
             "deleting the dead registration",
         ),
-        (FindingKind::DeadConversionWebhook, _) => update(
+        FindingDetail::DeadConversionWebhook(_) => update(
             "customresourcedefinitions",
             "",
             "setting its conversion strategy to None",
@@ -87,17 +87,17 @@ fn find_links(findings: &[Finding], snapshot: &Snapshot) -> Vec<(usize, usize, R
     let mut links: Vec<(usize, usize, RejectedWrite)> = Vec::new();
     for (wi, wf) in findings.iter().enumerate() {
         let view = match &wf.detail {
-            FindingDetail::Webhook {
+            FindingDetail::DeadWebhook(DeadWebhookFacts {
                 configuration,
                 configuration_name,
                 index,
                 ..
-            } => all.iter().find(|w| {
+            }) => all.iter().find(|w| {
                 w.config_kind == *configuration
                     && w.config_name == configuration_name
                     && w.index == *index
             }),
-            FindingDetail::FailingWebhook {
+            FindingDetail::WebhookBackendFailing {
                 configuration,
                 configuration_name,
                 webhook,
@@ -157,11 +157,11 @@ fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrit
         let (webhook_line, stuck_line) = {
             let (w, s) = (&findings[wi], &findings[si]);
             let (name, why) = match &w.detail {
-                FindingDetail::Webhook { webhook, .. } => (
+                FindingDetail::DeadWebhook(DeadWebhookFacts { webhook, .. }) => (
                     webhook.as_str(),
                     "rejects while it fails closed with its backend gone".to_string(),
                 ),
-                FindingDetail::FailingWebhook {
+                FindingDetail::WebhookBackendFailing {
                     webhook, verdict, ..
                 } => (
                     webhook.as_str(),
@@ -193,19 +193,19 @@ fn record_links(findings: &mut [Finding], links: Vec<(usize, usize, RejectedWrit
         findings[si].evidence.push(stuck_line);
         let w = &mut findings[wi];
         w.evidence.push(webhook_line);
-        if let FindingDetail::Webhook { rejects, .. }
-        | FindingDetail::FailingWebhook { rejects, .. } = &mut w.detail
+        if let FindingDetail::DeadWebhook(DeadWebhookFacts { rejects, .. })
+        | FindingDetail::WebhookBackendFailing { rejects, .. } = &mut w.detail
         {
             rejects.push(write);
         }
     }
     for f in findings.iter_mut() {
-        if let FindingDetail::Webhook {
+        if let FindingDetail::DeadWebhook(DeadWebhookFacts {
             rejects,
             blocks_namespaces,
             ..
-        }
-        | FindingDetail::FailingWebhook {
+        })
+        | FindingDetail::WebhookBackendFailing {
             rejects,
             blocks_namespaces,
             ..

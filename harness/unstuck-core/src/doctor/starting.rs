@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod, PodStatus};
 use k8s_openapi::jiff::SignedDuration;
 
 use super::model::{
-    Finding, FindingDetail, FindingKind, ObjectRef, PodStartCause, PullProblem, Snapshot,
-    container_statuses, display_name,
+    Finding, FindingDetail, ObjectRef, PodStartCause, PullProblem, Snapshot, container_statuses,
+    display_name,
 };
 use super::owner::fmt_secs;
 use crate::text::quoted;
@@ -134,7 +134,6 @@ pub(crate) fn pod_not_starting(
         None => cause.explain().to_string(),
     };
     Some(Finding {
-        kind: FindingKind::PodNotStarting,
         subject: ObjectRef::pod(&pod.metadata),
         summary: format!(
             "pod {} has not started {} after it was created: {explained}",
@@ -142,7 +141,7 @@ pub(crate) fn pod_not_starting(
             fmt_secs(age.as_secs()),
         ),
         evidence,
-        detail: FindingDetail::PodStart {
+        detail: FindingDetail::PodNotStarting {
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             phase,
             age_seconds: age.as_secs(),

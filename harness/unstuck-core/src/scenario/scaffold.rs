@@ -113,7 +113,7 @@ pub fn scaffold(name: &str, snapshot: &Snapshot) -> Result<Scaffold, ScaffoldErr
         } else {
             findings
                 .iter()
-                .map(|f: &Finding| format!("{} ({})", f.kind.as_str(), f.subject))
+                .map(|f: &Finding| format!("{} ({})", f.kind().as_str(), f.subject))
                 .collect::<Vec<_>>()
                 .join(", ")
         }
@@ -215,8 +215,8 @@ impl Draft<'_> {
         }
         let kinds: BTreeSet<&str> = findings
             .iter()
-            .filter(|f| f.kind != FindingKind::PodStuckTerminating)
-            .map(|f| f.kind.as_str())
+            .filter(|f| f.kind() != FindingKind::PodStuckTerminating)
+            .map(|f| f.kind().as_str())
             .collect();
         let mut text = String::new();
         let _ = writeln!(

@@ -125,14 +125,14 @@ pub fn kinds(findings: &[Finding]) -> Vec<(FindingKind, String)> {
                 Some(ns) => format!("{ns}/{}", f.subject.name),
                 None => f.subject.name.clone(),
             };
-            (f.kind, who)
+            (f.kind(), who)
         })
         .collect()
 }
 
 /// The findings of one kind.
 pub fn of_kind(findings: &[Finding], kind: FindingKind) -> Vec<&Finding> {
-    findings.iter().filter(|f| f.kind == kind).collect()
+    findings.iter().filter(|f| f.kind() == kind).collect()
 }
 
 /// `s` with the collector's lookup of the backend of APIService `api`

@@ -8,7 +8,10 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use unstuck_core::doctor::{Action, Finding, FindingDetail, FindingKind, ObjectRef, Snapshot};
+use unstuck_core::doctor::{
+    Action, ApiServiceFacts, ConversionWebhookFacts, DeadWebhookFacts, Finding, FindingDetail,
+    FindingKind, ObjectRef, Snapshot,
+};
 
 use super::{Round, StepOutcome};
 
@@ -83,15 +86,15 @@ fn is_stuck_object_finding(k: FindingKind) -> bool {
 pub fn targets(findings: &[Finding]) -> Vec<ObjectRef> {
     let namespaces: BTreeSet<&str> = findings
         .iter()
-        .filter(|f| is_namespace_finding(f.kind))
+        .filter(|f| is_namespace_finding(f.kind()))
         .map(|f| f.subject.name.as_str())
         .collect();
     let mut out: Vec<ObjectRef> = Vec::new();
     for f in findings {
         let t = &f.subject;
-        let keep = if is_namespace_finding(f.kind) {
+        let keep = if is_namespace_finding(f.kind()) {
             true
-        } else if is_stuck_object_finding(f.kind) {
+        } else if is_stuck_object_finding(f.kind()) {
             !t.namespace
                 .as_deref()
                 .is_some_and(|ns| namespaces.contains(ns))
@@ -133,30 +136,36 @@ fn concerns(f: &Finding, t: &ObjectRef) -> bool {
     }
     if t.kind != "Namespace" {
         return match &f.detail {
-            FindingDetail::Webhook { rejects, .. } => rejects.iter().any(|r| same(&r.subject, t)),
+            FindingDetail::DeadWebhook(DeadWebhookFacts { rejects, .. }) => {
+                rejects.iter().any(|r| same(&r.subject, t))
+            }
             _ => false,
         };
     }
     let ns = t.name.as_str();
     f.subject.namespace.as_deref() == Some(ns)
         || match &f.detail {
-            FindingDetail::Webhook {
+            FindingDetail::DeadWebhook(DeadWebhookFacts {
                 blocks_namespaces,
                 rejects,
                 ..
-            } => {
+            }) => {
                 blocks_namespaces.iter().any(|b| b == ns)
                     || rejects.iter().any(|r| {
                         r.subject.namespace.as_deref() == Some(ns)
                             || (r.subject.kind == "Namespace" && r.subject.name == ns)
                     })
             }
-            FindingDetail::ApiService {
+            FindingDetail::DeadApiService(ApiServiceFacts {
                 blocks_namespaces, ..
-            }
-            | FindingDetail::ConversionWebhook {
+            })
+            | FindingDetail::ApiServiceUnavailable(ApiServiceFacts {
                 blocks_namespaces, ..
-            } => blocks_namespaces.iter().any(|b| b == ns),
+            })
+            | FindingDetail::DeadConversionWebhook(ConversionWebhookFacts {
+                blocks_namespaces,
+                ..
+            }) => blocks_namespaces.iter().any(|b| b == ns),
             _ => false,
         }
 }
@@ -260,7 +269,7 @@ pub fn target_namespaces(
             names.push(f.subject.name.clone());
         }
         names.extend(f.subject.namespace.clone());
-        if let FindingDetail::Webhook { rejects, .. } = &f.detail {
+        if let FindingDetail::DeadWebhook(DeadWebhookFacts { rejects, .. }) = &f.detail {
             for r in rejects {
                 names.extend(r.subject.namespace.clone());
                 if r.subject.kind == "Namespace" {

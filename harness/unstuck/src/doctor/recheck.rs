@@ -266,7 +266,7 @@ fn gate_for(
     if blockers.next().is_some() || b.failing.as_deref() != Some(NOT_SERVING) {
         return None;
     }
-    let FindingDetail::FailingWebhook {
+    let FindingDetail::WebhookBackendFailing {
         configuration,
         configuration_name,
         webhook,

@@ -24,7 +24,7 @@ pub enum Format {
 /// What the doctor's JSON says it is: its schema
 /// (`docs/doctor-report.schema.json`) and that schema's version. A field
 /// may be added within a version; one removed or changed takes a new one.
-pub const SCHEMA_VERSION: &str = "unstuck.dev/doctor-report/v1";
+pub const SCHEMA_VERSION: &str = "unstuck.dev/doctor-report/v2";
 
 /// Everything a report says, in the order it says it.
 #[derive(Clone, Debug, Serialize)]
@@ -176,7 +176,7 @@ impl View {
             .enumerate()
             .map(|(i, f)| FindingView {
                 number: i + 1,
-                kind: f.kind.as_str().to_string(),
+                kind: f.kind().as_str().to_string(),
                 subject: f.subject.to_string(),
                 object: f.subject.clone(),
                 summary: f.summary.clone(),

@@ -61,7 +61,7 @@ impl DoctorReport {
             .unwrap_or_default()
     }
     pub fn found(&self, kind: FindingKind) -> bool {
-        self.initial_findings().iter().any(|f| f.kind == kind)
+        self.initial_findings().iter().any(|f| f.kind() == kind)
     }
     pub fn calls(&self) -> impl Iterator<Item = &ApiCall> {
         self.rounds
@@ -115,7 +115,7 @@ impl DoctorReport {
     pub fn summary_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         for f in self.initial_findings() {
-            out.push(format!("{}: {}", f.kind.as_str(), f.summary));
+            out.push(format!("{}: {}", f.kind().as_str(), f.summary));
         }
         for r in &self.rounds {
             for a in &r.applied {

@@ -1,7 +1,9 @@
 //! Which objects the doctor may look at and act on: the whole cluster,
 //! the namespaces a person named, or a scenario run's own objects.
 
-use unstuck_core::doctor::{Finding, FindingDetail};
+use unstuck_core::doctor::{
+    ApiServiceFacts, ConversionWebhookFacts, DeadWebhookFacts, Finding, FindingDetail,
+};
 
 use super::collect::CollectScope;
 
@@ -105,12 +107,16 @@ impl Scope {
             (
                 None,
                 _,
-                FindingDetail::ApiService {
+                FindingDetail::DeadApiService(ApiServiceFacts {
                     blocks_namespaces, ..
-                }
-                | FindingDetail::ConversionWebhook {
+                })
+                | FindingDetail::ApiServiceUnavailable(ApiServiceFacts {
                     blocks_namespaces, ..
-                },
+                })
+                | FindingDetail::DeadConversionWebhook(ConversionWebhookFacts {
+                    blocks_namespaces,
+                    ..
+                }),
             ) => blocks_namespaces.iter().any(|b| names.contains(b)),
             // A webhook also when it rejects the write that would release
             // a stuck object among them (a finalizer patch, the namespace's
@@ -118,12 +124,12 @@ impl Scope {
             (
                 None,
                 _,
-                FindingDetail::Webhook {
+                FindingDetail::DeadWebhook(DeadWebhookFacts {
                     blocks_namespaces,
                     rejects,
                     ..
-                }
-                | FindingDetail::FailingWebhook {
+                })
+                | FindingDetail::WebhookBackendFailing {
                     blocks_namespaces,
                     rejects,
                     ..
@@ -145,13 +151,12 @@ impl Scope {
 
 #[cfg(test)]
 mod tests {
-    use unstuck_core::doctor::{FindingKind, ObjectRef};
+    use unstuck_core::doctor::ObjectRef;
 
     use super::*;
 
     fn api_service(blocks: &[&str]) -> Finding {
         Finding {
-            kind: FindingKind::DeadApiService,
             subject: ObjectRef {
                 api_version: "apiregistration.k8s.io/v1".into(),
                 kind: "APIService".into(),
@@ -161,7 +166,7 @@ mod tests {
             },
             summary: String::new(),
             evidence: Vec::new(),
-            detail: FindingDetail::ApiService {
+            detail: FindingDetail::DeadApiService(ApiServiceFacts {
                 reason: "ServiceNotFound".into(),
                 message: String::new(),
                 status: "False".into(),
@@ -170,7 +175,7 @@ mod tests {
                 resource_version: None,
                 blocks_namespaces: blocks.iter().map(|s| s.to_string()).collect(),
                 outage: None,
-            },
+            }),
         }
     }
 
@@ -183,7 +188,6 @@ mod tests {
         assert!(Scope::Cluster.admits(&api_service(&[])));
         let mut crd = api_service(&[]);
         crd.subject.kind = "CustomResourceDefinition".into();
-        crd.kind = FindingKind::OrphanFinalizer;
         crd.detail = FindingDetail::OrphanFinalizer(Default::default());
         assert!(!scope.admits(&crd), "other cluster-scoped objects are out");
     }
@@ -207,9 +211,8 @@ mod tests {
             }]
         };
         let mut f = api_service(&[]);
-        f.kind = FindingKind::WebhookBackendFailing;
         f.subject.kind = "ValidatingWebhookConfiguration".into();
-        f.detail = FindingDetail::FailingWebhook {
+        f.detail = FindingDetail::WebhookBackendFailing {
             configuration: unstuck_core::doctor::WebhookConfigKind::Validating,
             configuration_name: "namespace-policy".into(),
             webhook: "validate.namespaces.policy.example.com".into(),
@@ -221,7 +224,7 @@ mod tests {
             rejects: rejects("app"),
         };
         assert!(scope.admits(&f));
-        if let FindingDetail::FailingWebhook { rejects: r, .. } = &mut f.detail {
+        if let FindingDetail::WebhookBackendFailing { rejects: r, .. } = &mut f.detail {
             *r = rejects("other");
         }
         assert!(!scope.admits(&f), "it rejects nothing asked about");

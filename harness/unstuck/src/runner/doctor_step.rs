@@ -25,7 +25,7 @@ impl ScenarioRun<'_> {
         let found: Vec<String> = report
             .initial_findings()
             .iter()
-            .map(|f| f.kind.as_str().to_owned())
+            .map(|f| f.kind().as_str().to_owned())
             .collect();
         // What the doctor says besides its findings: what is normal so far,
         // and its first plan (a refusal names the flag that would act).
@@ -40,7 +40,7 @@ impl ScenarioRun<'_> {
                 said: report
                     .initial_findings()
                     .iter()
-                    .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
+                    .map(|f| format!("{}: {}", f.kind().as_str(), f.summary))
                     .collect(),
             });
         }
@@ -196,9 +196,9 @@ impl ScenarioRun<'_> {
         for f in report.initial_findings() {
             self.report
                 .findings
-                .push(format!("{}: {}", f.kind.as_str(), f.summary));
+                .push(format!("{}: {}", f.kind().as_str(), f.summary));
             self.report.found.push(crate::report::ReportedFinding {
-                kind: crate::report::FoundKind::Api(f.kind),
+                kind: crate::report::FoundKind::Api(f.kind()),
                 subject: f.subject.clone(),
                 summary: f.summary.clone(),
             });
@@ -252,7 +252,9 @@ impl ScenarioRun<'_> {
                         .lines()
                         .map(str::to_owned),
                 );
-                let settled = expected.iter().all(|k| found.iter().any(|f| f.kind == *k))
+                let settled = expected
+                    .iter()
+                    .all(|k| found.iter().any(|f| f.kind() == *k))
                     && self.unsaid(d, &found, &also).is_empty();
                 last = Some((snapshot, stats));
                 if settled {

@@ -14,7 +14,9 @@ use crate::doctor::apiservice::Backend;
 use crate::doctor::conditions::{
     NS_DISCOVERY_FAILURE, api_service_available, quote_api_service_condition,
 };
-use crate::doctor::model::{Finding, FindingDetail, FindingKind, ObjectRef, Outage};
+use crate::doctor::model::{
+    ApiServiceFacts, Finding, FindingDetail, FindingKind, ObjectRef, Outage,
+};
 use crate::doctor::owner::fmt_secs;
 
 impl<'a> Diagnosis<'a> {
@@ -33,7 +35,7 @@ impl<'a> Diagnosis<'a> {
             else {
                 continue;
             };
-            if finding.kind == FindingKind::DeadApiService {
+            if finding.kind() == FindingKind::DeadApiService {
                 dead.insert(name.to_owned());
             }
             findings.push(finding);
@@ -92,8 +94,17 @@ impl<'a> Diagnosis<'a> {
         let outage = (kind == FindingKind::ApiServiceUnavailable)
             .then(|| self.outage(name, service_ns, service_name, available, &mut evidence))
             .flatten();
+        let facts = ApiServiceFacts {
+            reason: reason.clone(),
+            message: message.clone(),
+            status: available.status.clone(),
+            service: format!("{service_ns}/{service_name}"),
+            group_version: gv,
+            resource_version: api.metadata.resource_version.clone(),
+            blocks_namespaces: blocks.clone(),
+            outage,
+        };
         Some(Finding {
-            kind,
             subject: ObjectRef {
                 api_version: "apiregistration.k8s.io/v1".into(),
                 kind: "APIService".into(),
@@ -110,15 +121,10 @@ impl<'a> Diagnosis<'a> {
                 }
             ),
             evidence,
-            detail: FindingDetail::ApiService {
-                reason,
-                message,
-                status: available.status.clone(),
-                service: format!("{service_ns}/{service_name}"),
-                group_version: gv,
-                resource_version: api.metadata.resource_version.clone(),
-                blocks_namespaces: blocks,
-                outage,
+            detail: if kind == FindingKind::DeadApiService {
+                FindingDetail::DeadApiService(facts)
+            } else {
+                FindingDetail::ApiServiceUnavailable(facts)
             },
         })
     }

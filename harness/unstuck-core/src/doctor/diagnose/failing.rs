@@ -20,9 +20,7 @@ use crate::doctor::backend::{
     BackendState, CallFailure, CallVerdict, Misconfiguration, NOT_SERVING, classify, judge,
 };
 use crate::doctor::conditions::{NS_CONTENT_FAILURE, failing_namespace_condition};
-use crate::doctor::model::{
-    Finding, FindingDetail, FindingKind, ServiceKey, WebhookId, WebhookView,
-};
+use crate::doctor::model::{Finding, FindingDetail, ServiceKey, WebhookId, WebhookView};
 use crate::doctor::webhook::{may_have_failed, webhooks};
 use crate::text::quoted;
 
@@ -31,7 +29,7 @@ use crate::text::quoted;
 /// being rolled out is not news unless it holds something.
 pub(super) fn drop_idle_not_serving(findings: &mut Vec<Finding>) {
     findings.retain(|f| {
-        !matches!(&f.detail, FindingDetail::FailingWebhook { verdict, blocks_namespaces, rejects, .. }
+        !matches!(&f.detail, FindingDetail::WebhookBackendFailing { verdict, blocks_namespaces, rejects, .. }
             if verdict == NOT_SERVING && blocks_namespaces.is_empty() && rejects.is_empty())
     });
 }
@@ -116,7 +114,7 @@ impl Diagnosis<'_> {
                 continue;
             }
             let already = findings.iter().any(|f| {
-                matches!(&f.detail, FindingDetail::FailingWebhook { configuration_name, webhook, .. }
+                matches!(&f.detail, FindingDetail::WebhookBackendFailing { configuration_name, webhook, .. }
                     if configuration_name == w.config_name && webhook == w.name)
             });
             let Some(service) = w.service() else { continue };
@@ -150,7 +148,6 @@ impl Diagnosis<'_> {
                 "not failed open: its backend is installed, not proven gone, and would check these writes once it serves; exists to check; repair what keeps its backend from serving ({cause})"
             ));
             findings.push(Finding {
-                kind: FindingKind::WebhookBackendFailing,
                 subject: w.config_ref(),
                 summary: format!(
                     "webhook {} in {kind} {} fails closed and its backend does not serve ({cause}){}",
@@ -163,7 +160,7 @@ impl Diagnosis<'_> {
                     }
                 ),
                 evidence,
-                detail: FindingDetail::FailingWebhook {
+                detail: FindingDetail::WebhookBackendFailing {
                     configuration: w.config_kind,
                     configuration_name: w.config_name.to_owned(),
                     webhook: w.name.to_owned(),
@@ -252,7 +249,6 @@ impl Diagnosis<'_> {
         let evidence = self.failing_webhook_evidence(w, service.as_ref(), calls, &blocks);
         let verdict = verdict_name(&call.verdict);
         Finding {
-            kind: FindingKind::WebhookBackendFailing,
             subject: w.config_ref(),
             summary: format!(
                 "webhook {} in {kind} {} fails closed and its backend is {verdict} ({}); it blocks deletion of namespace(s) {}",
@@ -262,7 +258,7 @@ impl Diagnosis<'_> {
                 blocks.join(", ")
             ),
             evidence,
-            detail: FindingDetail::FailingWebhook {
+            detail: FindingDetail::WebhookBackendFailing {
                 configuration: w.config_kind,
                 configuration_name: w.config_name.to_owned(),
                 webhook: w.name.to_owned(),

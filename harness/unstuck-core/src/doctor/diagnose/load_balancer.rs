@@ -10,7 +10,7 @@ use k8s_openapi::jiff::SignedDuration;
 
 use super::{Diagnosis, record_ref};
 use crate::doctor::model::{
-    CloudFailure, FinalizerRemoval, Finding, FindingDetail, FindingKind, LOAD_BALANCER_CLEANUP,
+    CloudFailure, FinalizerRemoval, Finding, FindingDetail, LOAD_BALANCER_CLEANUP,
     LoadBalancerCleanup, ObjectRecord, OwnerVerdict, display_name,
 };
 use crate::doctor::owner::{OwnerQuery, cloud::reports_since_deletion, fmt_secs};
@@ -102,11 +102,10 @@ impl Diagnosis<'_> {
             verdict.verdict.evidence().join("; ")
         ));
         findings.push(Finding {
-            kind: FindingKind::LoadBalancerCleanupPending,
             subject: record_ref(record),
             summary,
             evidence,
-            detail: FindingDetail::LoadBalancerCleanup(lb),
+            detail: FindingDetail::LoadBalancerCleanupPending(lb),
         });
     }
 

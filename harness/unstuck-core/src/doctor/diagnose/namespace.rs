@@ -18,9 +18,7 @@ use crate::doctor::conditions::{
     parse_finalizers_remaining, quote_api_service_condition, quote_namespace_condition,
 };
 use crate::doctor::model::object::namespace_ref;
-use crate::doctor::model::{
-    Finding, FindingDetail, FindingKind, ObjectRecord, ObjectRef, display_name,
-};
+use crate::doctor::model::{Finding, FindingDetail, ObjectRecord, ObjectRef, display_name};
 use crate::doctor::model::{WebhookId, WebhookView};
 use crate::doctor::owner::{controller_manager_alive, fmt_secs};
 use crate::doctor::webhook::{failed_webhooks, may_have_failed, webhooks};
@@ -171,7 +169,6 @@ impl<'a> Diagnosis<'a> {
             ));
         }
         findings.push(Finding {
-            kind: FindingKind::NamespaceContentDeletionFailed,
             subject: namespace_ref(ns),
             summary: format!(
                 "namespace {name} has been terminating for {} and the namespace controller's deletes fail{}{}",
@@ -191,7 +188,7 @@ impl<'a> Diagnosis<'a> {
                 }
             ),
             evidence,
-            detail: FindingDetail::NamespaceContentFailure {
+            detail: FindingDetail::NamespaceContentDeletionFailed {
                 message,
                 webhooks: named,
             },
@@ -237,7 +234,7 @@ impl<'a> Diagnosis<'a> {
             self.finalizer_findings(
                 &record,
                 age,
-                FindingKind::NamespaceOrphanMetadataFinalizer,
+                FindingDetail::NamespaceOrphanMetadataFinalizer,
                 &[],
                 findings,
             );
@@ -300,7 +297,6 @@ impl<'a> Diagnosis<'a> {
             }
         }
         findings.push(Finding {
-            kind: FindingKind::NamespaceBlockedByDiscovery,
             subject: subject.clone(),
             summary: format!(
                 "namespace {name} has been terminating for {} and cannot finish: discovery fails for {}{}",
@@ -313,7 +309,7 @@ impl<'a> Diagnosis<'a> {
                 }
             ),
             evidence,
-            detail: FindingDetail::NamespaceDiscovery {
+            detail: FindingDetail::NamespaceBlockedByDiscovery {
                 group_versions: gvs,
                 api_services,
                 dead_api_services: dead,
@@ -378,7 +374,6 @@ impl<'a> Diagnosis<'a> {
                 what.push(format!("{} object(s) with finalizers", blocking.len()));
             }
             findings.push(Finding {
-                kind: FindingKind::NamespaceBlockedByContent,
                 subject: subject.clone(),
                 summary: format!(
                     "namespace {name} has been terminating for {} and still has content: {}",
@@ -386,7 +381,7 @@ impl<'a> Diagnosis<'a> {
                     what.join(", ")
                 ),
                 evidence,
-                detail: FindingDetail::NamespaceContent {
+                detail: FindingDetail::NamespaceBlockedByContent {
                     remaining_resources,
                     remaining_finalizers,
                     blocking_objects: blocking.iter().map(|r| record_ref(r)).collect(),

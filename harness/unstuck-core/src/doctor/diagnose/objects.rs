@@ -9,8 +9,8 @@ use k8s_openapi::jiff::SignedDuration;
 
 use super::{Diagnosis, MAX_LISTED, record_key, record_ref};
 use crate::doctor::model::{
-    FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail, FindingKind, LOAD_BALANCER_CLEANUP,
-    ObjectRecord, ObjectRef, OwnerVerdict, display_name, holds_cleanup_key,
+    FinalizerFacts, FinalizerRemoval, FinalizerVerdict, Finding, FindingDetail,
+    LOAD_BALANCER_CLEANUP, ObjectRecord, ObjectRef, OwnerVerdict, display_name, holds_cleanup_key,
 };
 use crate::doctor::owner::{OwnerQuery, fmt_secs, protection_in_use};
 use crate::text::quoted;
@@ -55,7 +55,7 @@ impl<'a> Diagnosis<'a> {
             .iter()
             .any(|f| !skip.contains(&f.as_str()))
         {
-            self.finalizer_findings(record, age, FindingKind::OrphanFinalizer, &skip, findings);
+            self.finalizer_findings(record, age, FindingDetail::OrphanFinalizer, &skip, findings);
         }
     }
 
@@ -149,7 +149,6 @@ impl<'a> Diagnosis<'a> {
             .map(String::as_str)
             .collect();
         Some(Finding {
-            kind: FindingKind::WaitingOnDependents,
             subject: record_ref(owner),
             summary: format!(
                 "{what} has been terminating for {} in foreground deletion, waiting on {} dependent(s); the chain ends at {} object(s) held by [{}]",
@@ -159,7 +158,7 @@ impl<'a> Diagnosis<'a> {
                 leaf_keys.into_iter().collect::<Vec<_>>().join(", ")
             ),
             evidence,
-            detail: FindingDetail::Dependents {
+            detail: FindingDetail::WaitingOnDependents {
                 dependents: direct.iter().map(|d| record_ref(d)).collect(),
                 leaves: leaves.iter().map(|l| record_ref(l)).collect(),
             },
@@ -167,14 +166,14 @@ impl<'a> Diagnosis<'a> {
     }
 
     /// Judges every finalizer key of `record` and emits, as applicable, one
-    /// `orphan_kind` finding (the dead keys), one WaitingOnLiveController
+    /// `orphan` finding (the dead keys), one WaitingOnLiveController
     /// (the alive keys), one UnknownFinalizerOwner (the undetermined keys)
     /// and one ProtectedFinalizerInUse per protection key in use.
     pub(super) fn finalizer_findings(
         &self,
         record: &ObjectRecord,
         age: SignedDuration,
-        orphan_kind: FindingKind,
+        orphan_kind: fn(FinalizerRemoval) -> FindingDetail,
         skip: &[&str],
         findings: &mut Vec<Finding>,
     ) {
@@ -203,8 +202,16 @@ impl<'a> Diagnosis<'a> {
             evidence.extend(verdict_lines(&dead));
             evidence.extend(verdict_lines(&alive));
             evidence.extend(verdict_lines(&unknown));
+            let removal = FinalizerRemoval {
+                resource: record.resource.clone(),
+                resource_version: record.metadata.resource_version.clone(),
+                age_seconds: age.as_secs(),
+                finalizers: finalizers.clone(),
+                orphan: orphan.clone(),
+                kept: kept.clone(),
+                verdicts: verdicts.clone(),
+            };
             findings.push(Finding {
-                kind: orphan_kind,
                 subject: subject.clone(),
                 summary: format!(
                     "{what} has been terminating for {} held by finalizer(s) [{}] with no live owner{}",
@@ -217,25 +224,15 @@ impl<'a> Diagnosis<'a> {
                     }
                 ),
                 evidence,
-                detail: FindingDetail::OrphanFinalizer(FinalizerRemoval {
-                    resource: record.resource.clone(),
-                    resource_version: record.metadata.resource_version.clone(),
-                    age_seconds: age.as_secs(),
-                    finalizers: finalizers.clone(),
-                    orphan,
-                    kept,
-                    verdicts: verdicts.clone(),
-                }),
+                detail: orphan_kind(removal),
             });
         }
-        for (kind, group, label) in [
+        let live: fn(FinalizerFacts) -> FindingDetail = FindingDetail::WaitingOnLiveController;
+        let unjudged: fn(FinalizerFacts) -> FindingDetail = FindingDetail::UnknownFinalizerOwner;
+        for (detail, group, label) in [
+            (live, &alive, "a live controller"),
             (
-                FindingKind::WaitingOnLiveController,
-                &alive,
-                "a live controller",
-            ),
-            (
-                FindingKind::UnknownFinalizerOwner,
+                unjudged,
                 &unknown,
                 "an owner that could not be argued alive or dead",
             ),
@@ -247,7 +244,6 @@ impl<'a> Diagnosis<'a> {
             let mut evidence = common.clone();
             evidence.extend(verdict_lines(group));
             findings.push(Finding {
-                kind,
                 subject: subject.clone(),
                 summary: format!(
                     "{what} has been terminating for {} waiting on finalizer(s) [{}] of {label}",
@@ -255,11 +251,11 @@ impl<'a> Diagnosis<'a> {
                     keys.join(", ")
                 ),
                 evidence,
-                detail: FindingDetail::Finalizers {
+                detail: detail(FinalizerFacts {
                     resource: record.resource.clone(),
                     age_seconds: age.as_secs(),
                     verdicts: group.iter().map(|v| (*v).clone()).collect(),
-                },
+                }),
             });
         }
         protected_findings(&subject, &what, &common, protected, findings);
@@ -379,14 +375,13 @@ fn protected_findings(
         let mut evidence = common.to_vec();
         evidence.extend(users.iter().map(|u| format!("in use: {u}")));
         findings.push(Finding {
-            kind: FindingKind::ProtectedFinalizerInUse,
             subject: subject.clone(),
             summary: format!(
                 "{what} is held by {key} while it is in use ({}): normal, never stripped",
                 users.join("; ")
             ),
             evidence,
-            detail: FindingDetail::Protected {
+            detail: FindingDetail::ProtectedFinalizerInUse {
                 finalizer: key,
                 used_by: users,
             },

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::Diagnosis;
 use crate::doctor::model::{
-    Finding, FindingDetail, FindingKind, ObjectRef, PodStuckHint, container_statuses, display_name,
+    Finding, FindingDetail, ObjectRef, PodStuckHint, container_statuses, display_name,
 };
 use crate::doctor::owner::fmt_secs;
 use crate::text::quoted;
@@ -154,7 +154,6 @@ impl<'a> Diagnosis<'a> {
         };
         let explain = explain(hint);
         findings.push(Finding {
-            kind: FindingKind::PodStuckTerminating,
             subject: ObjectRef::pod(&pod.metadata),
             summary: format!(
                 "pod {} is {} past its grace period and not deleted: {explain}",
@@ -162,7 +161,7 @@ impl<'a> Diagnosis<'a> {
                 fmt_secs(overdue.as_secs())
             ),
             evidence,
-            detail: FindingDetail::Pod {
+            detail: FindingDetail::PodStuckTerminating {
                 node,
                 phase,
                 overdue_seconds: overdue.as_secs(),

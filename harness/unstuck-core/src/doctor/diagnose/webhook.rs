@@ -8,7 +8,7 @@ use super::Diagnosis;
 use super::namespace::ContentFailure;
 use crate::doctor::conditions::NS_CONTENT_FAILURE;
 use crate::doctor::model::{
-    Finding, FindingDetail, FindingKind, ServiceKey, WebhookId, WebhookView,
+    DeadWebhookFacts, Finding, FindingDetail, ServiceKey, WebhookId, WebhookView,
 };
 use crate::doctor::webhook::webhooks;
 use crate::text::quoted;
@@ -56,7 +56,6 @@ impl<'a> Diagnosis<'a> {
             }
             dead.insert(w.id());
             findings.push(Finding {
-                kind: FindingKind::DeadWebhook,
                 subject: w.config_ref(),
                 summary: format!(
                     "webhook {} in {kind} {} fails closed and its backend is gone ({backend}){}",
@@ -69,7 +68,7 @@ impl<'a> Diagnosis<'a> {
                     }
                 ),
                 evidence,
-                detail: FindingDetail::Webhook {
+                detail: FindingDetail::DeadWebhook(DeadWebhookFacts {
                     configuration: w.config_kind,
                     configuration_name: w.config_name.to_owned(),
                     index: w.index,
@@ -80,7 +79,7 @@ impl<'a> Diagnosis<'a> {
                     rules: w.rules_line(),
                     blocks_namespaces: blocks,
                     rejects: Vec::new(),
-                },
+                }),
             });
         }
         dead

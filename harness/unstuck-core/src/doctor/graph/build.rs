@@ -103,7 +103,9 @@ impl<'a> Builder<'a> {
         }
         let mut dependents_findings = HashMap::new();
         for (i, f) in findings.iter().enumerate() {
-            if let (FindingDetail::Dependents { .. }, Some(uid)) = (&f.detail, &f.subject.uid) {
+            if let (FindingDetail::WaitingOnDependents { .. }, Some(uid)) =
+                (&f.detail, &f.subject.uid)
+            {
                 dependents_findings.entry(uid.as_str()).or_insert(i);
             }
         }

@@ -13,60 +13,80 @@ use super::service::ServiceKey;
 use super::verdict::{FinalizerRemoval, FinalizerVerdict};
 use super::webhook::WebhookConfigKind;
 
-/// One diagnosis.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One diagnosis. Its kind is the variant of its [`FindingDetail`]
+/// ([`Finding::kind`]): there is no separate kind to keep in step with the
+/// facts.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Finding {
-    /// What kind of problem (or non-problem) this is.
-    pub kind: FindingKind,
     /// The object it is about.
     pub subject: ObjectRef,
     /// One human line.
     pub summary: String,
     /// Quoted facts: condition messages, finalizer lists, ages, leases.
     pub evidence: Vec<String>,
-    /// Structured facts the planner uses.
+    /// What kind of problem (or non-problem) this is, with the structured
+    /// facts the planner uses.
     pub detail: FindingDetail,
 }
 
-/// Structured facts per finding kind.
+impl Finding {
+    /// What kind of problem (or non-problem) this is.
+    pub fn kind(&self) -> FindingKind {
+        self.detail.kind()
+    }
+}
+
+/// Written as `{kind, subject, summary, evidence, detail}`: the kind is
+/// read from the detail, so a reader need not look inside it. Read back
+/// without `kind` (the detail's `type` says it).
+impl Serialize for Finding {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("Finding", 5)?;
+        out.serialize_field("kind", &self.kind())?;
+        out.serialize_field("subject", &self.subject)?;
+        out.serialize_field("summary", &self.summary)?;
+        out.serialize_field("evidence", &self.evidence)?;
+        out.serialize_field("detail", &self.detail)?;
+        out.end()
+    }
+}
+
+/// A finding's kind and the facts it carries: one variant per
+/// [`FindingKind`], of the same name. Serialised with `type` set to that
+/// name.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all_fields = "camelCase")]
 pub enum FindingDetail {
-    /// For [`FindingKind::OrphanFinalizer`] and
-    /// [`FindingKind::NamespaceOrphanMetadataFinalizer`].
+    /// [`FindingKind::OrphanFinalizer`].
     OrphanFinalizer(FinalizerRemoval),
-    /// For [`FindingKind::LoadBalancerCleanupPending`].
-    LoadBalancerCleanup(LoadBalancerCleanup),
-    /// For [`FindingKind::WaitingOnLiveController`] and
-    /// [`FindingKind::UnknownFinalizerOwner`]: the finalizers concerned and
-    /// the verdict on each.
-    Finalizers {
-        /// Plural resource name of the subject.
-        resource: String,
-        /// Seconds since the subject's deletionTimestamp.
-        age_seconds: i64,
-        /// The finalizers this finding is about.
-        verdicts: Vec<FinalizerVerdict>,
-    },
-    /// For [`FindingKind::WaitingOnDependents`].
-    Dependents {
+    /// [`FindingKind::NamespaceOrphanMetadataFinalizer`].
+    NamespaceOrphanMetadataFinalizer(FinalizerRemoval),
+    /// [`FindingKind::LoadBalancerCleanupPending`].
+    LoadBalancerCleanupPending(LoadBalancerCleanup),
+    /// [`FindingKind::WaitingOnLiveController`].
+    WaitingOnLiveController(FinalizerFacts),
+    /// [`FindingKind::UnknownFinalizerOwner`].
+    UnknownFinalizerOwner(FinalizerFacts),
+    /// [`FindingKind::WaitingOnDependents`].
+    WaitingOnDependents {
         /// Terminating dependents with `blockOwnerDeletion` on the subject.
         dependents: Vec<ObjectRef>,
         /// Where the chain ends: dependents that wait on nothing of their
         /// own (their findings say what holds them).
         leaves: Vec<ObjectRef>,
     },
-    /// For [`FindingKind::ProtectedFinalizerInUse`].
-    Protected {
+    /// [`FindingKind::ProtectedFinalizerInUse`].
+    ProtectedFinalizerInUse {
         /// The protection finalizer.
         finalizer: String,
         /// Who uses the object (pods by `namespace/name`, or the claim a
         /// volume is bound to).
         used_by: Vec<String>,
     },
-    /// For [`FindingKind::NamespaceBlockedByContent`].
-    NamespaceContent {
+    /// [`FindingKind::NamespaceBlockedByContent`].
+    NamespaceBlockedByContent {
         /// Parsed from `NamespaceContentRemaining`.
         remaining_resources: Vec<ResourceCount>,
         /// Parsed from `NamespaceFinalizersRemaining`.
@@ -75,8 +95,8 @@ pub enum FindingDetail {
         /// finalizers.
         blocking_objects: Vec<ObjectRef>,
     },
-    /// For [`FindingKind::NamespaceBlockedByDiscovery`].
-    NamespaceDiscovery {
+    /// [`FindingKind::NamespaceBlockedByDiscovery`].
+    NamespaceBlockedByDiscovery {
         /// Parsed from `NamespaceDeletionDiscoveryFailure`.
         group_versions: Vec<String>,
         /// The APIServices serving them (`<version>.<group>`).
@@ -84,93 +104,23 @@ pub enum FindingDetail {
         /// Those of them that are also [`FindingKind::DeadApiService`].
         dead_api_services: Vec<String>,
     },
-    /// For [`FindingKind::DeadApiService`].
-    ApiService {
-        /// `Available` condition reason.
-        reason: String,
-        /// `Available` condition message.
-        message: String,
-        /// `Available` condition status (`False` or `Unknown`).
-        status: String,
-        /// `spec.service` as `namespace/name`.
-        service: String,
-        /// The group/version it serves.
-        group_version: String,
-        /// `metadata.resourceVersion`.
-        resource_version: Option<String>,
-        /// Terminating namespaces whose deletion it blocks (their
-        /// discovery-failure condition names its group/version).
-        blocks_namespaces: Vec<String>,
-        /// For a backend installed but not serving (its Service there, no
-        /// ready endpoint, a pod's cause named): how long it has not
-        /// served, the bound and whether a person allowed the removal.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        outage: Option<Outage>,
-    },
-    /// For [`FindingKind::DeadWebhook`].
-    Webhook {
-        /// Where the webhook is configured.
-        configuration: WebhookConfigKind,
-        /// The configuration's name.
-        configuration_name: String,
-        /// The webhook's position in `webhooks`.
-        index: usize,
-        /// The webhook's name.
-        webhook: String,
-        /// `failurePolicy` as seen (`Fail`).
-        failure_policy: String,
-        /// The Service it calls.
-        service: ServiceKey,
-        /// Why the backend counts as gone: `ServiceNotFound` or
-        /// `NoReadyEndpoints`.
-        backend: String,
-        /// Its rules in one line.
-        rules: String,
-        /// Terminating namespaces whose content deletion fails because of
-        /// it (their `NamespaceDeletionContentFailure` names it).
-        blocks_namespaces: Vec<String>,
-        /// The writes that would release stuck objects (a finalizer
-        /// removed, a namespace finalized) that it rejects
-        /// ([`crate::doctor::rejected`]).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        rejects: Vec<RejectedWrite>,
-    },
-    /// For [`FindingKind::DeadConversionWebhook`].
-    ConversionWebhook {
-        /// The CRD's name (`<plural>.<group>`).
-        crd: String,
-        /// `spec.group`.
-        group: String,
-        /// `spec.names.kind`.
-        kind: String,
-        /// The Service its conversion webhook calls.
-        service: ServiceKey,
-        /// Why the backend counts as gone: `ServiceNotFound` or
-        /// `NoReadyEndpoints`.
-        backend: String,
-        /// `spec.versions`, storage version first.
-        versions: Vec<String>,
-        /// `status.storedVersions`.
-        stored_versions: Vec<String>,
-        /// Terminating namespaces whose deletion-failure condition quotes
-        /// this CRD's conversion failing.
-        blocks_namespaces: Vec<String>,
-        /// The collector's own lists of the type that failed on it
-        /// (`<group>/<version>: <message>`).
-        failed_lists: Vec<String>,
-        /// Whether strategy `None` is proven lossless
-        /// ([`crate::doctor::conversion::strategy_none_proof`]).
-        no_schema_difference: bool,
-    },
-    /// For [`FindingKind::NamespaceContentDeletionFailed`].
-    NamespaceContentFailure {
+    /// [`FindingKind::DeadApiService`].
+    DeadApiService(ApiServiceFacts),
+    /// [`FindingKind::ApiServiceUnavailable`].
+    ApiServiceUnavailable(ApiServiceFacts),
+    /// [`FindingKind::DeadWebhook`].
+    DeadWebhook(DeadWebhookFacts),
+    /// [`FindingKind::DeadConversionWebhook`].
+    DeadConversionWebhook(ConversionWebhookFacts),
+    /// [`FindingKind::NamespaceContentDeletionFailed`].
+    NamespaceContentDeletionFailed {
         /// The condition's message as the controller wrote it.
         message: String,
         /// Webhooks the message names (`failed calling webhook "<name>"`).
         webhooks: Vec<String>,
     },
-    /// For [`FindingKind::NamespaceSpecFinalizerStuck`].
-    NamespaceSpec {
+    /// [`FindingKind::NamespaceSpecFinalizerStuck`].
+    NamespaceSpecFinalizerStuck {
         /// `spec.finalizers` as seen.
         tokens: Vec<String>,
         /// The tokens nothing will remove by itself.
@@ -184,8 +134,8 @@ pub enum FindingDetail {
         /// `metadata.resourceVersion`.
         resource_version: Option<String>,
     },
-    /// For [`FindingKind::PodStuckTerminating`].
-    Pod {
+    /// [`FindingKind::PodStuckTerminating`].
+    PodStuckTerminating {
         /// `spec.nodeName`.
         node: Option<String>,
         /// `status.phase`.
@@ -196,8 +146,8 @@ pub enum FindingDetail {
         /// What the evidence points at.
         hint: PodStuckHint,
     },
-    /// For [`FindingKind::PodNotStarting`].
-    PodStart {
+    /// [`FindingKind::PodNotStarting`].
+    PodNotStarting {
         /// `spec.nodeName`, when scheduled.
         node: Option<String>,
         /// `status.phase`.
@@ -211,10 +161,10 @@ pub enum FindingDetail {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pull: Option<ImagePull>,
     },
-    /// For [`FindingKind::NamespaceNotProgressing`].
-    NamespaceStall(NamespaceStall),
-    /// For [`FindingKind::WebhookBackendFailing`].
-    FailingWebhook {
+    /// [`FindingKind::NamespaceNotProgressing`].
+    NamespaceNotProgressing(NamespaceStall),
+    /// [`FindingKind::WebhookBackendFailing`].
+    WebhookBackendFailing {
         configuration: WebhookConfigKind,
         configuration_name: String,
         webhook: String,
@@ -237,6 +187,170 @@ pub enum FindingDetail {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         rejects: Vec<RejectedWrite>,
     },
+}
+
+/// A fail-closed webhook whose backend is proven gone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadWebhookFacts {
+    /// Where the webhook is configured.
+    pub configuration: WebhookConfigKind,
+    /// The configuration's name.
+    pub configuration_name: String,
+    /// The webhook's position in `webhooks`.
+    pub index: usize,
+    /// The webhook's name.
+    pub webhook: String,
+    /// `failurePolicy` as seen (`Fail`).
+    pub failure_policy: String,
+    /// The Service it calls.
+    pub service: ServiceKey,
+    /// Why the backend counts as gone: `ServiceNotFound` or
+    /// `NoReadyEndpoints`.
+    pub backend: String,
+    /// Its rules in one line.
+    pub rules: String,
+    /// Terminating namespaces whose content deletion fails because of
+    /// it (their `NamespaceDeletionContentFailure` names it).
+    pub blocks_namespaces: Vec<String>,
+    /// The writes that would release stuck objects (a finalizer
+    /// removed, a namespace finalized) that it rejects
+    /// ([`crate::doctor::rejected`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejects: Vec<RejectedWrite>,
+}
+
+/// A CRD whose conversion webhook's backend is proven gone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversionWebhookFacts {
+    /// The CRD's name (`<plural>.<group>`).
+    pub crd: String,
+    /// `spec.group`.
+    pub group: String,
+    /// `spec.names.kind`.
+    pub kind: String,
+    /// The Service its conversion webhook calls.
+    pub service: ServiceKey,
+    /// Why the backend counts as gone: `ServiceNotFound` or
+    /// `NoReadyEndpoints`.
+    pub backend: String,
+    /// `spec.versions`, storage version first.
+    pub versions: Vec<String>,
+    /// `status.storedVersions`.
+    pub stored_versions: Vec<String>,
+    /// Terminating namespaces whose deletion-failure condition quotes
+    /// this CRD's conversion failing.
+    pub blocks_namespaces: Vec<String>,
+    /// The collector's own lists of the type that failed on it
+    /// (`<group>/<version>: <message>`).
+    pub failed_lists: Vec<String>,
+    /// Whether strategy `None` is proven lossless
+    /// ([`crate::doctor::conversion::strategy_none_proof`]).
+    pub no_schema_difference: bool,
+}
+
+/// What an unavailable aggregated APIService shows, dead or not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServiceFacts {
+    /// `Available` condition reason.
+    pub reason: String,
+    /// `Available` condition message.
+    pub message: String,
+    /// `Available` condition status (`False` or `Unknown`).
+    pub status: String,
+    /// `spec.service` as `namespace/name`.
+    pub service: String,
+    /// The group/version it serves.
+    pub group_version: String,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// Terminating namespaces whose deletion it blocks (their
+    /// discovery-failure condition names its group/version).
+    pub blocks_namespaces: Vec<String>,
+    /// For a backend installed but not serving (its Service there, no
+    /// ready endpoint, a pod's cause named): how long it has not
+    /// served, the bound and whether a person allowed the removal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage: Option<Outage>,
+}
+
+/// The finalizers a finding about a live or unjudged owner concerns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerFacts {
+    /// Plural resource name of the subject.
+    pub resource: String,
+    /// Seconds since the subject's deletionTimestamp.
+    pub age_seconds: i64,
+    /// The finalizers this finding is about, with the verdict on each.
+    pub verdicts: Vec<FinalizerVerdict>,
+}
+
+impl FindingDetail {
+    /// The kind this detail is the facts of.
+    pub fn kind(&self) -> FindingKind {
+        match self {
+            FindingDetail::DeadApiService(_) => FindingKind::DeadApiService,
+            FindingDetail::ApiServiceUnavailable(_) => FindingKind::ApiServiceUnavailable,
+            FindingDetail::DeadWebhook { .. } => FindingKind::DeadWebhook,
+            FindingDetail::WebhookBackendFailing { .. } => FindingKind::WebhookBackendFailing,
+            FindingDetail::DeadConversionWebhook { .. } => FindingKind::DeadConversionWebhook,
+            FindingDetail::NamespaceBlockedByDiscovery { .. } => {
+                FindingKind::NamespaceBlockedByDiscovery
+            }
+            FindingDetail::NamespaceContentDeletionFailed { .. } => {
+                FindingKind::NamespaceContentDeletionFailed
+            }
+            FindingDetail::OrphanFinalizer(_) => FindingKind::OrphanFinalizer,
+            FindingDetail::LoadBalancerCleanupPending(_) => FindingKind::LoadBalancerCleanupPending,
+            FindingDetail::NamespaceBlockedByContent { .. } => {
+                FindingKind::NamespaceBlockedByContent
+            }
+            FindingDetail::NamespaceOrphanMetadataFinalizer(_) => {
+                FindingKind::NamespaceOrphanMetadataFinalizer
+            }
+            FindingDetail::NamespaceSpecFinalizerStuck { .. } => {
+                FindingKind::NamespaceSpecFinalizerStuck
+            }
+            FindingDetail::PodStuckTerminating { .. } => FindingKind::PodStuckTerminating,
+            FindingDetail::PodNotStarting { .. } => FindingKind::PodNotStarting,
+            FindingDetail::NamespaceNotProgressing(_) => FindingKind::NamespaceNotProgressing,
+            FindingDetail::UnknownFinalizerOwner(_) => FindingKind::UnknownFinalizerOwner,
+            FindingDetail::WaitingOnLiveController(_) => FindingKind::WaitingOnLiveController,
+            FindingDetail::WaitingOnDependents { .. } => FindingKind::WaitingOnDependents,
+            FindingDetail::ProtectedFinalizerInUse { .. } => FindingKind::ProtectedFinalizerInUse,
+        }
+    }
+
+    /// The facts of an APIService finding, dead or not.
+    pub fn api_service(&self) -> Option<&ApiServiceFacts> {
+        match self {
+            FindingDetail::DeadApiService(a) | FindingDetail::ApiServiceUnavailable(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The finalizer removal of an orphan-finalizer finding, on an object
+    /// or on a namespace's metadata.
+    pub fn finalizer_removal(&self) -> Option<&FinalizerRemoval> {
+        match self {
+            FindingDetail::OrphanFinalizer(r)
+            | FindingDetail::NamespaceOrphanMetadataFinalizer(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The finalizers of a finding about a live or unjudged owner.
+    pub fn finalizer_facts(&self) -> Option<&FinalizerFacts> {
+        match self {
+            FindingDetail::WaitingOnLiveController(f) | FindingDetail::UnknownFinalizerOwner(f) => {
+                Some(f)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Why a pod does not start, as its status and events show it.

@@ -47,7 +47,10 @@ pub mod snapshot;
 pub mod verdict;
 pub mod webhook;
 
-pub use finding::{Finding, FindingDetail, Outage, PodStartCause, PodStuckHint, RejectedWrite};
+pub use finding::{
+    ApiServiceFacts, ConversionWebhookFacts, DeadWebhookFacts, FinalizerFacts, Finding,
+    FindingDetail, Outage, PodStartCause, PodStuckHint, RejectedWrite,
+};
 pub use finding_kind::{FindingKind, UnknownFindingKind};
 pub use load_balancer::{
     CLOUD_CONTROLLER_LEASE, CloudFailure, LOAD_BALANCER_CLEANUP, LoadBalancerCleanup,

@@ -10,7 +10,7 @@ use crate::doctor::apiservice::Backend;
 use crate::doctor::conditions::api_service_available;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
-use crate::doctor::model::{Finding, FindingDetail, Snapshot};
+use crate::doctor::model::{ApiServiceFacts, Finding, Snapshot};
 use crate::doctor::owner::fmt_secs;
 
 /// The APIService reasons that say the backend itself is missing or broken
@@ -63,16 +63,18 @@ impl DeleteApiService {
 /// outage ([`Outage`]) that blocks a Terminating namespace, the
 /// registration is removed only when a person named it; otherwise the
 /// refusal names the flag that would.
-pub(super) fn unavailable(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
-    let FindingDetail::ApiService {
+pub(super) fn unavailable(
+    i: usize,
+    f: &Finding,
+    facts: &ApiServiceFacts,
+    snapshot: &Snapshot,
+) -> PlannedStep {
+    let ApiServiceFacts {
         service,
         outage,
         blocks_namespaces,
         ..
-    } = &f.detail
-    else {
-        return refuse(i, format!("{} has no APIService detail", f.subject));
-    };
+    } = facts;
     let name = &f.subject.name;
     let Some(o) = outage else {
         let cause = service.split_once('/').and_then(|(ns, svc)| {
@@ -165,7 +167,12 @@ fn preconditions(api: &APIService) -> (Option<String>, Option<String>) {
     )
 }
 
-pub(super) fn delete_api_service(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
+pub(super) fn delete_api_service(
+    i: usize,
+    f: &Finding,
+    facts: &ApiServiceFacts,
+    snapshot: &Snapshot,
+) -> PlannedStep {
     let name = &f.subject.name;
     let Some(api) = snapshot.api_service(name) else {
         return refuse(
@@ -195,12 +202,7 @@ pub(super) fn delete_api_service(i: usize, f: &Finding, snapshot: &Snapshot) -> 
     }
     let reason = available.reason.clone().unwrap_or_default();
     let message = available.message.clone().unwrap_or_default();
-    let blocks = match &f.detail {
-        FindingDetail::ApiService {
-            blocks_namespaces, ..
-        } => blocks_namespaces.clone(),
-        _ => Vec::new(),
-    };
+    let blocks = facts.blocks_namespaces.clone();
     // Re-argued from the snapshot: only the collector's lookup of the
     // Service proves the backend gone, never the condition alone.
     if let Backend::Unproven(_) | Backend::Serving(_) =

@@ -19,7 +19,8 @@ use super::super::backend::judge;
 use super::super::conversion::{
     STRATEGY_WEBHOOK, conversion_service, stored_versions, strategy_none_proof,
 };
-use super::{Action, Finding, FindingDetail, PlannedStep, Snapshot, refuse};
+use super::{Action, PlannedStep, refuse};
+use crate::doctor::model::{ConversionWebhookFacts, Finding, Snapshot};
 
 /// Force level of switching a CRD's conversion to `None`: like making a
 /// webhook fail open, it changes how the API server treats every object of
@@ -94,18 +95,20 @@ pub fn manual_command(crd: &str) -> String {
 }
 
 /// The step for a DeadConversionWebhook finding, re-argued on the snapshot.
-pub(super) fn strategy_none(i: usize, f: &Finding, snapshot: &Snapshot) -> PlannedStep {
-    let FindingDetail::ConversionWebhook {
+pub(super) fn strategy_none(
+    i: usize,
+    f: &Finding,
+    facts: &ConversionWebhookFacts,
+    snapshot: &Snapshot,
+) -> PlannedStep {
+    let ConversionWebhookFacts {
         crd: name,
         service,
         backend,
         blocks_namespaces,
         failed_lists,
         ..
-    } = &f.detail
-    else {
-        return refuse(i, format!("{} finding without conversion detail", f.kind));
-    };
+    } = facts;
     let restore =
         format!("restoring Service {service} (the product's conversion webhook) is the gentle fix");
     let Some(crd) = snapshot.conversion_webhook_crds.iter().find(|c| {

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::{Action, PlannedStep};
 use crate::doctor::admission::{NO_LABELS, Write, matches};
 use crate::doctor::model::{
-    Finding, FindingDetail, ObjectRecord, ObjectRef, OwnerVerdict, Snapshot, WebhookView,
+    DeadWebhookFacts, Finding, FindingDetail, ObjectRecord, ObjectRef, OwnerVerdict, Snapshot,
+    WebhookView,
 };
 use crate::doctor::owner::{OwnerCache, OwnerQuery};
 use crate::doctor::webhook::webhooks;
@@ -58,9 +59,9 @@ pub(super) fn expected_after_fail_open(
         let Action::SetWebhookFailurePolicy(set) = &step.action else {
             continue;
         };
-        let FindingDetail::Webhook {
+        let FindingDetail::DeadWebhook(DeadWebhookFacts {
             blocks_namespaces, ..
-        } = &findings[step.finding_index].detail
+        }) = &findings[step.finding_index].detail
         else {
             continue;
         };

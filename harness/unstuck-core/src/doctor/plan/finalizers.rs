@@ -12,7 +12,8 @@ use super::{
     Action, FORCE_REMOVE_FINALIZER, ObjectTarget, PlannedStep, refuse, related_findings, wait,
 };
 use crate::doctor::model::{
-    FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRecord, OwnerVerdict, Snapshot,
+    FinalizerFacts, FinalizerRemoval, Finding, FindingDetail, FindingKind, ObjectRecord,
+    OwnerVerdict, Snapshot,
 };
 use crate::doctor::owner::{OwnerCache, OwnerQuery, protection_in_use};
 
@@ -56,19 +57,6 @@ impl RemoveFinalizers {
     }
 }
 
-/// OrphanFinalizer / NamespaceOrphanMetadataFinalizer: remove the dead keys.
-pub(super) fn orphan(
-    i: usize,
-    f: &Finding,
-    snapshot: &Snapshot,
-    owners: &OwnerCache,
-) -> PlannedStep {
-    match &f.detail {
-        FindingDetail::OrphanFinalizer(rem) => remove_finalizers(i, f, rem, snapshot, owners),
-        _ => refuse(i, format!("{} finding without removal detail", f.kind)),
-    }
-}
-
 /// WaitingOnLiveController: its controller removes the key.
 pub(super) fn waiting_on_live_controller(i: usize, f: &Finding) -> PlannedStep {
     let evidence = verdict_evidence(f);
@@ -84,7 +72,9 @@ pub(super) fn waiting_on_live_controller(i: usize, f: &Finding) -> PlannedStep {
 /// ProtectedFinalizerInUse: released once nothing uses it.
 pub(super) fn protected_in_use(i: usize, f: &Finding) -> PlannedStep {
     let (key, users) = match &f.detail {
-        FindingDetail::Protected { finalizer, used_by } => (finalizer.clone(), used_by.join("; ")),
+        FindingDetail::ProtectedFinalizerInUse { finalizer, used_by } => {
+            (finalizer.clone(), used_by.join("; "))
+        }
         _ => ("the protection finalizer".to_owned(), String::new()),
     };
     wait(
@@ -114,11 +104,11 @@ pub(super) fn unknown_owner(i: usize, f: &Finding) -> PlannedStep {
 /// WaitingOnDependents: freed at the chain's leaves, never at the owner.
 pub(super) fn waiting_on_dependents(i: usize, f: &Finding, all: &[Finding]) -> PlannedStep {
     let leaves = match &f.detail {
-        FindingDetail::Dependents { leaves, .. } => leaves.clone(),
+        FindingDetail::WaitingOnDependents { leaves, .. } => leaves.clone(),
         _ => Vec::new(),
     };
     let related = related_findings(all, |g| {
-        g.kind != FindingKind::WaitingOnDependents
+        g.kind() != FindingKind::WaitingOnDependents
             && leaves
                 .iter()
                 .any(|l| l.uid.is_some() && l.uid == g.subject.uid)
@@ -138,7 +128,8 @@ pub(super) fn waiting_on_dependents(i: usize, f: &Finding, all: &[Finding]) -> P
 
 fn verdict_evidence(f: &Finding) -> String {
     match &f.detail {
-        FindingDetail::Finalizers { verdicts, .. } => verdicts
+        FindingDetail::WaitingOnLiveController(FinalizerFacts { verdicts, .. })
+        | FindingDetail::UnknownFinalizerOwner(FinalizerFacts { verdicts, .. }) => verdicts
             .iter()
             .map(|v| format!("{}: {}", v.finalizer, v.verdict.evidence().join("; ")))
             .collect::<Vec<_>>()

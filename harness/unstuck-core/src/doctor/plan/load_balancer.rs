@@ -7,21 +7,16 @@
 use std::fmt::Write as _;
 
 use super::{PlannedStep, finalizers::remove_finalizers, refuse, wait};
-use crate::doctor::model::{Finding, FindingDetail, LoadBalancerCleanup, OwnerVerdict, Snapshot};
+use crate::doctor::model::{Finding, LoadBalancerCleanup, OwnerVerdict, Snapshot};
 use crate::doctor::owner::{OwnerCache, fmt_secs};
 
 pub(super) fn cleanup_pending(
     i: usize,
     f: &Finding,
+    lb: &LoadBalancerCleanup,
     snapshot: &Snapshot,
     owners: &OwnerCache,
 ) -> PlannedStep {
-    let FindingDetail::LoadBalancerCleanup(lb) = &f.detail else {
-        return refuse(
-            i,
-            format!("{} finding without load balancer detail", f.kind),
-        );
-    };
     let verdict = lb.removal.verdicts.first().map(|v| &v.verdict);
     match verdict {
         Some(OwnerVerdict::Dead { .. }) => {
@@ -67,7 +62,7 @@ pub(super) fn cleanup_pending(
         ),
         None => refuse(
             i,
-            format!("{} finding without a verdict on its key", f.kind),
+            format!("{} finding without a verdict on its key", f.kind()),
         ),
     }
 }

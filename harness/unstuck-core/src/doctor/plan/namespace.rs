@@ -11,7 +11,10 @@ use super::{
     related_findings, wait,
 };
 use crate::doctor::conditions::{NS_DISCOVERY_FAILURE, failing_namespace_condition};
-use crate::doctor::model::{Finding, FindingDetail, FindingKind, Snapshot};
+use crate::doctor::model::{
+    ApiServiceFacts, ConversionWebhookFacts, DeadWebhookFacts, Finding, FindingDetail, FindingKind,
+    Snapshot,
+};
 use crate::doctor::owner::failing_group_versions;
 use crate::doctor::webhook::{may_have_failed, webhooks};
 use crate::text::or_none;
@@ -140,7 +143,7 @@ pub(super) fn blocked_by_content(i: usize, f: &Finding, all: &[Finding]) -> Plan
     let related = related_findings(all, |g| {
         g.subject.namespace.as_deref() == Some(ns.as_str())
             && matches!(
-                g.kind,
+                g.kind(),
                 FindingKind::OrphanFinalizer
                     | FindingKind::WaitingOnLiveController
                     | FindingKind::UnknownFinalizerOwner
@@ -158,13 +161,13 @@ pub(super) fn blocked_by_content(i: usize, f: &Finding, all: &[Finding]) -> Plan
 /// NamespaceBlockedByDiscovery: never /finalize on a discovery failure.
 pub(super) fn blocked_by_discovery(i: usize, f: &Finding, all: &[Finding]) -> PlannedStep {
     let names = match &f.detail {
-        FindingDetail::NamespaceDiscovery { api_services, .. } => api_services.join(", "),
+        FindingDetail::NamespaceBlockedByDiscovery { api_services, .. } => api_services.join(", "),
         _ => String::new(),
     };
     let ns = &f.subject.name;
     let related = related_findings(all, |g| {
-        g.kind == FindingKind::DeadApiService
-            && matches!(&g.detail, FindingDetail::ApiService { blocks_namespaces, .. } if blocks_namespaces.contains(ns))
+        g.kind() == FindingKind::DeadApiService
+            && matches!(&g.detail, FindingDetail::DeadApiService(ApiServiceFacts { blocks_namespaces, .. }) | FindingDetail::ApiServiceUnavailable(ApiServiceFacts { blocks_namespaces, .. }) if blocks_namespaces.contains(ns))
     });
     wait(
         i,
@@ -187,15 +190,15 @@ pub(super) fn content_deletion_failed(
 ) -> PlannedStep {
     let ns = &f.subject.name;
     let related = related_findings(all, |g| {
-        matches!(&g.detail, FindingDetail::Webhook { blocks_namespaces, .. }
-                    | FindingDetail::FailingWebhook { blocks_namespaces, .. }
-                    | FindingDetail::ConversionWebhook { blocks_namespaces, .. }
+        matches!(&g.detail, FindingDetail::DeadWebhook(DeadWebhookFacts { blocks_namespaces, .. })
+                    | FindingDetail::WebhookBackendFailing { blocks_namespaces, .. }
+                    | FindingDetail::DeadConversionWebhook(ConversionWebhookFacts { blocks_namespaces, .. })
                     if blocks_namespaces.contains(ns))
     });
     // After a webhook was made to fail open (or removed), the
     // condition stays until the controller's next retry.
     let (named, message) = match &f.detail {
-        FindingDetail::NamespaceContentFailure { webhooks, message } => {
+        FindingDetail::NamespaceContentDeletionFailed { webhooks, message } => {
             (webhooks.clone(), message.as_str())
         }
         _ => (Vec::new(), ""),
@@ -266,7 +269,7 @@ pub(super) fn not_progressing(i: usize, f: &Finding, all: &[Finding]) -> Planned
             // A type whose every list fails holds the controller on
             // namespaces with none of it (seen on v1.34.4).
             related_findings(all, |g| matches!(&g.detail,
-                    FindingDetail::ConversionWebhook { failed_lists, .. } if !failed_lists.is_empty()))
+                    FindingDetail::DeadConversionWebhook(ConversionWebhookFacts { failed_lists, .. }) if !failed_lists.is_empty()))
         ),
     )
 }
@@ -288,7 +291,7 @@ pub(super) fn finalize_namespace(i: usize, f: &Finding, snapshot: &Snapshot) -> 
         .and_then(|s| s.finalizers.clone())
         .unwrap_or_default();
     let stuck = match &f.detail {
-        FindingDetail::NamespaceSpec { stuck_tokens, .. } => stuck_tokens.clone(),
+        FindingDetail::NamespaceSpecFinalizerStuck { stuck_tokens, .. } => stuck_tokens.clone(),
         _ => Vec::new(),
     };
     let remove_tokens: Vec<String> = current

@@ -21,12 +21,12 @@ pub(super) fn not_starting(i: usize, f: &Finding) -> PlannedStep {
 pub(super) fn stuck_terminating(i: usize, f: &Finding, all: &[Finding]) -> PlannedStep {
     if matches!(
         &f.detail,
-        FindingDetail::Pod {
+        FindingDetail::PodStuckTerminating {
             hint: PodStuckHint::DeleteRejected,
             ..
         }
     ) {
-        let related = related_findings(all, |g| g.kind == FindingKind::DeadWebhook);
+        let related = related_findings(all, |g| g.kind() == FindingKind::DeadWebhook);
         wait(
             i,
             format!(
@@ -39,7 +39,7 @@ pub(super) fn stuck_terminating(i: usize, f: &Finding, all: &[Finding]) -> Plann
         )
     } else {
         let hint = match &f.detail {
-            FindingDetail::Pod { hint, node, .. } => {
+            FindingDetail::PodStuckTerminating { hint, node, .. } => {
                 let node = node.as_deref().unwrap_or("<none>");
                 match hint {
                     PodStuckHint::VolumeTeardown => format!(

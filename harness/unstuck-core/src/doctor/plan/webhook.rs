@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 
 use super::{Action, FORCE_WEBHOOK_FAIL_OPEN, PlannedStep, refuse, wait};
 use crate::doctor::model::{
-    Finding, FindingDetail, PodStuckHint, Snapshot, WebhookConfigKind, WebhookView,
+    DeadWebhookFacts, Finding, FindingDetail, PodStuckHint, Snapshot, WebhookConfigKind,
+    WebhookView,
 };
 use crate::doctor::webhook::webhooks;
 use crate::text::quoted;
@@ -64,11 +65,11 @@ impl SetWebhookFailurePolicy {
 
 pub(super) fn webhook_fail_open(
     i: usize,
-    f: &Finding,
+    facts: &DeadWebhookFacts,
     all: &[Finding],
     snapshot: &Snapshot,
 ) -> PlannedStep {
-    let FindingDetail::Webhook {
+    let DeadWebhookFacts {
         configuration,
         configuration_name,
         index,
@@ -78,10 +79,7 @@ pub(super) fn webhook_fail_open(
         blocks_namespaces,
         rejects,
         ..
-    } = &f.detail
-    else {
-        return refuse(i, format!("{} finding without webhook detail", f.kind));
-    };
+    } = facts;
     let w = match still_dead(
         i,
         snapshot,
@@ -147,7 +145,7 @@ fn blocks_a_pod_delete(w: &WebhookView<'_>, all: &[Finding], snapshot: &Snapshot
     all.iter().any(|g| {
         matches!(
             g.detail,
-            FindingDetail::Pod {
+            FindingDetail::PodStuckTerminating {
                 hint: PodStuckHint::DeleteRejected,
                 ..
             }
@@ -178,11 +176,11 @@ pub(super) fn drop_purposeless_fail_opens(
         let Action::SetWebhookFailurePolicy(set) = &step.action else {
             continue;
         };
-        let FindingDetail::Webhook {
+        let FindingDetail::DeadWebhook(DeadWebhookFacts {
             blocks_namespaces,
             rejects,
             ..
-        } = &findings[step.finding_index].detail
+        }) = &findings[step.finding_index].detail
         else {
             continue;
         };
@@ -295,7 +293,7 @@ fn keeps_stuck(
 /// it. The finding's evidence says what to repair.
 pub(super) fn backend_failing(i: usize, f: &Finding) -> PlannedStep {
     let (webhook, verdict, quote) = match &f.detail {
-        FindingDetail::FailingWebhook {
+        FindingDetail::WebhookBackendFailing {
             webhook,
             verdict,
             quote,

@@ -9,15 +9,15 @@ use serde_json::{Value, json};
 
 use super::Draft;
 use super::fixtures::{file_part, yaml};
-use crate::doctor::{Finding, FindingDetail, FindingKind, Snapshot, WebhookConfigKind};
+use crate::doctor::{DeadWebhookFacts, Finding, FindingDetail, Snapshot, WebhookConfigKind};
 
 impl Draft<'_> {
     /// The blockers the doctor proved, re-created as they were.
     pub(super) fn blockers(&mut self, findings: &[Finding], snapshot: &Snapshot) {
         for f in findings {
-            match (&f.kind, &f.detail) {
-                (FindingKind::DeadApiService, _) => self.api_service(f, snapshot),
-                (FindingKind::DeadWebhook, FindingDetail::Webhook { configuration, .. }) => {
+            match &f.detail {
+                FindingDetail::DeadApiService(_) => self.api_service(f, snapshot),
+                FindingDetail::DeadWebhook(DeadWebhookFacts { configuration, .. }) => {
                     self.allow_webhooks = true;
                     self.webhook(f, *configuration, snapshot);
                 }

@@ -43,7 +43,6 @@ fn observe(index: usize, action: Action, why: &str) -> PlannedStep {
 
 fn finding(kind: FindingKind, name: &str, uid: &str) -> Finding {
     Finding {
-        kind,
         subject: ObjectRef {
             api_version: "v1".into(),
             kind: "Pod".into(),
@@ -53,7 +52,13 @@ fn finding(kind: FindingKind, name: &str, uid: &str) -> Finding {
         },
         summary: String::new(),
         evidence: Vec::new(),
-        detail: FindingDetail::OrphanFinalizer(Default::default()),
+        detail: match kind {
+            FindingKind::OrphanFinalizer => FindingDetail::OrphanFinalizer(Default::default()),
+            FindingKind::WaitingOnLiveController => {
+                FindingDetail::WaitingOnLiveController(Default::default())
+            }
+            other => panic!("no test detail for {other}"),
+        },
     }
 }
 

@@ -85,7 +85,6 @@ impl Diagnosis<'_> {
                 .filter_map(|c| c.message.clone()),
         );
         findings.push(Finding {
-            kind: FindingKind::NamespaceSpecFinalizerStuck,
             subject,
             summary: format!(
                 "namespace {name} keeps spec.finalizers [{}] that nothing will remove{}",
@@ -97,7 +96,7 @@ impl Diagnosis<'_> {
                 }
             ),
             evidence,
-            detail: FindingDetail::NamespaceSpec {
+            detail: FindingDetail::NamespaceSpecFinalizerStuck {
                 tokens,
                 stuck_tokens,
                 content_remaining,

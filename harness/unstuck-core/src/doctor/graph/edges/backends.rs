@@ -23,7 +23,7 @@ pub(super) fn api_service(
             name: name.to_owned(),
         };
         let svc = b.service(&key);
-        let why = match f.kind {
+        let why = match f.kind() {
             FindingKind::DeadApiService => {
                 format!("serves {group_version} from Service {key}, proven gone")
             }
@@ -42,7 +42,7 @@ pub(super) fn api_service(
     }
 }
 
-/// The facts of a [`FindingDetail::Webhook`].
+/// The facts of a [`FindingDetail::DeadWebhook`].
 pub(super) struct DeadWebhook<'a> {
     pub kind: WebhookConfigKind,
     pub configuration: &'a str,

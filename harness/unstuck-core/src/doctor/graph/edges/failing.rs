@@ -9,7 +9,7 @@ use super::namespace_ref;
 use crate::doctor::model::{Finding, FindingDetail};
 
 pub(super) fn failing_webhook(b: &mut Builder, i: usize, f: &Finding) {
-    let FindingDetail::FailingWebhook {
+    let FindingDetail::WebhookBackendFailing {
         configuration,
         configuration_name,
         webhook,

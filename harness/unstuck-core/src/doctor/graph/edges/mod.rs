@@ -19,7 +19,10 @@ mod pods;
 
 use super::build::{Builder, object_id, object_label};
 use super::{NodeKind, NodeState};
-use crate::doctor::model::{Finding, FindingDetail, ObjectRef};
+use crate::doctor::model::{
+    ApiServiceFacts, ConversionWebhookFacts, DeadWebhookFacts, FinalizerFacts, Finding,
+    FindingDetail, ObjectRef,
+};
 use backends::{DeadWebhook, api_service, dead_webhook};
 use finalizers::{finalizers, foreground, orphan_finalizer, protected};
 use namespace::{
@@ -31,11 +34,19 @@ use pods::pod_stuck;
 pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
     b.argue(&object_id(&f.subject), i);
     match &f.detail {
-        FindingDetail::OrphanFinalizer(rem) => orphan_finalizer(b, i, f, rem),
-        FindingDetail::Finalizers { verdicts, .. } => finalizers(b, i, f, verdicts),
-        FindingDetail::Dependents { dependents, leaves } => foreground(b, i, f, dependents, leaves),
-        FindingDetail::Protected { finalizer, used_by } => protected(b, i, f, finalizer, used_by),
-        FindingDetail::NamespaceContent {
+        FindingDetail::OrphanFinalizer(rem)
+        | FindingDetail::NamespaceOrphanMetadataFinalizer(rem) => orphan_finalizer(b, i, f, rem),
+        FindingDetail::WaitingOnLiveController(FinalizerFacts { verdicts, .. })
+        | FindingDetail::UnknownFinalizerOwner(FinalizerFacts { verdicts, .. }) => {
+            finalizers(b, i, f, verdicts)
+        }
+        FindingDetail::WaitingOnDependents { dependents, leaves } => {
+            foreground(b, i, f, dependents, leaves)
+        }
+        FindingDetail::ProtectedFinalizerInUse { finalizer, used_by } => {
+            protected(b, i, f, finalizer, used_by)
+        }
+        FindingDetail::NamespaceBlockedByContent {
             remaining_resources,
             remaining_finalizers,
             blocking_objects,
@@ -47,18 +58,24 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
             remaining_resources,
             remaining_finalizers,
         ),
-        FindingDetail::NamespaceDiscovery {
+        FindingDetail::NamespaceBlockedByDiscovery {
             group_versions,
             api_services,
             ..
         } => namespace_discovery(b, i, f, group_versions, api_services),
-        FindingDetail::ApiService {
+        FindingDetail::DeadApiService(ApiServiceFacts {
             service,
             group_version,
             blocks_namespaces,
             ..
-        } => api_service(b, i, f, service, group_version, blocks_namespaces),
-        FindingDetail::Webhook {
+        })
+        | FindingDetail::ApiServiceUnavailable(ApiServiceFacts {
+            service,
+            group_version,
+            blocks_namespaces,
+            ..
+        }) => api_service(b, i, f, service, group_version, blocks_namespaces),
+        FindingDetail::DeadWebhook(DeadWebhookFacts {
             configuration,
             configuration_name,
             webhook,
@@ -67,7 +84,7 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
             blocks_namespaces,
             rejects,
             ..
-        } => dead_webhook(
+        }) => dead_webhook(
             b,
             i,
             DeadWebhook {
@@ -80,12 +97,16 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
                 rejects,
             },
         ),
-        FindingDetail::NamespaceContentFailure { message, webhooks } => {
+        FindingDetail::NamespaceContentDeletionFailed { message, webhooks } => {
             content_failure(b, i, f, message, webhooks)
         }
-        FindingDetail::NamespaceSpec { stuck_tokens, .. } => spec_tokens(b, i, f, stuck_tokens),
-        FindingDetail::Pod { node, hint, .. } => pod_stuck(b, i, f, node.as_deref(), *hint),
-        FindingDetail::PodStart { .. } => {
+        FindingDetail::NamespaceSpecFinalizerStuck { stuck_tokens, .. } => {
+            spec_tokens(b, i, f, stuck_tokens)
+        }
+        FindingDetail::PodStuckTerminating { node, hint, .. } => {
+            pod_stuck(b, i, f, node.as_deref(), *hint)
+        }
+        FindingDetail::PodNotStarting { .. } => {
             let r = &f.subject;
             b.node(
                 object_id(r),
@@ -95,18 +116,20 @@ pub(super) fn add(b: &mut Builder, i: usize, f: &Finding) {
                 None,
             );
         }
-        FindingDetail::NamespaceStall(stall) => namespace_stall(b, i, f, stall),
+        FindingDetail::NamespaceNotProgressing(stall) => namespace_stall(b, i, f, stall),
         // Variants added after this module was written: their subject is
         // in the graph, their edges come with their own arm above.
-        FindingDetail::ConversionWebhook {
+        FindingDetail::DeadConversionWebhook(ConversionWebhookFacts {
             crd,
             service,
             backend,
             blocks_namespaces,
             ..
-        } => backends::conversion_webhook(b, i, crd, service, backend, blocks_namespaces),
-        FindingDetail::FailingWebhook { .. } => failing::failing_webhook(b, i, f),
-        FindingDetail::LoadBalancerCleanup(lb) => load_balancer::cleanup_pending(b, i, f, lb),
+        }) => backends::conversion_webhook(b, i, crd, service, backend, blocks_namespaces),
+        FindingDetail::WebhookBackendFailing { .. } => failing::failing_webhook(b, i, f),
+        FindingDetail::LoadBalancerCleanupPending(lb) => {
+            load_balancer::cleanup_pending(b, i, f, lb)
+        }
         #[allow(unreachable_patterns)]
         _ => {
             b.object(&f.subject);

@@ -177,7 +177,7 @@ pub(super) fn namespace_stall(b: &mut Builder, i: usize, f: &Finding, stall: &Na
             .iter()
             .filter(|g| stall.blocked_elsewhere.contains(&g.subject.name))
             .filter_map(|g| match &g.detail {
-                FindingDetail::NamespaceDiscovery { api_services, .. } => {
+                FindingDetail::NamespaceBlockedByDiscovery { api_services, .. } => {
                     Some((g.subject.name.clone(), api_services.clone()))
                 }
                 _ => None,

@@ -3,7 +3,9 @@
 
 use super::super::NodeState;
 use super::super::build::{Builder, NodePart};
-use crate::doctor::model::{Finding, FindingDetail, ObjectRef, PodStuckHint, WebhookConfigKind};
+use crate::doctor::model::{
+    DeadWebhookFacts, Finding, FindingDetail, ObjectRef, PodStuckHint, WebhookConfigKind,
+};
 use crate::doctor::webhook::webhooks;
 
 /// A pod the kubelet does not finish waits on what its status points at
@@ -80,12 +82,12 @@ fn dead_pod_delete_webhooks(b: &mut Builder, subject: &ObjectRef) -> Vec<String>
         .findings
         .iter()
         .filter_map(|g| match &g.detail {
-            FindingDetail::Webhook {
+            FindingDetail::DeadWebhook(DeadWebhookFacts {
                 configuration,
                 configuration_name,
                 webhook,
                 ..
-            } => Some((*configuration, configuration_name.clone(), webhook.clone())),
+            }) => Some((*configuration, configuration_name.clone(), webhook.clone())),
             _ => None,
         })
         .collect();
