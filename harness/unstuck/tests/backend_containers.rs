@@ -10,7 +10,6 @@
 //! it) and, for the runs, the local provider's components.
 
 use std::{
-    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{Arc, mpsc},
     time::{Duration, Instant},
@@ -139,7 +138,7 @@ async fn a_backend_serves_what_its_ca_bundle_trusts_and_goes_with_its_handle() {
 
 /// A scenarios folder holding one scenario of `scenarios/` (37: a
 /// webhook whose backend hangs; 44: a registry that is down).
-fn scenario_dir(tag: &str, file: &str) -> PathBuf {
+fn scenario_dir(tag: &str, file: &str) -> common::Scratch {
     common::scenarios_folder(&format!("be-{tag}"), &[file])
 }
 
@@ -198,7 +197,8 @@ fn sigint_mid_registry_scenario_leaves_no_container_or_network() {
 
 fn sigint_leaves_nothing(tag: &str, file: &str) {
     let scenarios = scenario_dir(tag, file);
-    let (mut child, rx) = common::spawn_run(&scenarios, &scenarios.with_extension("out"));
+    let out = scenarios.sibling("out");
+    let (mut child, rx) = common::spawn_run(&scenarios, &out);
     let pid = child.id().to_string();
     let there = wait_for_container(&mut child, &rx);
     assert!(
@@ -208,12 +208,10 @@ fn sigint_leaves_nothing(tag: &str, file: &str) {
     signal(&child, libc::SIGINT);
     let status = wait_exit(&mut child, Duration::from_secs(600));
     let left = common::labelled(labels::OWNER_PID, &pid);
-    let _ = std::fs::remove_dir_all(&scenarios);
     assert!(!status.success(), "an interrupted run must not pass");
     assert!(left.is_empty(), "left behind after SIGINT: {left:?}");
     // Its reports are written, the scenario skipped with why, not failed.
-    let junit = junit_of(&scenarios.with_extension("out"));
-    let _ = std::fs::remove_dir_all(scenarios.with_extension("out"));
+    let junit = junit_of(&out);
     assert!(
         junit.contains("skipped=\"1\"") && junit.contains("failures=\"0\""),
         "{junit}"
@@ -241,7 +239,9 @@ fn junit_of(out: &std::path::Path) -> String {
 fn a_run_with_a_relative_out_dir_passes() {
     let scenarios = scenario_dir("rel", HANG);
     let cwd = scenarios.parent().unwrap();
-    let out_name = format!("unstuck-be-rel-{}.out", std::process::id());
+    // `unstuck-be-rel-<pid>.out`, beside the scenarios, given relative.
+    let out_dir = scenarios.sibling("out");
+    let out_name = out_dir.file_name().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .current_dir(cwd)
         .arg("run")
@@ -250,7 +250,7 @@ fn a_run_with_a_relative_out_dir_passes() {
         .arg("--fixtures")
         .arg(common::repo_root().join("fixtures"))
         .arg("--out")
-        .arg(&out_name)
+        .arg(out_name)
         .stdin(Stdio::null())
         .output()
         .expect("unstuck run");
@@ -260,13 +260,11 @@ fn a_run_with_a_relative_out_dir_passes() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The run's folder is the one entry of --out (named by its start).
-    let report = std::fs::read_dir(cwd.join(&out_name))
+    let report = std::fs::read_dir(cwd.join(out_name))
         .ok()
         .and_then(|d| d.flatten().next())
         .and_then(|run| std::fs::read_to_string(run.path().join("report.json")).ok())
         .map(|t| serde_json::from_str::<serde_json::Value>(&t).expect("report.json is JSON"));
-    let _ = std::fs::remove_dir_all(&scenarios);
-    let _ = std::fs::remove_dir_all(cwd.join(&out_name));
     assert!(out.status.success(), "the run failed:\n{text}");
     assert!(text.contains("1 passed, 0 failed"), "{text}");
     // The run report keeps the doctor's findings as data, not only as
@@ -296,7 +294,8 @@ fn sigkill_mid_registry_scenario_then_cluster_gc_leaves_nothing() {
 
 fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
     let scenarios = scenario_dir(tag, file);
-    let (mut child, rx) = common::spawn_run(&scenarios, &scenarios.with_extension("out"));
+    let out = scenarios.sibling("out");
+    let (mut child, rx) = common::spawn_run(&scenarios, &out);
     let pid = child.id().to_string();
     wait_for_container(&mut child, &rx);
     // From the kill to this gc's report, no other sweep may run.
@@ -314,8 +313,6 @@ fn sigkill_then_gc_leaves_nothing(tag: &str, file: &str) {
     let text = common::output_text(&gc);
     assert!(gc.status.success(), "{text}");
     let left = common::labelled(labels::OWNER_PID, &pid);
-    let _ = std::fs::remove_dir_all(&scenarios);
-    let _ = std::fs::remove_dir_all(scenarios.with_extension("out"));
     assert!(left.is_empty(), "left behind after gc: {left:?}\n{text}");
     for b in before {
         assert!(

@@ -72,15 +72,13 @@ fn a_bad_cluster_name_says_what_is_allowed() {
 
 #[test]
 fn a_malformed_scenario_is_named_with_file_line_and_column() {
-    let dir = std::env::temp_dir().join(format!("unstuck-cli-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::dir("unstuck-cli-bad");
     std::fs::write(
         dir.join("bad.yaml"),
         "name: bad\ndescription: x\nsteps:\n  - expect:\n      phase: symptom\n      that:\n        - namespaceCondition: {namespace: app, type: NamespaceContentRemaining, status: True}\n",
     )
     .unwrap();
     let o = unstuck(&["scenarios", "--dir", dir.to_str().unwrap()], &[]);
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(err.contains("bad.yaml:7:"), "{err}");
@@ -127,8 +125,7 @@ fn a_shard_outside_the_split_names_the_form() {
 
 #[test]
 fn merging_a_folder_without_a_report_names_it() {
-    let dir = std::env::temp_dir().join(format!("unstuck-no-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::dir("unstuck-no-report");
     let o = unstuck(
         &[
             "report",
@@ -139,7 +136,6 @@ fn merging_a_folder_without_a_report_names_it() {
         ],
         &[],
     );
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(
@@ -163,7 +159,7 @@ fn an_empty_shard_writes_an_empty_report_and_succeeds() {
         count < 99,
         "{count} scenarios: give this test more jobs than that"
     );
-    let out = std::env::temp_dir().join(format!("unstuck-empty-shard-{}", std::process::id()));
+    let out = common::Scratch::path("unstuck-empty-shard");
     let o = unstuck(
         &[
             "run",
@@ -184,7 +180,6 @@ fn an_empty_shard_writes_an_empty_report_and_succeeds() {
     let report = written
         .first()
         .and_then(|d| std::fs::read_to_string(d.join("report.json")).ok());
-    let _ = std::fs::remove_dir_all(&out);
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value =
         serde_json::from_str(&report.expect("report.json written")).unwrap();
@@ -198,8 +193,7 @@ fn new_scenario_loads_as_written_and_never_writes_over_a_file() {
     let snapshot = format!(
         "{root}/harness/unstuck-core/tests/recorded/real-v1.34.4/orphan-finalizer-configmap.json"
     );
-    let dir = std::env::temp_dir().join(format!("unstuck-new-scenario-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::Scratch::path("unstuck-new-scenario");
     let (scenarios, fixtures) = (dir.join("scenarios"), dir.join("fixtures"));
     let args = |name: &str| {
         vec![
@@ -259,7 +253,6 @@ fn new_scenario_loads_as_written_and_never_writes_over_a_file() {
     );
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("--save-snapshot"), "{}", stderr(&bad));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -329,14 +322,12 @@ fn a_provider_and_a_kubeconfig_together_are_refused() {
 
 #[test]
 fn scenarios_outside_a_checkout_name_the_path_and_the_flag() {
-    let elsewhere = std::env::temp_dir().join(format!("it-no-checkout-{}", std::process::id()));
-    std::fs::create_dir_all(&elsewhere).unwrap();
+    let elsewhere = common::Scratch::dir("it-no-checkout");
     let o = Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .arg("scenarios")
         .current_dir(&elsewhere)
         .output()
         .expect("unstuck runs");
-    std::fs::remove_dir_all(&elsewhere).unwrap();
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(
@@ -404,10 +395,9 @@ fn completion_scripts_load_and_know_the_doctors_flags() {
         assert!(script.contains(words), "{words} not in the bash script");
     }
     // bash itself parses it (syntax only).
-    let path = std::env::temp_dir().join(format!("unstuck-completion-{}.bash", std::process::id()));
+    let path = common::Scratch::path("unstuck-completion");
     std::fs::write(&path, &script).unwrap();
     let checked = Command::new("bash").arg("-n").arg(&path).output().unwrap();
-    std::fs::remove_file(&path).unwrap();
     assert!(checked.status.success(), "{}", stderr(&checked));
     for shell in ["zsh", "fish"] {
         let o = unstuck(&["completion", shell], &[]);
@@ -431,8 +421,7 @@ fn completion_scripts_load_and_know_the_doctors_flags() {
 /// with the reason: CI reads them.
 #[test]
 fn a_run_that_cannot_start_still_writes_its_reports() {
-    let out = std::env::temp_dir().join(format!("unstuck-unstarted-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = common::Scratch::path("unstuck-unstarted");
     let (scenarios, fixtures) = (
         common::repo_root().join("scenarios"),
         common::repo_root().join("fixtures"),
@@ -481,7 +470,6 @@ fn a_run_that_cannot_start_still_writes_its_reports() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     let (always, never) = (painted("always"), painted("never"));
-    let _ = std::fs::remove_dir_all(&out);
     assert!(always.contains("\x1b[1;31mFAIL\x1b[0m"), "{always:?}");
     assert!(
         never.contains("FAIL  orphan-finalizer-configmap") && !never.contains('\x1b'),
@@ -499,7 +487,7 @@ fn a_run_that_cannot_start_still_writes_its_reports() {
 /// kubeconfig does not have is an error that lists the ones it has.
 #[test]
 fn a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has() {
-    let path = std::env::temp_dir().join(format!("unstuck-ctx-{}.yaml", std::process::id()));
+    let path = common::Scratch::path("unstuck-ctx");
     std::fs::write(
         &path,
         "apiVersion: v1\nkind: Config\ncurrent-context: staging\n\
@@ -521,5 +509,4 @@ fn a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has() {
             "{args:?}: {err}"
         );
     }
-    let _ = std::fs::remove_file(&path);
 }

@@ -215,9 +215,10 @@ async fn the_cluster_commands_work_on(p: &Provider) {
     assert!(!gone.status.success(), "{}", common::output_text(&gone));
 }
 
-/// A directory of this test process's own for `what`.
-fn own_dir(what: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("unstuck-cli-{what}-{}", std::process::id()))
+/// A directory of this test process's own for `what` (the commands make
+/// it), removed when the guard goes, even when the test panics.
+fn own_dir(what: &str) -> common::Scratch {
+    common::Scratch::path(&format!("unstuck-cli-{what}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,9 +228,10 @@ async fn the_cluster_commands_work_on_the_local_provider() {
     // shared root, which hands out slots (ports, links) without clashes;
     // `gc` there removes only clusters whose harness died, as every
     // local `up` does first anyway.
+    let no_kind = own_dir("no-kind");
     the_cluster_commands_work_on(&Provider {
         name: "local",
-        env: vec![("UNSTUCK_KIND_STATE_DIR", own_dir("no-kind").into())],
+        env: vec![("UNSTUCK_KIND_STATE_DIR", no_kind.as_os_str().into())],
     })
     .await;
 }
@@ -238,12 +240,12 @@ async fn the_cluster_commands_work_on_the_local_provider() {
 async fn the_cluster_commands_work_on_the_kind_provider() {
     // Records of the test's own, and an empty local root: `gc` must only
     // ever see this test's clusters.
-    let records = own_dir("kind");
+    let (records, no_local) = (own_dir("kind"), own_dir("no-local"));
     the_cluster_commands_work_on(&Provider {
         name: "kind",
         env: vec![
-            ("UNSTUCK_KIND_STATE_DIR", records.clone().into()),
-            ("UNSTUCK_STATE_DIR", own_dir("no-local").into()),
+            ("UNSTUCK_KIND_STATE_DIR", records.as_os_str().into()),
+            ("UNSTUCK_STATE_DIR", no_local.as_os_str().into()),
         ],
     })
     .await;
@@ -251,12 +253,6 @@ async fn the_cluster_commands_work_on_the_kind_provider() {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "kind records left: {left:?}");
-    std::fs::remove_dir_all(&records)
-        .or_else(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Ok(()),
-            _ => Err(e),
-        })
-        .expect("removing the test's record directory");
 }
 
 /// Two `cluster up` started together (issue 30): each run's start-up
@@ -268,9 +264,10 @@ async fn the_cluster_commands_work_on_the_kind_provider() {
 /// of either is left, its cgroups in every hierarchy included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_local_clusters_brought_up_at_once_both_come_up() {
+    let no_kind = own_dir("no-kind-pair");
     let p = Provider {
         name: "local",
-        env: vec![("UNSTUCK_KIND_STATE_DIR", own_dir("no-kind-pair").into())],
+        env: vec![("UNSTUCK_KIND_STATE_DIR", no_kind.as_os_str().into())],
     };
     let names = [
         common::cluster_name("it-pair-a"),
@@ -411,7 +408,7 @@ async fn four_clusters_of_two_providers_brought_up_at_once_keep_to_their_own() {
     // kind records of the test's own, so that `list` shows exactly its
     // kind clusters; local clusters share the root (it hands out slots).
     let records = own_dir("kind-four");
-    let env = vec![("UNSTUCK_KIND_STATE_DIR", records.clone().into_os_string())];
+    let env = vec![("UNSTUCK_KIND_STATE_DIR", records.as_os_str().to_owned())];
     let local = Provider {
         name: "local",
         env: env.clone(),
@@ -633,5 +630,4 @@ async fn four_clusters_of_two_providers_brought_up_at_once_keep_to_their_own() {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "kind records left: {left:?}");
-    let _ = std::fs::remove_dir_all(&records);
 }

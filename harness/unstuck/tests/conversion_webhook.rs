@@ -73,8 +73,7 @@ async fn exercise(client: Client, kubeconfig: PathBuf) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     break_it(&client, &crds, &namespaces).await;
-    let backups =
-        std::env::temp_dir().join(format!("unstuck-it-conversion-{}", std::process::id()));
+    let backups = common::Scratch::path("unstuck-it-conversion");
     let (skip_dir, apply_dir) = (backups.join("skipped"), backups.join("applied"));
     let base = |backup: &Path| {
         vec![
@@ -216,7 +215,6 @@ async fn exercise(client: Client, kubeconfig: PathBuf) {
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", common::output_text(&switched)));
     }
-    std::fs::remove_dir_all(&backups).expect("removing the backups");
 }
 
 /// The scenario's steps: v1.0.0 CRD, objects stored in v1alpha1, the

@@ -173,7 +173,7 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
         "--stuck-after",
         "3s",
         "--backup-dir",
-        &backups,
+        backups.to_str().unwrap(),
     ]);
     let t = common::output_text(&out);
     assert_eq!(out.status.code(), Some(7), "{t}");
@@ -196,7 +196,7 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
         "--stuck-after",
         "3s",
         "--backup-dir",
-        &backups,
+        backups.to_str().unwrap(),
         "-o",
         "json",
     ]);
@@ -232,15 +232,11 @@ async fn one_apply_follows_the_chain_to_the_namespace_gone() {
     assert_eq!(failure_policy(&hooks, "policy-gone").await, "Ignore");
     // The idle webhook kept nothing stuck: left failing closed.
     assert_eq!(failure_policy(&hooks, "idle-gone").await, "Fail", "{t}");
-    let _ = std::fs::remove_dir_all(std::path::Path::new(&backups));
     cluster.down().await;
 }
 
 /// A fresh path under the temp dir for the doctor's backups (it makes the
-/// directory itself).
-fn tempfile_dir(tag: &str) -> String {
-    std::env::temp_dir()
-        .join(format!("unstuck-chain-{tag}-{}", std::process::id()))
-        .to_string_lossy()
-        .into_owned()
+/// directory itself), removed when the guard goes.
+fn tempfile_dir(tag: &str) -> common::Scratch {
+    common::Scratch::path(&format!("unstuck-chain-{tag}"))
 }

@@ -332,12 +332,10 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     // policy engines guarding finalizers do. The doctor's PATCH is denied:
     // exit 4, with the server's words, and the ConfigMap is still held.
     let policy = keep_finalizers_policy(&client).await;
-    let denied_backups =
-        std::env::temp_dir().join(format!("unstuck-cli-denied-{}", std::process::id()));
+    let denied_backups = common::Scratch::path("unstuck-cli-denied");
     let mut denied_args = with(&["-n", NS, "--apply", "--yes", "--backup-dir"]);
     denied_args.push(denied_backups.to_str().unwrap().to_string());
     let denied = run(denied_args);
-    let _ = std::fs::remove_dir_all(&denied_backups);
     assert_eq!(
         denied.status.code(),
         Some(4),
@@ -354,7 +352,7 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
 
     // `-n` fixes the named namespace and leaves the unrelated dead
     // APIService byte-identical.
-    let backups = std::env::temp_dir().join(format!("unstuck-cli-backups-{}", std::process::id()));
+    let backups = common::Scratch::path("unstuck-cli-backups");
     let mut fix_args = with(&["-n", NS, "--apply", "--yes", "--backup-dir"]);
     fix_args.push(backups.join("new").to_str().unwrap().to_string());
     let fixed = run(fix_args);
@@ -389,7 +387,6 @@ async fn doctor_on_a_real_cluster_scope_target_exit_codes_and_formats() {
     assert!(!saved.is_empty());
     assert_eq!(mode(&backups.join("new")), 0o700);
     assert!(saved.iter().all(|p| mode(p) == 0o600), "{saved:?}");
-    std::fs::remove_dir_all(&backups).unwrap();
 
     local_cluster_never_dials_kubeconfig(&name).await;
     context_picks_the_cluster(&kubeconfig, &kube_system_uid);
@@ -525,8 +522,7 @@ fn context_picks_the_cluster(kubeconfig: &Path, kube_system_uid: &str) {
     kc.clusters.push(dead_cluster);
     kc.contexts.push(elsewhere);
     kc.current_context = Some("elsewhere".into());
-    let path =
-        std::env::temp_dir().join(format!("unstuck-cli-contexts-{}.yaml", std::process::id()));
+    let path = common::Scratch::path("unstuck-cli-contexts");
     std::fs::write(&path, serde_json::to_string_pretty(&kc).unwrap()).unwrap();
     let p = path.to_str().unwrap();
     let named = doctor(&["--kubeconfig", p, "--context", &real, "-o", "json"], &[]);
@@ -546,7 +542,6 @@ fn context_picks_the_cluster(kubeconfig: &Path, kube_system_uid: &str) {
         text.contains("no context \"nope\"") && text.contains("elsewhere") && text.contains(&real),
         "{text}"
     );
-    std::fs::remove_file(&path).unwrap();
 }
 
 /// `--local-cluster` uses that cluster's kubeconfig for the API too: a
@@ -563,8 +558,7 @@ async fn local_cluster_never_dials_kubeconfig(cluster: &str) {
             drop(conn);
         }
     });
-    let dir = std::env::temp_dir().join(format!("unstuck-trap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::dir("unstuck-trap");
     let trap_kc = dir.join("trap.kubeconfig");
     write_trap_kubeconfig(&trap_kc, port);
     let env = [("KUBECONFIG", trap_kc.to_str().unwrap())];
@@ -611,7 +605,6 @@ async fn local_cluster_never_dials_kubeconfig(cluster: &str) {
         "{}",
         common::output_text(&clash)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn write_trap_kubeconfig(path: &Path, port: u16) {
@@ -711,8 +704,7 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         doctor(&refs, &[])
     };
-    let backups =
-        std::env::temp_dir().join(format!("unstuck-consent-backups-{}", std::process::id()));
+    let backups = common::Scratch::path("unstuck-consent-backups");
     let backup_dir = backups.to_str().unwrap().to_string();
 
     cms.delete("shown", &DeleteParams::default())
@@ -884,7 +876,6 @@ async fn apply_yes_covers_only_the_plan_shown_and_leaves_what_a_later_round_find
     )
     .await
     .expect("the second run fixed what the first left");
-    std::fs::remove_dir_all(&backups).unwrap();
 
     let layout = cluster.layout().clone();
     let report = cluster.down().await;

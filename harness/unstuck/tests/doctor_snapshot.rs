@@ -74,14 +74,11 @@ async fn snapshots_are_redacted_private_and_new_and_every_object_is_found_once()
     let cluster = common::up(&name).await;
     let client = cluster.client();
     let kc = cluster.kubeconfig().to_str().unwrap().to_string();
-    let dir = std::env::temp_dir().join(format!("unstuck-it-snapshot-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::dir("unstuck-it-snapshot");
 
     saved_snapshot_holds_no_planted_value(&client, &kc, &dir).await;
     one_finding_per_object_whatever_its_versions(&client, &kc, &dir).await;
 
-    std::fs::remove_dir_all(&dir).unwrap();
     let layout = cluster.layout().clone();
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");

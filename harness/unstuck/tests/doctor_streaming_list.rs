@@ -169,8 +169,7 @@ async fn a_type_past_the_threshold_is_streamed_counted_once_and_its_stuck_object
 
     // May list, may not watch: the stream is refused (403), paging
     // resumes after the first page, and the count is the same.
-    let dir = std::env::temp_dir().join(format!("unstuck-stream-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::dir("unstuck-stream");
     let sa_kc = dir.join("sa.kubeconfig");
     common::service_account_kubeconfig(
         &client,
@@ -215,7 +214,6 @@ async fn a_type_past_the_threshold_is_streamed_counted_once_and_its_stuck_object
         seen_paged >= expected && seen_paged <= seen,
         "paged objectsSeen {seen_paged}, streamed {seen}, {expected} ConfigMaps"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 
     let down = cluster.down().await;
     assert!(down.errors.is_empty(), "{down}");

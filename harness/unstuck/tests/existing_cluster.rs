@@ -127,12 +127,12 @@ async fn the_suite_leaves_an_existing_clusters_objects_byte_identical_shard_2_of
 async fn suite_on_an_existing_cluster(shard: u8) {
     let cluster = common::up(&common::cluster_name(&format!("it-existing-{shard}"))).await;
     let started = Instant::now();
-    let out = std::env::temp_dir().join(format!("unstuck-existing-{shard}-{}", std::process::id()));
+    let out = common::Scratch::path(&format!("unstuck-existing-{shard}"));
     let result = tokio::spawn(exercise(
         cluster.client(),
         cluster.kubeconfig(),
         cluster.layout().node_ip(),
-        out.clone(),
+        out.to_path_buf(),
         shard,
     ))
     .await;
@@ -141,7 +141,6 @@ async fn suite_on_an_existing_cluster(shard: u8) {
         "cluster down: {down}; test body took {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    let _ = std::fs::remove_dir_all(&out);
     if let Err(e) = result {
         std::panic::resume_unwind(e.into_panic());
     }
@@ -261,9 +260,13 @@ async fn exercise(client: Client, kubeconfig: PathBuf, node_ip: Ipv4Addr, out: P
         stderr.contains(&format!("context '{context}'")) && stderr.contains("kube-system UID"),
         "the target was printed first:\n{stderr}"
     );
+    let failed = match o.status.success() {
+        true => String::new(),
+        false => common::run_failure(&out, &format!("existing-cluster-shard-{shard}")),
+    };
     assert!(
         o.status.success(),
-        "the suite (shard {shard_arg}) failed on the existing cluster"
+        "the suite (shard {shard_arg}) failed on the existing cluster:\n{failed}"
     );
 
     if shard == 2 {
@@ -374,16 +377,15 @@ async fn the_guard_refuses(kubeconfig: &Path, out: &Path, context: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_leaves_a_finalizer_another_controller_added() {
     let cluster = common::up(&common::cluster_name("it-foreign-fin")).await;
-    let out = std::env::temp_dir().join(format!("unstuck-foreign-fin-{}", std::process::id()));
+    let out = common::Scratch::path("unstuck-foreign-fin");
     let result = tokio::spawn(foreign_finalizer::exercise(
         cluster.client(),
         cluster.kubeconfig(),
-        out.clone(),
+        out.to_path_buf(),
     ))
     .await;
     let down = cluster.down().await;
     eprintln!("cluster down: {down}");
-    let _ = std::fs::remove_dir_all(&out);
     if let Err(e) = result {
         std::panic::resume_unwind(e.into_panic());
     }

@@ -51,8 +51,8 @@ async fn cluster_gc_removes_what_a_killed_run_added_to_an_existing_cluster() {
     let client: Client = cluster.client();
     let kubeconfig = cluster.kubeconfig();
     let context = common::make_it_someone_elses(&client, &kubeconfig).await;
-    let journals = std::env::temp_dir().join(format!("unstuck-journals-{}", std::process::id()));
-    let out = std::env::temp_dir().join(format!("unstuck-killed-existing-{}", std::process::id()));
+    let journals = common::Scratch::path("unstuck-journals");
+    let out = common::Scratch::path("unstuck-killed-existing");
     let env = [("UNSTUCK_JOURNAL_DIR", journals.as_os_str())];
     let kc = kubeconfig.to_string_lossy().into_owned();
     let allow = format!("--allow-existing-cluster={context}");
@@ -181,8 +181,6 @@ async fn cluster_gc_removes_what_a_killed_run_added_to_an_existing_cluster() {
     )
     .await;
 
-    let _ = std::fs::remove_dir_all(&journals);
-    let _ = std::fs::remove_dir_all(&out);
     let layout = cluster.layout().clone();
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");

@@ -72,7 +72,7 @@ async fn failed_and_interrupted_runs_leave_no_fault_on_the_node() {
     let cluster = common::up(&common::cluster_name("it-fault-cleanup")).await;
     let dir = cluster.layout().dir.clone();
     let fixtures = common::repo_root().join("fixtures");
-    let out = std::env::temp_dir().join(format!("unstuck-fault-cleanup-{}", std::process::id()));
+    let out = common::Scratch::path("unstuck-fault-cleanup");
     let ctx = |name: &str| RunContext {
         client: cluster.client(),
         fixtures_dir: fixtures.clone(),
@@ -193,7 +193,6 @@ steps:
         failed_ns.cleanup
     );
 
-    let _ = std::fs::remove_dir_all(&out);
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");
 }

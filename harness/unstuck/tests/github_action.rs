@@ -29,12 +29,11 @@ fn outputs(file: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Runs the action's body with `env` as its inputs; its exit code, the
-/// job summary it wrote and its outputs.
+/// Runs the action's body with `env` as its inputs, in a directory of
+/// its own that goes when it returns (or panics); its exit code, the job
+/// summary it wrote and its outputs.
 fn run_action(tag: &str, env: &[(&str, &str)]) -> (i32, String, BTreeMap<String, String>) {
-    let dir = std::env::temp_dir().join(format!("unstuck-action-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = common::Scratch::dir(&format!("unstuck-action-{tag}"));
     let (summary, output) = (dir.join("summary"), dir.join("output"));
     let o = Command::new("bash")
         .arg(common::repo_root().join("ci/action/run.sh"))
@@ -104,8 +103,7 @@ fn the_action_passes_only_declared_inputs_and_promises_only_written_outputs() {
 
 #[test]
 fn command_run_posts_the_run_summary_and_names_its_reports() {
-    let out = std::env::temp_dir().join(format!("unstuck-action-runs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = common::Scratch::path("unstuck-action-runs");
     let out_arg = out.display().to_string();
     let (rc, summary, outs) = run_action(
         "run",
@@ -137,7 +135,6 @@ fn command_run_posts_the_run_summary_and_names_its_reports() {
             .unwrap_or_else(|| panic!("no {output}: {outs:?}"));
         assert!(Path::new(path).is_file(), "{output}={path} is no file");
     }
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

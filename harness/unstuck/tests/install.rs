@@ -15,8 +15,7 @@ mod common;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cargo_install_puts_both_binaries_in_place_and_the_doctor_runs() {
-    let root = std::env::temp_dir().join(format!("unstuck-install-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let root = common::Scratch::path("unstuck-install");
     let repo = common::repo_root();
     let target = repo.join("target/install");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -71,5 +70,4 @@ async fn cargo_install_puts_both_binaries_in_place_and_the_doctor_runs() {
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");
     assert!(unstuck::cluster::local::leftovers(&layout).is_empty());
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -141,8 +141,7 @@ fn ctrl_c_while_cluster_up_boots_deletes_the_cluster_at_once() {
 
 #[test]
 fn ctrl_c_while_a_run_boots_reports_its_scenario_interrupted() {
-    let out = std::env::temp_dir().join(format!("unstuck-intr-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = common::Scratch::path("unstuck-intr-run");
     let out_arg = out.display().to_string();
     let env = progress_env();
     let root = common::repo_root();
@@ -195,5 +194,4 @@ fn ctrl_c_while_a_run_boots_reports_its_scenario_interrupted() {
         "{junit}"
     );
     nothing_left_of(&name);
-    let _ = std::fs::remove_dir_all(&out);
 }

@@ -34,9 +34,11 @@ use unstuck_core::doctor::node::{
 mod common;
 
 /// An ext4 filesystem on a loop device, mounted at `mount`; frozen on
-/// demand. Dropping it thaws, unmounts, detaches and removes it.
+/// demand. Dropping it thaws, unmounts, detaches and removes it (its
+/// directory is a [`common::Scratch`], dropped after the unmount, and
+/// removed by itself when making the filesystem panics half-way).
 struct LoopFs {
-    dir: PathBuf,
+    _dir: common::Scratch,
     mount: PathBuf,
     device: String,
 }
@@ -59,8 +61,7 @@ fn sh(program: &str, args: &[&str]) -> Result<String, String> {
 
 impl LoopFs {
     fn create(name: &str) -> LoopFs {
-        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = common::Scratch::dir(name);
         let image = dir.join("fs.img");
         let mount = dir.join("mnt");
         std::fs::create_dir_all(&mount).unwrap();
@@ -71,7 +72,11 @@ impl LoopFs {
         let image_s = image.to_str().unwrap();
         sh("mkfs.ext4", &["-q", "-F", image_s]).expect("mkfs.ext4 (e2fsprogs, from ci/setup.sh)");
         let device = sh("losetup", &["--find", "--show", image_s]).expect("losetup");
-        let fs = LoopFs { dir, mount, device };
+        let fs = LoopFs {
+            _dir: dir,
+            mount,
+            device,
+        };
         sh("mount", &[&fs.device, fs.mount.to_str().unwrap()]).expect("mount");
         fs
     }
@@ -94,7 +99,7 @@ impl Drop for LoopFs {
             let _ = sh("umount", &["-l", m]);
         }
         let _ = sh("losetup", &["-d", &self.device]);
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // `_dir` goes next, as the fields drop.
     }
 }
 

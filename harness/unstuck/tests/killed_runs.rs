@@ -352,7 +352,7 @@ fn killed_at(point: Point) {
     let started = Instant::now();
     let name = point.name;
     let scenarios = common::scenarios_folder(&format!("kill-{name}"), &[point.file]);
-    let out = scenarios.with_extension("out");
+    let out = scenarios.sibling("out");
     let (mut child, rx) = common::spawn_run_env(
         &scenarios,
         &out,
@@ -384,8 +384,6 @@ fn killed_at(point: Point) {
         signal_reaper(&layout, libc::SIGKILL);
     }
     let left = left_after_gc(&point, &cluster, slot, run_pid);
-    let _ = std::fs::remove_dir_all(&scenarios);
-    let _ = std::fs::remove_dir_all(&out);
     let said = match left.is_empty() {
         true => "nothing".to_string(),
         false => left.join("; "),

@@ -77,7 +77,7 @@ async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing(
     assert_eq!(version.git_version, DEFAULT_K8S_VERSION);
 
     let node: Arc<AnyNode> = ProvidedCluster::node(&cluster);
-    let out = std::env::temp_dir().join(format!("unstuck-kind-test-{}", std::process::id()));
+    let out = common::Scratch::path("unstuck-kind-test");
     let ctx = |scenario: &str| RunContext {
         client: cluster.client(),
         fixtures_dir: common::repo_root().join("fixtures"),
@@ -97,12 +97,20 @@ async fn an_api_and_a_node_scenario_pass_on_a_kind_cluster_which_leaves_nothing(
         run_scenario(&node_ctx, &on_node)
     );
     for r in [&api_report, &node_report] {
+        // Its folder goes with `out`: kept first when it failed.
+        let failed = match r.passed() {
+            true => String::new(),
+            false => format!(
+                "{}\nkept in {} (scenario.json has its steps)",
+                common::scenario_failure(r),
+                common::keep_evidence(&r.out_dir, &format!("kind-scenario-{}", r.name())).display()
+            ),
+        };
         assert_eq!(
             r.outcome,
             Outcome::Passed,
-            "{} on kind:\n{:#?}",
-            r.name(),
-            r.steps
+            "{} on kind:\n{failed}",
+            r.name()
         );
         assert!(r.cleanup.leaked.is_empty(), "{:?}", r.cleanup);
         assert!(!r.remedies.is_empty(), "{} recovered by a remedy", r.name());
@@ -212,7 +220,6 @@ steps:
     let teardown = ProvidedCluster::delete(Box::new(cluster)).await;
     assert!(teardown.problems.is_empty(), "{teardown}");
     assert_gone_within(&name, &kind::kind_root(), Duration::from_secs(1)).await;
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Starts `unstuck ARGS` with its own kind record directory; returns the
@@ -258,9 +265,8 @@ fn recorded_cluster(state_root: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_and_killed_kind_runs_leave_nothing() {
-    let state_root =
-        std::env::temp_dir().join(format!("unstuck-kind-records-{}", std::process::id()));
-    let out = state_root.with_extension("runs");
+    let state_root = common::Scratch::path("unstuck-kind-records");
+    let out = state_root.sibling("runs");
     let root = common::repo_root();
 
     // Ctrl-C while a scenario runs: it cleans up, the cluster is deleted.
@@ -304,9 +310,6 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
     up.kill().expect("SIGKILL the harness");
     let _ = up.wait();
     assert_gone_within(&held, &killed, Duration::from_secs(240)).await;
-
-    let _ = std::fs::remove_dir_all(&state_root);
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Every scenario of scenarios/ on kind, as `unstuck run --provider kind`
@@ -315,9 +318,8 @@ async fn interrupted_and_killed_kind_runs_leave_nothing() {
 /// no kind cluster of the run is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whole_suite_passes_on_kind() {
-    let state_root =
-        std::env::temp_dir().join(format!("unstuck-kind-suite-{}", std::process::id()));
-    let out = state_root.with_extension("runs");
+    let state_root = common::Scratch::path("unstuck-kind-suite");
+    let out = state_root.sibling("runs");
     let root = common::repo_root();
     let (mut run, _lines) = unstuck(
         &[
@@ -347,13 +349,12 @@ async fn the_whole_suite_passes_on_kind() {
     let report: unstuck::report::RunReport =
         serde_json::from_str(&std::fs::read_to_string(folder.join("report.json")).unwrap())
             .expect("report.json parses");
-    let failed: Vec<String> = report
-        .scenarios
-        .iter()
-        .filter(|s| !s.passed())
-        .map(|s| format!("{}: {:?}", s.name(), s.outcome))
-        .collect();
-    assert!(failed.is_empty(), "failed on kind: {failed:#?}");
+    // The run's folder goes with `out`: kept first when a scenario failed.
+    let failed = match report.all_passed() {
+        true => String::new(),
+        false => common::run_failure(&out, "kind-suite"),
+    };
+    assert!(report.all_passed(), "failed on kind:\n{failed}");
     assert!(status.success(), "unstuck run exited {status}");
     let all = unstuck::core::scenario::load_dir(&root.join("scenarios")).unwrap();
     assert_eq!(report.scenarios.len(), all.len());
@@ -388,6 +389,4 @@ async fn the_whole_suite_passes_on_kind() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&state_root);
-    let _ = std::fs::remove_dir_all(&out);
 }

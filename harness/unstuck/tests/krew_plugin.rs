@@ -27,8 +27,7 @@ fn krew() -> PathBuf {
 
 #[test]
 fn krew_installs_the_plugin_from_the_manifest_and_kubectl_runs_it() {
-    let dir = std::env::temp_dir().join(format!("unstuck-krew-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::Scratch::path("unstuck-krew");
     let out = dir.join("dist");
     let o = Command::new("bash")
         .arg(common::repo_root().join("ci/release/krew.sh"))
@@ -113,5 +112,4 @@ fn krew_installs_the_plugin_from_the_manifest_and_kubectl_runs_it() {
         "{}",
         common::output_text(&o)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,7 @@ fn every_scenario_passes_on_the_newest_supported_version() {
         "the newest version is the default: this test would repeat tests/scenarios.rs"
     );
     let root = common::repo_root();
-    let out = std::env::temp_dir().join(format!("unstuck-newest-{}", std::process::id()));
+    let out = common::Scratch::path("unstuck-newest");
     let run = Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .arg("run")
         .args(["--k8s-version", NEWEST_K8S_VERSION])
@@ -63,11 +63,15 @@ fn every_scenario_passes_on_the_newest_supported_version() {
             )
         })
         .collect();
+    // The run's folder goes with `out`: kept first when it failed.
+    let kept = match failed.is_empty() && run.status.success() {
+        true => std::path::PathBuf::new(),
+        false => common::keep_evidence(&dir, "newest-version"),
+    };
     assert!(
         failed.is_empty() && run.status.success(),
-        "on Kubernetes {NEWEST_K8S_VERSION} (evidence in {}):\n{}\n{stderr}",
-        dir.display(),
+        "on Kubernetes {NEWEST_K8S_VERSION} (evidence kept in {}):\n{}\n{stderr}",
+        kept.display(),
         failed.join("\n")
     );
-    let _ = std::fs::remove_dir_all(&out);
 }

@@ -306,9 +306,13 @@ async fn operator_writing(client: &Client, after: i64) -> i64 {
     .expect("operator writes")
 }
 
-/// Where the doctor saves what it changes (removed by the test).
+/// The tag of [`backup_dir`]: the test holds it as `Scratch::path(BACKUPS)`.
+const BACKUPS: &str = "it-quarry-backups";
+
+/// Where the doctor saves what it changes (the test's
+/// [`common::Scratch`] of [`BACKUPS`] removes it, panic or not).
 fn backup_dir() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("it-quarry-backups-{}", std::process::id()))
+    std::env::temp_dir().join(format!("{BACKUPS}-{}", std::process::id()))
 }
 
 fn doctor(kubeconfig: &str) -> Output {
@@ -413,7 +417,7 @@ async fn assert_left_alone(client: &Client, kubeconfig: &str, pod: &str, lease: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_one_is() {
-    let _ = std::fs::remove_dir_all(backup_dir());
+    let backups = common::Scratch::path(BACKUPS);
     let name = common::cluster_name("it-owner-live");
     let cluster = common::up(&name).await;
     let client = cluster.client();
@@ -622,7 +626,7 @@ async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_
     .unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(o.status.code(), Some(0), "{text}");
     // It backed the object up before the strip, and only then.
-    let backups: Vec<String> = std::fs::read_dir(backup_dir())
+    let saved: Vec<String> = std::fs::read_dir(&backups)
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -630,10 +634,9 @@ async fn a_live_operator_named_for_nothing_is_never_stripped_and_an_uninstalled_
         })
         .unwrap_or_default();
     assert!(
-        backups.len() == 1 && backups[0].starts_with(&format!("xtracluster.{NS}.{CR}.")),
-        "{backups:?}"
+        saved.len() == 1 && saved[0].starts_with(&format!("xtracluster.{NS}.{CR}.")),
+        "{saved:?}"
     );
-    std::fs::remove_dir_all(backup_dir()).expect("remove the backups");
 
     let layout = cluster.layout().clone();
     let report = cluster.down().await;

@@ -61,8 +61,7 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
     common::held_configmap(&client, NS, CM, KEY).await;
 
     // Reads of what the doctor lists, except events, leases and secrets.
-    let dir = std::env::temp_dir().join(format!("unstuck-rbac-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::dir("unstuck-rbac");
     let sa_kc = dir.join("sa.kubeconfig");
     common::service_account_kubeconfig(
         &client,
@@ -144,7 +143,6 @@ async fn a_partial_rights_user_gets_its_blind_spots_listed_and_the_stuck_object_
     );
     assert!(t.starts_with("target: ") && spots_at < found_at, "{t}");
 
-    std::fs::remove_dir_all(&dir).unwrap();
     let layout = cluster.layout().clone();
     let report = cluster.down().await;
     assert!(report.errors.is_empty(), "{report}");

@@ -165,11 +165,11 @@ async fn a_scenario_on_a_cluster_that_stays_takes_away_what_it_put_there() {
         .iter()
         .find(|s| s.name.as_str() == "registry-tag-deleted")
         .expect("scenario 45");
-    let out_dir = std::env::temp_dir().join(format!("unstuck-reg-{}", std::process::id()));
+    let out_dir = common::Scratch::path("unstuck-reg");
     let ctx = RunContext {
         client: cluster.client(),
         fixtures_dir: common::repo_root().join("fixtures"),
-        out_dir: out_dir.clone(),
+        out_dir: out_dir.to_path_buf(),
         node: Some(node.clone()),
         cluster_exits: cluster.component_exits(),
         journal: None,
@@ -192,7 +192,6 @@ async fn a_scenario_on_a_cluster_that_stays_takes_away_what_it_put_there() {
     let mine = common::labelled(labels::OWNER_PID, &std::process::id().to_string());
     let cleanup = report.cleanup.clone();
     let down = cluster.down().await;
-    let _ = std::fs::remove_dir_all(&out_dir);
 
     assert_eq!(report.outcome, Outcome::Passed, "{report:#?}");
     assert!(pulled_while.is_some(), "nothing was pushed: {report:#?}");

@@ -10,18 +10,14 @@ mod common;
 
 /// A scenarios folder holding two built-in scenarios: a ConfigMap held
 /// by a dead finalizer, and a namespace held by a CR held by one.
-fn scenarios() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("unstuck-graph-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for f in [
-        "01-orphan-finalizer-configmap.yaml",
-        "02-uninstalled-crd-controller.yaml",
-    ] {
-        std::os::unix::fs::symlink(common::repo_root().join("scenarios").join(f), dir.join(f))
-            .unwrap();
-    }
-    dir
+fn scenarios() -> common::Scratch {
+    common::scenarios_folder(
+        "graph",
+        &[
+            "01-orphan-finalizer-configmap.yaml",
+            "02-uninstalled-crd-controller.yaml",
+        ],
+    )
 }
 
 /// The folded diagram of scenario `name`: its `<summary>` line and the
@@ -69,10 +65,11 @@ fn the_markdown_report_of_a_run_draws_each_doctor_step_down_to_its_root_cause() 
         "target/unstuck-test-runs/report-graph-{}",
         std::process::id()
     ));
+    let scenarios = scenarios();
     let run = Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .arg("run")
         .arg("--scenarios")
-        .arg(scenarios())
+        .arg(&scenarios)
         .arg("--fixtures")
         .arg(common::repo_root().join("fixtures"))
         .arg("--out")

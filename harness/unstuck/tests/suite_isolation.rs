@@ -4,7 +4,7 @@
 //! leaves a cluster, process or directory of either behind.
 
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     process::Child,
     sync::mpsc,
     time::{Duration, Instant},
@@ -16,7 +16,7 @@ mod common;
 
 /// A scenarios folder holding two of the built-in scenarios: one that
 /// shares the cluster and one that injects a node fault.
-fn two_scenarios(tag: &str) -> PathBuf {
+fn two_scenarios(tag: &str) -> common::Scratch {
     common::scenarios_folder(
         &format!("iso-{tag}"),
         &[
@@ -114,20 +114,19 @@ fn scenario<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Va
 #[test]
 fn a_node_fault_runs_on_a_cluster_of_its_own_and_nothing_is_left() {
     let scenarios = two_scenarios("pass");
-    let out = scenarios.with_extension("out");
+    let out = scenarios.sibling("out");
     let (mut child, rx) = common::spawn_run(&scenarios, &out);
     let lines = read_until(&rx, "bringing up local cluster", Duration::from_secs(60));
     let run = run_cluster(&lines);
     let status = wait_exit(&mut child, Duration::from_secs(900));
     let left = left_behind(&run);
     let report = report(&out);
-    let _ = std::fs::remove_dir_all(&scenarios);
-    assert!(
-        status.success(),
-        "unstuck run failed (evidence kept in {}): {report:#}",
-        out.display()
-    );
-    let _ = std::fs::remove_dir_all(&out);
+    // The run's folder goes with `out`: kept first when it failed.
+    let failed = match status.success() {
+        true => String::new(),
+        false => common::run_failure(&out, "isolation-pass"),
+    };
+    assert!(status.success(), "unstuck run failed:\n{failed}");
     let node_case = scenario(&report, "busy-volume-mount");
     assert_eq!(node_case["outcome"]["result"], "passed");
     let own = node_case["isolated"]["name"].as_str().unwrap_or_default();
@@ -147,7 +146,7 @@ fn a_node_fault_runs_on_a_cluster_of_its_own_and_nothing_is_left() {
 #[test]
 fn ctrl_c_tears_down_the_shared_and_the_own_clusters() {
     let scenarios = two_scenarios("int");
-    let out = scenarios.with_extension("out");
+    let out = scenarios.sibling("out");
     let (mut child, rx) = common::spawn_run(&scenarios, &out);
     let mut lines = read_until(&rx, "bringing up local cluster", Duration::from_secs(60));
     let run = run_cluster(&lines);
@@ -174,12 +173,17 @@ fn ctrl_c_tears_down_the_shared_and_the_own_clusters() {
     let status = wait_exit(&mut child, Duration::from_secs(600));
     let left = left_behind(&run);
     let report = report(&out);
-    let _ = std::fs::remove_dir_all(&scenarios);
-    if left.is_empty() {
-        let _ = std::fs::remove_dir_all(&out);
-    }
+    // The run's folder goes with `out`: kept first when something was
+    // left, to tell why.
+    let kept = match left.is_empty() {
+        true => String::new(),
+        false => format!(
+            "\nthe run's folder is kept in {}",
+            common::keep_evidence(&out, "isolation-ctrl-c").display()
+        ),
+    };
     assert!(!status.success(), "an interrupted run must not pass");
-    assert!(left.is_empty(), "left behind after Ctrl-C: {left:?}");
+    assert!(left.is_empty(), "left behind after Ctrl-C: {left:?}{kept}");
     assert!(
         !own_dir.exists(),
         "{} is still there after Ctrl-C",
@@ -187,9 +191,13 @@ fn ctrl_c_tears_down_the_shared_and_the_own_clusters() {
     );
     let node_case = scenario(&report, "busy-volume-mount");
     // Stopped with the run: no verdict, and not a failure.
+    let failed = match node_case["outcome"]["result"] == "interrupted" {
+        true => String::new(),
+        false => common::run_failure(&out, "isolation-ctrl-c"),
+    };
     assert_eq!(
         node_case["outcome"]["result"], "interrupted",
-        "{node_case:#}"
+        "{failed}\n{node_case:#}"
     );
 }
 
@@ -208,14 +216,10 @@ fn four_runs_side_by_side_each_keep_to_their_own_cluster() {
     let root = common::repo_root();
     let (scenarios, fixtures) = (root.join("scenarios"), root.join("fixtures"));
     let started = Instant::now();
-    let runs: Vec<(&str, PathBuf, Child, mpsc::Receiver<String>)> = picks
+    let runs: Vec<(&str, common::Scratch, Child, mpsc::Receiver<String>)> = picks
         .iter()
         .map(|pick| {
-            let out = std::env::temp_dir().join(format!(
-                "unstuck-side-by-side-{pick}-{}",
-                std::process::id()
-            ));
-            let _ = std::fs::remove_dir_all(&out);
+            let out = common::Scratch::path(&format!("unstuck-side-by-side-{pick}"));
             let (child, rx) = common::spawn_unstuck(
                 &[
                     "run",
@@ -253,10 +257,14 @@ fn four_runs_side_by_side_each_keep_to_their_own_cluster() {
     }
     for (pick, out, run, status) in &ended {
         let report = report(out);
+        // The run's folder goes with `out`: kept first when it failed.
+        let failed = match status.success() {
+            true => String::new(),
+            false => common::run_failure(out, &format!("side-by-side-{pick}")),
+        };
         assert!(
             status.success(),
-            "unstuck run --filter {pick} beside three others failed (evidence in {}): {report:#}",
-            out.display()
+            "unstuck run --filter {pick} beside three others failed:\n{failed}"
         );
         let cluster = report["cluster"].as_str().unwrap_or_default();
         assert!(
@@ -292,7 +300,4 @@ fn four_runs_side_by_side_each_keep_to_their_own_cluster() {
         })
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
-    for (_, out, _, _) in &ended {
-        let _ = std::fs::remove_dir_all(out);
-    }
 }

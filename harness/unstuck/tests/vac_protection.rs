@@ -74,13 +74,15 @@ async fn a_class_in_use_is_never_stripped(version: &str) {
 
     // The class must have been stuck for the threshold first.
     tokio::time::sleep(Duration::from_secs(4)).await;
+    // One per version: the two tests of this binary run side by side.
+    let backups = common::Scratch::path(&format!("it-vac-backups-{}", version.replace('.', "")));
     let out = Command::new(env!("CARGO_BIN_EXE_unstuck"))
         .arg("doctor")
         .arg("--kubeconfig")
         .arg(&kc)
         .args(["--stuck-after", "3s", "--apply", "--yes", "-o", "json"])
         .arg("--backup-dir")
-        .arg(std::env::temp_dir().join(format!("it-vac-backups-{}", std::process::id())))
+        .arg(&backups)
         .stdin(Stdio::null())
         .env("UNSTUCK_LOG", "warn")
         .output()

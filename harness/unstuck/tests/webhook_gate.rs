@@ -115,7 +115,7 @@ async fn a_webhook_whose_backend_does_not_serve_is_opened_for_the_doctors_write_
         .expect("delete the namespace");
     tokio::time::sleep(Duration::from_secs(4)).await;
 
-    let backups = std::env::temp_dir().join(format!("it-gate-backups-{}", std::process::id()));
+    let backups = common::Scratch::path("it-gate-backups");
     let backup_arg = backups.to_str().unwrap().to_string();
     let run = |extra: &[&str]| {
         let mut args = vec![
@@ -191,7 +191,6 @@ async fn a_webhook_whose_backend_does_not_serve_is_opened_for_the_doctors_write_
             .any(|f| f.starts_with(&format!("validatingwebhookconfiguration.{CONFIG}."))),
         "the configuration was saved before it was opened: {saved:?}"
     );
-    std::fs::remove_dir_all(&backups).unwrap();
 
     hooks
         .delete(CONFIG, &DeleteParams::default())

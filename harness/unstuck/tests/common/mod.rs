@@ -475,13 +475,11 @@ pub fn labelled(label: &str, value: &str) -> Vec<String> {
 }
 
 /// A scenarios folder of this test process's own (`unstuck-<tag>-<pid>`
-/// under the temp dir, made afresh) holding links to `files` of the
-/// repository's `scenarios/`.
+/// under the temp dir, made afresh, a [`Scratch`] that removes it)
+/// holding links to `files` of the repository's `scenarios/`.
 #[allow(dead_code)]
-pub fn scenarios_folder(tag: &str, files: &[&str]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("unstuck-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("the scenarios folder");
+pub fn scenarios_folder(tag: &str, files: &[&str]) -> Scratch {
+    let dir = Scratch::dir(&format!("unstuck-{tag}"));
     for f in files {
         std::os::unix::fs::symlink(repo_root().join("scenarios").join(f), dir.join(f))
             .expect("a link to a scenario");
@@ -539,4 +537,226 @@ pub fn schema_errors(report: &serde_json::Value) -> Vec<String> {
         .iter_errors(report)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect()
+}
+
+/// A file or directory of this test process's own under the temp dir,
+/// `<temp_dir>/<tag>-<pid>`, removed when the guard is dropped: at the
+/// end of the test, and also when an assertion panics half-way (a
+/// trailing `remove_dir_all` never runs then, and the temp dir fills up
+/// with dead tests' folders). Hold it in a named variable for the whole
+/// test (not `_`, which drops it at once), declared before anything that
+/// still uses the path when it is dropped. Reads as a [`Path`].
+#[allow(dead_code)]
+pub struct Scratch {
+    path: std::path::PathBuf,
+}
+
+#[allow(dead_code)]
+impl Scratch {
+    /// An empty directory `<temp_dir>/<tag>-<pid>`, made afresh: whatever
+    /// an earlier process of the same id left there is removed first.
+    pub fn dir(tag: &str) -> Scratch {
+        let scratch = Scratch::path(tag);
+        std::fs::create_dir_all(&scratch.path)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", scratch.path.display()));
+        scratch
+    }
+
+    /// The path `<temp_dir>/<tag>-<pid>` only, for a file or a directory
+    /// the test or a command it runs makes itself; whatever an earlier
+    /// process of the same id left there is removed first.
+    pub fn path(tag: &str) -> Scratch {
+        let scratch = Scratch {
+            path: std::env::temp_dir().join(format!("{tag}-{}", std::process::id())),
+        };
+        scratch.remove();
+        scratch
+    }
+
+    /// `<temp_dir>/<tag>-<pid>.<ext>` beside this one, reserved as
+    /// [`Scratch::path`] does: a run's `--out` beside its scenarios
+    /// folder, say.
+    pub fn sibling(&self, ext: &str) -> Scratch {
+        let scratch = Scratch {
+            path: self.path.with_extension(ext),
+        };
+        scratch.remove();
+        scratch
+    }
+
+    /// The path (also what the guard derefs to).
+    pub fn as_path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Removes the file or directory tree, if there is one; a failure is
+    /// said on stderr (a panic here, in a test already panicking, would
+    /// abort the whole test binary).
+    fn remove(&self) {
+        let removed = match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&self.path),
+            Ok(_) => std::fs::remove_file(&self.path),
+            Err(e) => Err(e),
+        };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                eprintln!("removing {}: {e}", self.path.display());
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+/// Copies the directory tree `from` to `evidence/<name>` in cargo's
+/// scratch directory of this package (`CARGO_TARGET_TMPDIR`, under the
+/// target dir, not the temp dir), replacing an older copy, and returns
+/// where. A failed run's folder is what a person needs to see why, and
+/// the test's [`Scratch`] removes the original when the test ends, pass
+/// or panic: keep it before the assertion that fails. Best effort: what
+/// cannot be copied is said on stderr and the rest is still copied (the
+/// caller is about to fail with a message of its own).
+#[allow(dead_code)]
+pub fn keep_evidence(from: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let to = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("evidence")
+        .join(name);
+    match std::fs::remove_dir_all(&to) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            eprintln!("removing the older evidence {}: {e}", to.display());
+        }
+        _ => {}
+    }
+    let mut problems = Vec::new();
+    copy_tree(from, &to, &mut problems);
+    for p in problems {
+        eprintln!("keeping the evidence of {}: {p}", from.display());
+    }
+    to
+}
+
+/// Copies directory `from` into `to` (made if missing), recursively,
+/// symbolic links as links; what fails is added to `problems` and the
+/// rest still copied.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path, problems: &mut Vec<String>) {
+    if let Err(e) = std::fs::create_dir_all(to) {
+        problems.push(format!("creating {}: {e}", to.display()));
+        return;
+    }
+    let entries = match std::fs::read_dir(from) {
+        Ok(d) => d,
+        Err(e) => {
+            problems.push(format!("reading {}: {e}", from.display()));
+            return;
+        }
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                problems.push(format!("reading {}: {e}", from.display()));
+                continue;
+            }
+        };
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let copied = match entry.file_type() {
+            Ok(t) if t.is_dir() => {
+                copy_tree(&src, &dst, problems);
+                Ok(())
+            }
+            Ok(t) if t.is_symlink() => {
+                std::fs::read_link(&src).and_then(|target| std::os::unix::fs::symlink(target, &dst))
+            }
+            Ok(_) => std::fs::copy(&src, &dst).map(drop),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = copied {
+            problems.push(format!("copying {}: {e}", src.display()));
+        }
+    }
+}
+
+/// An assertion's message for an `unstuck run` that failed, whose run
+/// folder (or folders) is under `out`, its `--out`: each scenario of its
+/// reports that did not pass, by name with its outcome's reason (see
+/// [`scenario_failure`]), then where `out` is kept: it is copied first,
+/// as evidence `name` ([`keep_evidence`]). Call it only for a failed
+/// run, before the assertion: it always copies.
+#[allow(dead_code)]
+pub fn run_failure(out: &std::path::Path, name: &str) -> String {
+    let kept = keep_evidence(out, name);
+    let mut folders: Vec<std::path::PathBuf> = std::fs::read_dir(out)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    folders.sort();
+    let mut lines = Vec::new();
+    for report in folders
+        .iter()
+        .map(|f| f.join("report.json"))
+        .filter(|r| r.exists())
+    {
+        let read = std::fs::read_to_string(&report)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                serde_json::from_str::<unstuck::report::RunReport>(&text).map_err(|e| e.to_string())
+            });
+        match read {
+            Ok(run) => lines.extend(
+                run.scenarios
+                    .iter()
+                    .filter(|s| !s.passed())
+                    .map(scenario_failure),
+            ),
+            Err(e) => lines.push(format!("  {}: {e}", report.display())),
+        }
+    }
+    if lines.is_empty() {
+        lines.push(format!(
+            "  no report.json under {} names a scenario that did not pass",
+            out.display()
+        ));
+    }
+    format!("{}\nkept in {}", lines.join("\n"), kept.display())
+}
+
+/// `  <scenario> (failed at step 3): <reason>`, for a scenario that did
+/// not pass; the reason's further lines indented under it.
+#[allow(dead_code)]
+pub fn scenario_failure(s: &unstuck::report::ScenarioReport) -> String {
+    use unstuck::report::Outcome;
+    let verdict = match &s.outcome {
+        Outcome::Passed => "passed".to_string(),
+        Outcome::Failed { step, .. } => format!("failed at step {step}"),
+        Outcome::Interrupted { step, .. } => format!("interrupted at step {step}"),
+    };
+    let reason = s.outcome.reason().unwrap_or_default();
+    format!(
+        "  {} ({verdict}): {}",
+        s.name(),
+        reason.replace('\n', "\n      ")
+    )
 }

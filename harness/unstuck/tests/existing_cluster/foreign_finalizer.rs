@@ -169,7 +169,11 @@ pub async fn exercise(client: Client, kubeconfig: PathBuf, out: PathBuf) {
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     eprintln!("{stdout}\n{stderr}");
-    assert!(o.status.success(), "the scenario failed");
+    let failed = match o.status.success() {
+        true => String::new(),
+        false => crate::common::run_failure(&runs, "existing-cluster-foreign-finalizer"),
+    };
+    assert!(o.status.success(), "the scenario failed:\n{failed}");
     assert!(
         stderr.contains("(not created by unstuck)"),
         "the guard saw someone else's cluster:\n{stderr}"
