@@ -311,6 +311,39 @@ fn events_that_could_not_be_read_are_no_silence() {
     );
 }
 
+/// Leases that could not be read are not "no lease": the verdict says it
+/// could not read them, never that it checked none.
+#[test]
+fn leases_that_could_not_be_read_are_not_counted_as_none() {
+    let mut s = recorded("cloud-controller-gone-lb-service.json");
+    s.leases.clear();
+    s.unreadable.push(Unreadable {
+        resource: "leases.coordination.k8s.io".into(),
+        message: "leases.coordination.k8s.io is forbidden".into(),
+    });
+    let findings = diagnose(&s, &opts());
+    let lb = findings
+        .iter()
+        .find_map(|f| match &f.detail {
+            FindingDetail::LoadBalancerCleanupPending(lb) => Some(lb),
+            _ => None,
+        })
+        .expect("a held Service");
+    let OwnerVerdict::Unknown { evidence } = verdict(lb) else {
+        panic!("{:?}", verdict(lb));
+    };
+    assert!(
+        evidence
+            .iter()
+            .any(|e| e.contains("leases.coordination.k8s.io could not be read")),
+        "{evidence:?}"
+    );
+    assert!(
+        evidence.iter().all(|e| !e.contains("leases checked")),
+        "{evidence:?}"
+    );
+}
+
 #[test]
 fn the_graph_leads_each_service_to_its_own_cloud_controller_root() {
     let s = recorded("lb-cleanup-cloud-controller-failing.json");

@@ -122,12 +122,24 @@ pub(super) fn verdict(
     let lease = snapshot.leases.iter().find(|l| {
         l.metadata.namespace.as_deref() == Some(ns) && l.metadata.name.as_deref() == Some(name)
     });
+    let leases_unreadable = unreadable(
+        snapshot,
+        "leases.coordination.k8s.io",
+        "coordination.k8s.io/v1",
+    );
     let Some(lease) = lease else {
-        evidence.push(silent);
-        evidence.push(format!(
-            "no {ns}/{name} lease ({} leases checked): a cloud controller manager may still run where this cluster shows no lease (a managed control plane, cloud-provider-kind on the host, leader election off or another lease name), so its absence is not proof",
-            snapshot.leases.len()
-        ));
+        match unreadable(snapshot, "events", "v1") {
+            // Silence read from nothing is not silence.
+            Some(why) => evidence.push(why),
+            None => evidence.push(silent),
+        }
+        match leases_unreadable {
+            Some(why) => evidence.push(why),
+            None => evidence.push(format!(
+                "no {ns}/{name} lease ({} leases checked): a cloud controller manager may still run where this cluster shows no lease (a managed control plane, cloud-provider-kind on the host, leader election off or another lease name), so its absence is not proof",
+                snapshot.leases.len()
+            )),
+        }
         evidence.push(format!(
             "to confirm: check that no cloud controller manager serves this cluster and that the load balancer is gone in the cloud, then run again with --assume-dead {finalizer}"
         ));
@@ -155,13 +167,7 @@ pub(super) fn verdict(
         renew_age(snapshot, lease)
     );
     evidence.push(silent);
-    let blind = unreadable(snapshot, "events", "v1").or_else(|| {
-        unreadable(
-            snapshot,
-            "leases.coordination.k8s.io",
-            "coordination.k8s.io/v1",
-        )
-    });
+    let blind = unreadable(snapshot, "events", "v1").or(leases_unreadable);
     if renewed_secs.is_some_and(|s| s < INSTALLED_SECS) {
         evidence.push(format!(
             "{stale}: stale for less than 10 minutes, its holder may be restarting"
