@@ -34,7 +34,7 @@ pub enum ControllerCleanup {
     CreateConfigMap,
 }
 
-/// A live controller run by the harness (see [`Step::Controller`]).
+/// A live controller run by the harness (see `Step::Controller`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ControllerSpec {

@@ -148,7 +148,7 @@ pub struct NodeConditionCheck {
     pub pod: Located<String>,
     /// Logical namespace of the pod.
     pub namespace: Located<String>,
-    /// Condition type, one of [`NODE_CONDITION_TYPES`].
+    /// Condition type, one of `NODE_CONDITION_TYPES`.
     #[serde(rename = "type")]
     pub condition_type: Located<String>,
     /// Required status.

@@ -190,10 +190,10 @@ pub enum Step {
     /// with a live owner alone.
     Controller(ControllerSpec),
     /// Run a container beside the cluster: a webhook's or an aggregated
-    /// API's backend, with a fault ([`super::container`]).
+    /// API's backend, with a fault (`super::container`).
     Container(super::container::ContainerSpec),
     /// Run an image registry beside the cluster that its node pulls from,
-    /// or change what is wrong with it ([`super::registry`]).
+    /// or change what is wrong with it (`super::registry`).
     Registry(super::registry::RegistrySpec),
 }
 

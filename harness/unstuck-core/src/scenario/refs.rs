@@ -12,7 +12,7 @@ use super::located::Located;
 /// A reference to one Kubernetes object, by kind and name.
 ///
 /// `namespace` and, for `kind: Namespace`, `name` are *logical* namespace
-/// names from [`Scenario::namespaces`]; the runner maps them to the real
+/// names from `Scenario::namespaces`; the runner maps them to the real
 /// namespaces of the run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

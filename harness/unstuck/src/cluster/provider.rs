@@ -9,7 +9,7 @@
 //! and a `Box<dyn ProvidedCluster>` and nothing forwards method by method
 //! to the provider inside: adding a provider is its module with one
 //! `impl Provider` and one `impl ProvidedCluster`, a [`ProviderKind`]
-//! variant and its arm in [`provider`]. A boxed future per call costs
+//! variant and its arm in `provider`. A boxed future per call costs
 //! nothing next to a cluster's create or delete.
 
 use std::{

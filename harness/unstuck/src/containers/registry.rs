@@ -132,7 +132,7 @@ impl Registry {
     }
 
     /// Pushes the image of the OCI layout tar at `archive` as `repo:tag`,
-    /// with a layer of [`PAD_LAYER_BYTES`] that is this registry's own (the
+    /// with a layer of `PAD_LAYER_BYTES` that is this registry's own (the
     /// node holds the test image's layers already); its manifest's digest.
     pub async fn push(
         &mut self,

@@ -1,4 +1,4 @@
-//! Apply: carry out a [`Plan`], one step at a time. Before any change the
+//! Apply: carry out a `Plan`, one step at a time. Before any change the
 //! object's full manifest is saved so a person can undo it; every change is
 //! conditional (a JSON patch that `test`s the UID, resourceVersion and
 //! finalizers, a delete with UID and resourceVersion preconditions, a PUT

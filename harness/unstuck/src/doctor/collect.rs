@@ -4,7 +4,7 @@
 //! A group/version that cannot be discovered or listed is recorded in the
 //! snapshot (partial discovery is data, not an abort); a list refused or
 //! timed out is also a blind spot the report names first. Lists are paged
-//! ([`super::pages`]); with a namespace scope, namespaced types are listed
+//! (`super::pages`); with a namespace scope, namespaced types are listed
 //! only in those namespaces.
 
 mod conversion;

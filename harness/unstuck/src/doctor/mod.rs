@@ -1,6 +1,6 @@
 //! The doctor's I/O half: collect a snapshot, hand it to the pure
 //! diagnosis and planning in [`unstuck_core::doctor`], and apply the plan
-//! step by step, re-checking the cluster between rounds ([`rounds`]);
+//! step by step, re-checking the cluster between rounds (`rounds`);
 //! given the node of a cluster unstuck made, look at (or heal) the pods
 //! stuck on it ([`node`]). One entry point, [`run_asking`] (with [`run`]
 //! and [`run_from`] for its defaults), for `unstuck doctor` and a
@@ -130,7 +130,7 @@ pub async fn run_from(
 }
 
 /// The doctor, for the command and the scenario runner alike: the API
-/// half ([`rounds`]), then, when it was given the cluster's node
+/// half (`rounds`), then, when it was given the cluster's node
 /// (`opts.node`: a cluster unstuck made), the node half: every pod stuck
 /// on the node within the scope, looked at, or with `apply` healed as far
 /// as consent goes ([`Consent::on_node`]): a scenario run's every pod and

@@ -1,9 +1,9 @@
 //! The runner: one scenario from setup to cleanup, as try/finally.
 //!
-//! - *try* ([`scenario_run`]): the steps in order, one file each under
-//!   [`step`], each returning a [`StepError`]; every wait has a deadline
+//! - *try* (`scenario_run`): the steps in order, one file each under
+//!   `step`, each returning a [`StepError`]; every wait has a deadline
 //!   that names what it waited for. A step that panics is a failed step.
-//! - *finally* ([`finally`]): on every way out (success, failure,
+//! - *finally* (`finally`): on every way out (success, failure,
 //!   timeout, Ctrl-C, a panic), node faults are reverted, the run's
 //!   objects cleaned up, its controllers stopped; whatever cleanup could
 //!   not do is in the report, never dropped.

@@ -1,6 +1,6 @@
 //! Whether the Service behind an admission webhook or an aggregated
 //! APIService is proven gone, from the collector's lookup of it
-//! ([`ServiceLookup`]).
+//! (`ServiceLookup`).
 //!
 //! Gone is a strong claim: it lets the doctor make a webhook fail open or
 //! delete an APIService. It needs one of two proofs:
@@ -20,7 +20,7 @@
 //!
 //! Gone is one verdict. A backend that is there but fails the apiserver's
 //! calls (it hangs past the timeout, answers 500 or a malformed review,
-//! or its TLS does not verify) is another: [`call`] reads which from the
+//! or its TLS does not verify) is another: `call` reads which from the
 //! apiserver's own error, and such a backend is never called gone.
 
 mod call;

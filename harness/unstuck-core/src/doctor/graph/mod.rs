@@ -9,10 +9,10 @@
 //! cites the finding that argues it (numbered from 1, as reports list
 //! them), and each root carries the plan step that acts on it, if any.
 //!
-//! - [`build`]: the nodes and their ids; [`edges`]: one function per
+//! - `build`: the nodes and their ids; `edges`: one function per
 //!   [`FindingDetail`](super::FindingDetail) variant, one file per blocker
 //!   family (a new variant adds one match arm in `edges/mod.rs`);
-//!   [`node_causes`]: the node doctor's causes of a stuck pod.
+//!   `node_causes`: the node doctor's causes of a stuck pod.
 //! - [`tree`]: each stuck target as a tree down to its root causes, for
 //!   the terminal; [`mermaid`]: a `flowchart TD` for Markdown reports.
 //!

@@ -1,7 +1,7 @@
 //! Who serves a finalizer key. "No live owner" is argued from evidence in
 //! the snapshot, never assumed, and the evidence is quoted either way.
 //!
-//! 1. Kubernetes' own keys ([`builtin`], every key kube-controller-manager,
+//! 1. Kubernetes' own keys (`builtin`, every key kube-controller-manager,
 //!    kube-apiserver and the cloud provider set in v1.33-v1.37): `Alive`
 //!    while their controller is, `Unknown` otherwise, `Dead` on a kind
 //!    their controllers never touch. `kubernetes` in `metadata.finalizers`
@@ -10,18 +10,18 @@
 //!    lease mentioning them, else `Unknown`, never `Dead`.
 //! 2. Any other key is asked about by what could act on the object,
 //!    whatever it is called:
-//!    - [`able`]: ServiceAccounts RBAC lets update or patch the object
+//!    - `able`: ServiceAccounts RBAC lets update or patch the object
 //!      ([`rbac`]), the pods and workloads that run as them, and the
 //!      Leases those pods hold;
-//!    - [`writes`]: writes to the object since its deletion began, by any
+//!    - `writes`: writes to the object since its deletion began, by any
 //!      manager that is not a person's client or Kubernetes' own;
-//!    - [`events`]: Events about the object, from any reporter;
+//!    - `events`: Events about the object, from any reporter;
 //!    - by its names: the domain (`domain/path`, or a dotted key without
 //!      `/`) and product words ([`words`]), widened for well-known keys
-//!      ([`known_keys`]): [`leases`], [`workloads`] (by name, labels,
-//!      service account, image), [`served`] (webhooks and APIServices),
+//!      ([`known_keys`]): `leases`, `workloads` (by name, labels,
+//!      service account, image), `served` (webhooks and APIServices),
 //!      writes by a manager and events from a component named for it.
-//! 3. The verdict ([`verdict`]): `Alive` needs positive evidence;
+//! 3. The verdict (`verdict`): `Alive` needs positive evidence;
 //!    `Unknown` when something could act but is not shown to, when the
 //!    owner looks installed but is not shown running, or when a source
 //!    could not be read; `Dead` needs every source read and lists each

@@ -40,7 +40,7 @@ pub mod exit {
     /// With --apply: a remedy failed.
     pub const REMEDY_FAILED: u8 = 4;
     /// With --apply: the confirmation was declined or could not be asked,
-    /// or came more than [`super::MAX_PLAN_AGE`] after the plan was shown.
+    /// or came more than `super::MAX_PLAN_AGE` after the plan was shown.
     pub const DECLINED: u8 = 5;
     /// With --apply: steps were left, the rest applied: a later round found
     /// steps the confirmed plan did not hold (not confirmed), or a dead

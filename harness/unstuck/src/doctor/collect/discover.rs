@@ -21,7 +21,7 @@ pub struct Discovered {
 /// Discovers every listable type, preferring nothing: every served
 /// version of every group is asked, because a dead aggregated API is
 /// exactly one such version. Each group's preferred version is noted,
-/// for the object served in several ([`crate::doctor::versions`]).
+/// for the object served in several (`crate::doctor::versions`).
 pub async fn discover(client: &Client) -> Result<Discovered, kube::Error> {
     let mut versions: Vec<String> = client.list_core_api_versions().await?.versions;
     let mut preferred: BTreeSet<String> = versions.first().cloned().into_iter().collect();

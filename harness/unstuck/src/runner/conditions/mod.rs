@@ -3,9 +3,9 @@
 //! see it; one that does not says what it saw instead ([`CheckError`]).
 //!
 //! One file per family of conditions: objects by name or prefix
-//! ([`object`]), status conditions ([`status`]), what is left in storage
-//! and discovery ([`content`]), the kubelet's log ([`node_log`]) and
-//! events ([`event`]). A new condition is a variant in the core's
+//! (`object`), status conditions (`status`), what is left in storage
+//! and discovery (`content`), the kubelet's log (`node_log`) and
+//! events (`event`). A new condition is a variant in the core's
 //! `scenario/condition.rs`, an arm in [`check`] and a function in the
 //! family's file.
 

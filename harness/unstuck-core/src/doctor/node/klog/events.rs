@@ -6,7 +6,7 @@ use super::record::{
 };
 use super::{KlogLine, go_unquote_prefix, parse_go_time};
 
-/// Parses kubelet log records (see [`klog_records`]; single lines work
+/// Parses kubelet log records (see `klog_records`; single lines work
 /// too) into the events the doctor acts on, in log order. Records it does
 /// not understand are skipped.
 pub fn parse_kubelet_log<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<KubeletLogEntry> {

@@ -403,7 +403,7 @@ impl Node for LocalNode {
         })
     }
 
-    /// Restarts containerd (see [`LocalNode::restart_component`]) and
+    /// Restarts containerd (see `LocalNode::restart_component`) and
     /// waits until `ctr version` answers.
     fn restart_runtime(&self) -> NodeFuture<'_, ComponentRestart> {
         Box::pin(async move {
@@ -424,7 +424,7 @@ impl Node for LocalNode {
         Box::pin(async move { self.stop_component("kubelet").await })
     }
 
-    /// Restarts the kubelet (see [`LocalNode::restart_component`]) and
+    /// Restarts the kubelet (see `LocalNode::restart_component`) and
     /// waits until its healthz says `ok`.
     fn restart_kubelet(&self) -> NodeFuture<'_, ComponentRestart> {
         Box::pin(async move {
