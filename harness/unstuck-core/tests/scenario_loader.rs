@@ -12,7 +12,7 @@ use unstuck_core::{
     duration::Duration,
     scenario::{
         Condition, ConditionStatus, DEFAULT_EXPECT_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, DeleteSpec,
-        LoadError, ObjectRef, Phase, Position, Scenario, Step, default_api_version, is_namespaced,
+        LoadError, LogicalRef, Phase, Position, Scenario, Step, default_api_version, is_namespaced,
         load_dir, load_file, load_str,
     },
 };
@@ -573,8 +573,8 @@ fn load_full() -> Scenario {
     load_str(FULL, Path::new("scenarios/crd-orphan-namespace.yaml")).unwrap()
 }
 
-fn obj(api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> ObjectRef {
-    ObjectRef {
+fn obj(api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> LogicalRef {
+    LogicalRef {
         api_version: Some(api_version.to_owned()),
         kind: kind.to_owned().into(),
         name: name.to_owned().into(),

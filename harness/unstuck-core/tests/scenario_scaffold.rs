@@ -143,7 +143,7 @@ fn a_stuck_pod_is_left_to_a_node_fault_from_the_catalogue() {
     for f in unstuck_core::scenario::CATALOGUE {
         assert!(note.contains(f.name), "{} not in {note}", f.name);
         assert!(
-            note.contains(f.reproduces),
+            note.contains(f.reproduces.name()),
             "{} not in {note}",
             f.reproduces
         );

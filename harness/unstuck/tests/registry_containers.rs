@@ -16,7 +16,7 @@ use unstuck::{
     components,
     containers::{
         labels,
-        registry::{PASSWORD, RegistrySpec, USER, start_registry},
+        registry::{PASSWORD, RegistryRequest, USER, start_registry},
     },
     core::scenario::{RegistryFault, load_dir},
     node::AnyNode,
@@ -56,7 +56,7 @@ const CREDENTIALS: &str = "dW5zdHVjazp1bnN0dWNrLXJlZ2lzdHJ5LXNlY3JldA==";
 async fn each_fault_does_what_it_says_and_none_undoes_it() {
     assert_eq!((USER, PASSWORD), ("unstuck", "unstuck-registry-secret"));
     let run = format!("r{}", std::process::id());
-    let mut reg = start_registry(&RegistrySpec {
+    let mut reg = start_registry(&RegistryRequest {
         run: run.clone(),
         name: "shop".into(),
         basic_auth: true,

@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 use super::model::{ObjectRecord, Snapshot};
 use super::owner::known_keys::known_key;
 use super::owner::rbac::{Grantee, Request};
-use super::owner::words::Target;
+use super::owner::words::OwnerWords;
 
 /// `snapshot` with only what a diagnosis scoped to `namespaces` reads.
 pub fn scoped(snapshot: &Snapshot, namespaces: &[String]) -> Snapshot {
@@ -124,7 +124,7 @@ impl KeyNames {
         }
         let mut out = BTreeSet::new();
         for k in keys {
-            let t = Target::of(k, known_key(k));
+            let t = OwnerWords::of(k, known_key(k));
             out.extend(t.domains);
             out.extend(t.words);
         }

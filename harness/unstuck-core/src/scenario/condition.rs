@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use super::located::Located;
-use super::refs::ObjectRef;
+use super::refs::LogicalRef;
 use crate::text::quoted;
 
 /// One thing an `expect` step waits for.
@@ -19,16 +19,16 @@ pub enum Condition {
     /// The object exists and has a `deletionTimestamp`. A name ending in
     /// `*` is a prefix: some object of that kind whose name starts with
     /// it is Terminating.
-    Terminating(ObjectRef),
+    Terminating(LogicalRef),
     /// The object no longer exists. A name ending in `*` is a prefix: no
     /// object of that kind whose name starts with it exists.
-    Gone(ObjectRef),
+    Gone(LogicalRef),
     /// The pod is in phase Running and not being deleted. Pods only.
-    Running(ObjectRef),
+    Running(LogicalRef),
     /// The workload has all its replicas ready (`status.readyReplicas` at
     /// least `spec.replicas`, for the current generation). Deployments,
     /// ReplicaSets and StatefulSets only.
-    Ready(ObjectRef),
+    Ready(LogicalRef),
     /// A namespace status condition has the given status (and reason,
     /// message), as the namespace controller reports it while deleting.
     NamespaceCondition(NamespaceConditionCheck),
@@ -242,13 +242,13 @@ impl fmt::Display for ApiServiceConditionCheck {
     }
 }
 
-/// Checks one status condition of any object, named as an [`ObjectRef`]
+/// Checks one status condition of any object, named as an [`LogicalRef`]
 /// is (`kind`, `name`, `namespace`, `apiVersion` where the kind is not
 /// well known), plus the condition as in the other checks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectConditionCheck {
-    /// As in [`ObjectRef::api_version`]; the loader fills it in.
+    /// As in [`LogicalRef::api_version`]; the loader fills it in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
     /// The object's kind.
@@ -273,8 +273,8 @@ pub struct ObjectConditionCheck {
 
 impl ObjectConditionCheck {
     /// The object the condition is on.
-    pub fn object(&self) -> ObjectRef {
-        ObjectRef {
+    pub fn object(&self) -> LogicalRef {
+        LogicalRef {
             api_version: self.api_version.clone(),
             kind: self.kind.clone(),
             name: self.name.clone(),

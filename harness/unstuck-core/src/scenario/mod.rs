@@ -70,7 +70,7 @@ pub use load::{load_dir, load_file, load_str};
 pub use located::{Located, Position};
 pub use meta::ScenarioMeta;
 pub use model::{DEFAULT_SCENARIO_TIMEOUT, Scenario, Step, incident_url};
-pub use refs::{ObjectRef, PodRef};
+pub use refs::{LogicalRef, PodRef};
 pub use registry::{REGISTRY_DOMAIN, RegistryAuth, RegistryFault, RegistrySpec};
 pub use shard::{Shard, ShardError};
 pub use steps::{ApplySpec, DEFAULT_EXPECT_TIMEOUT, DeleteSpec, Expect, Phase, PropagationPolicy};

@@ -9,14 +9,16 @@ use serde::{Deserialize, Serialize};
 use super::kinds::default_api_version;
 use super::located::Located;
 
-/// A reference to one Kubernetes object, by kind and name.
+/// A reference to one Kubernetes object in a scenario file, by kind and
+/// name, with *logical* namespace names (hence the name: not the doctor's
+/// `ObjectRef`, which names a real object).
 ///
 /// `namespace` and, for `kind: Namespace`, `name` are *logical* namespace
 /// names from `Scenario::namespaces`; the runner maps them to the real
 /// namespaces of the run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ObjectRef {
+pub struct LogicalRef {
     /// `group/version` (or `v1` for the core group). May be left out for
     /// the well-known kinds of [`default_api_version`](super::default_api_version);
     /// the loader fills it in, so it is always `Some` in a loaded scenario.
@@ -31,7 +33,7 @@ pub struct ObjectRef {
     pub namespace: Option<Located<String>>,
 }
 
-impl ObjectRef {
+impl LogicalRef {
     /// For a name written as a prefix pattern (`cron-job-dashmail-*`, for
     /// objects whose names a controller generates), the prefix. Only
     /// `terminating` and `gone` take one: some object whose name starts
@@ -48,7 +50,7 @@ impl ObjectRef {
     }
 }
 
-impl fmt::Display for ObjectRef {
+impl fmt::Display for LogicalRef {
     /// `ConfigMap app/mymap`, or `Namespace app` for cluster-scoped objects.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.namespace {

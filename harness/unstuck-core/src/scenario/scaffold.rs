@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::Namespace;
 
 use super::fault_catalogue::CATALOGUE;
+use crate::doctor::model::NodeCause;
 use crate::doctor::{
     DiagnoseOptions, Finding, FindingKind, ObjectRecord, Snapshot, diagnose, snapshot::display_name,
 };
@@ -181,7 +182,7 @@ impl<'s> Stuck<'s> {
 /// Why a stuck pod is not re-created: it needs a node fault, one of the
 /// catalogue's, picked by the finding the node doctor names.
 fn pod_note(pod: &ObjectRecord) -> String {
-    let mut by_finding: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut by_finding: Vec<(NodeCause, Vec<String>)> = Vec::new();
     for f in CATALOGUE.iter().filter(|f| f.node_level) {
         let mut fault = f.name.to_owned();
         for p in f.params.iter().filter(|p| p.required) {

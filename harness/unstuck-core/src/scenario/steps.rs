@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, de};
 
 use super::condition::Condition;
 use super::located::Located;
-use super::refs::ObjectRef;
+use super::refs::LogicalRef;
 use crate::duration::Duration;
 
 /// How long an `expect` step waits when it does not set `timeout`.
@@ -22,7 +22,7 @@ pub const DEFAULT_EXPECT_TIMEOUT: Duration = Duration::from_secs(60);
 #[serde(from = "DeleteWire", into = "DeleteWire")]
 pub struct DeleteSpec {
     /// The object.
-    pub object: ObjectRef,
+    pub object: LogicalRef,
     /// `Foreground`, `Background` or `Orphan`.
     pub propagation_policy: Option<PropagationPolicy>,
 }
@@ -68,7 +68,7 @@ struct DeleteWire {
 impl From<DeleteWire> for DeleteSpec {
     fn from(w: DeleteWire) -> Self {
         DeleteSpec {
-            object: ObjectRef {
+            object: LogicalRef {
                 api_version: w.api_version,
                 kind: w.kind,
                 name: w.name,

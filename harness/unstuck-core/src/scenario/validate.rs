@@ -18,7 +18,7 @@ use super::{
     kinds::{default_api_version, is_namespaced},
     located::{Located, Position},
     model::{Scenario, Step},
-    refs::ObjectRef,
+    refs::LogicalRef,
 };
 use crate::duration::Duration;
 use crate::text::quoted;
@@ -206,7 +206,7 @@ impl Context {
 
     /// An object, or objects named by a prefix (`name: job-x-*`) of a
     /// namespaced kind.
-    fn object_or_prefix(&self, object: &mut ObjectRef) -> Check {
+    fn object_or_prefix(&self, object: &mut LogicalRef) -> Check {
         let Some(prefix) = object.name_prefix() else {
             return self.object(object);
         };
@@ -235,7 +235,7 @@ impl Context {
         checked
     }
 
-    fn object(&self, object: &mut ObjectRef) -> Check {
+    fn object(&self, object: &mut LogicalRef) -> Check {
         nonempty("kind", &object.kind)?;
         nonempty("name", &object.name)?;
         if object.name.contains('*') {

@@ -56,13 +56,13 @@ pub enum GuardError {
 
 /// The cluster a client talks to, as a person would recognise it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Target {
+pub struct ClusterIdentity {
     pub context: String,
     pub server: String,
     pub kube_system_uid: String,
 }
 
-impl std::fmt::Display for Target {
+impl std::fmt::Display for ClusterIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -178,11 +178,11 @@ pub async fn identify(
     client: &Client,
     context: String,
     server: String,
-) -> Result<(Target, bool), IdentityError> {
+) -> Result<(ClusterIdentity, bool), IdentityError> {
     let uid = kube_system_uid(client).await?;
     let marked = marker_uid(client).await?.is_some_and(|m| m == uid);
     Ok((
-        Target {
+        ClusterIdentity {
             context,
             server,
             kube_system_uid: uid,
@@ -194,7 +194,11 @@ pub async fn identify(
 /// Whether `run` may change the cluster: one unstuck made (`marked`), or
 /// one the user allowed by naming its context exactly (`allowed`; an
 /// empty value is the flag given without one).
-pub fn guard(target: &Target, marked: bool, allowed: Option<&str>) -> Result<(), GuardError> {
+pub fn guard(
+    target: &ClusterIdentity,
+    marked: bool,
+    allowed: Option<&str>,
+) -> Result<(), GuardError> {
     let (context, server) = (target.context.clone(), target.server.clone());
     match allowed {
         _ if marked => Ok(()),
@@ -213,8 +217,8 @@ pub fn guard(target: &Target, marked: bool, allowed: Option<&str>) -> Result<(),
 mod tests {
     use super::*;
 
-    fn target() -> Target {
-        Target {
+    fn target() -> ClusterIdentity {
+        ClusterIdentity {
             context: "prod-eu".into(),
             server: "https://10.0.0.1:6443".into(),
             kube_system_uid: "4f1c".into(),

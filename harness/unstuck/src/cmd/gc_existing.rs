@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
-use unstuck::cluster::identity::Target;
+use unstuck::cluster::identity::ClusterIdentity;
 use unstuck::runner::journal::{self, Swept};
 
 /// Sweeps the cluster `kubeconfig` names; whether everything recorded is
@@ -24,7 +24,7 @@ pub async fn gc(kubeconfig: &Path, context: Option<&str>) -> Result<bool> {
 
 /// Says what was removed for each killed run, and what could not be;
 /// whether everything is gone.
-pub fn report(swept: &[Swept], target: &Target) -> bool {
+pub fn report(swept: &[Swept], target: &ClusterIdentity) -> bool {
     let mut clean = true;
     for s in swept {
         let r = &s.report;

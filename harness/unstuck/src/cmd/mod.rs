@@ -16,7 +16,11 @@ use anyhow::Result;
 pub async fn connect_kubeconfig(
     path: &std::path::Path,
     context: Option<&str>,
-) -> Result<(kube::Client, unstuck::cluster::identity::Target, bool)> {
+) -> Result<(
+    kube::Client,
+    unstuck::cluster::identity::ClusterIdentity,
+    bool,
+)> {
     use unstuck::cluster::identity;
     let (context, server) = identity::kubeconfig_context_named(path, context)?;
     let client = unstuck::cluster::client::client_for_context(path, Some(&context)).await?;

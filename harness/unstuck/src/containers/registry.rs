@@ -45,7 +45,7 @@ const PAD_LAYER_BYTES: usize = 1 << 20;
 
 /// What to start.
 #[derive(Clone, Debug)]
-pub struct RegistrySpec {
+pub struct RegistryRequest {
     /// The run that owns it (labels, container name).
     pub run: String,
     /// A name of the scenario's own, unique in the run.
@@ -86,7 +86,7 @@ pub enum RegistryError {
 }
 
 /// Starts a registry and waits until it serves.
-pub async fn start_registry(spec: &RegistrySpec) -> Result<Registry, RegistryError> {
+pub async fn start_registry(spec: &RegistryRequest) -> Result<Registry, RegistryError> {
     let mut env = Vec::new();
     if spec.basic_auth {
         env.push(("REGISTRY_AUTH", "htpasswd".to_string()));

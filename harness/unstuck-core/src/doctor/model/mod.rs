@@ -38,6 +38,7 @@ pub mod finding;
 pub mod finding_kind;
 pub mod load_balancer;
 pub mod namespace;
+pub mod node_cause;
 pub mod object;
 pub mod probe;
 pub mod pull;
@@ -60,6 +61,7 @@ pub use namespace::{
     ControllerManagerMetrics, FinalizerCount, NamespaceStall, ResourceCount, StallCause,
     WorkqueueMetrics,
 };
+pub use node_cause::NodeCause;
 pub use object::{ObjectRecord, ObjectRef, display_name, split_api_version};
 pub use probe::{ApiServiceProbe, WebhookProbe};
 pub use pull::{ImagePull, PullProblem};

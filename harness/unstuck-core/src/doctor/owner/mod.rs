@@ -66,7 +66,7 @@ use super::model::{ObjectRecord, Snapshot};
 use crate::text::quoted;
 use rbac::Request;
 use verdict::SourceReport;
-use words::Target;
+use words::OwnerWords;
 
 /// A write or an event this recent shows its author running now.
 const RECENT_SECS: i64 = 120;
@@ -93,7 +93,7 @@ pub struct OwnerQuery<'a> {
 /// What every source sees.
 struct Ctx<'a> {
     finalizer: &'a str,
-    target: &'a Target,
+    target: &'a OwnerWords,
     record: Option<&'a ObjectRecord>,
     snapshot: &'a Snapshot,
 }
@@ -149,7 +149,7 @@ pub fn owner_verdict(q: &OwnerQuery, snapshot: &Snapshot) -> FinalizerVerdict {
 /// object that carries it.
 struct KeyEvidence {
     known: Option<&'static KnownKey>,
-    target: Target,
+    target: OwnerWords,
     /// By name: leases, workloads, pods, webhooks/APIServices, events
     /// (none when the key names nothing to look for).
     reports: Vec<SourceReport>,
@@ -280,7 +280,7 @@ impl<'a> OwnerCache<'a> {
             return Rc::clone(k);
         }
         let known = known_key(finalizer);
-        let target = Target::of(finalizer, known);
+        let target = OwnerWords::of(finalizer, known);
         let reports = if target.is_empty() {
             Vec::new()
         } else {
@@ -313,7 +313,7 @@ impl<'a> OwnerCache<'a> {
 /// Why a key whose sources all came back empty is still not `Dead`: it
 /// names nothing to look for, or it sits under Kubernetes' own domains
 /// without being one of Kubernetes' keys.
-fn never_dead(finalizer: &str, target: &Target) -> Option<String> {
+fn never_dead(finalizer: &str, target: &OwnerWords) -> Option<String> {
     if target.is_empty() {
         return Some(format!(
             "{} has no domain and only generic words, so no owner can be looked for by name and none is argued dead; confirm, then --assume-dead {finalizer}",

@@ -54,7 +54,7 @@ const SHARED_PARENTS: &[&str] = &["k8s.io", "kubernetes.io", "x-k8s.io", "github
 
 /// What a key's owner would be called.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Target {
+pub struct OwnerWords {
     /// The key's domain and its parents down to two labels, shared
     /// parents left out.
     pub domains: Vec<String>,
@@ -62,15 +62,15 @@ pub struct Target {
     pub words: Vec<String>,
 }
 
-impl Target {
+impl OwnerWords {
     /// The target of `finalizer`, widened by the known-key table.
-    pub fn of(finalizer: &str, known: Option<&KnownKey>) -> Target {
+    pub fn of(finalizer: &str, known: Option<&KnownKey>) -> OwnerWords {
         let domain = match finalizer.split_once('/') {
             Some((domain, _)) => Some(domain),
             None if finalizer.contains('.') => Some(finalizer),
             None => None,
         };
-        let mut t = Target::default();
+        let mut t = OwnerWords::default();
         match domain {
             Some(domain) => {
                 let domain = domain.to_ascii_lowercase();
@@ -197,24 +197,24 @@ mod tests {
 
     #[test]
     fn product_words() {
-        let t = Target::of("acme.cert-manager.io/finalizer", None);
+        let t = OwnerWords::of("acme.cert-manager.io/finalizer", None);
         assert_eq!(t.domains, vec!["acme.cert-manager.io", "cert-manager.io"]);
         assert_eq!(t.words, vec!["acme", "cert-manager"]);
-        let t = Target::of("resources-finalizer.argocd.argoproj.io", None);
+        let t = OwnerWords::of("resources-finalizer.argocd.argoproj.io", None);
         assert_eq!(t.words, vec!["argocd", "argoproj"]);
         // A shared parent is never a target of its own.
-        let t = Target::of("widgets.example.k8s.io/x", None);
+        let t = OwnerWords::of("widgets.example.k8s.io/x", None);
         assert_eq!(t.domains, vec!["widgets.example.k8s.io", "example.k8s.io"]);
-        assert!(Target::of("my-finalizer", None).is_empty());
-        assert_eq!(Target::of("strimzi", None).words, vec!["strimzi"]);
-        let t = Target::of("orphan.unstuck.test/x", None);
+        assert!(OwnerWords::of("my-finalizer", None).is_empty());
+        assert_eq!(OwnerWords::of("strimzi", None).words, vec!["strimzi"]);
+        let t = OwnerWords::of("orphan.unstuck.test/x", None);
         assert_eq!(t.words, vec!["orphan"]);
         assert_eq!(t.named_in("unstuck"), None);
     }
 
     #[test]
     fn matching_is_by_whole_tokens() {
-        let t = Target::of("acme.cert-manager.io/finalizer", None);
+        let t = OwnerWords::of("acme.cert-manager.io/finalizer", None);
         assert_eq!(
             t.named_in("quay.io/jetstack/cert-manager-controller:v1.16.1")
                 .as_deref(),
@@ -222,17 +222,17 @@ mod tests {
         );
         assert_eq!(t.named_in("certificate-manager"), None);
         // A subdomain someone else chose is not the key's domain.
-        let t = Target::of("example.com/removed-product", None);
+        let t = OwnerWords::of("example.com/removed-product", None);
         assert!(t.words.is_empty());
         assert_eq!(t.named_in("validate.policy.example.com"), None);
         assert_eq!(
             t.named_in("example.com/owner").as_deref(),
             Some("domain example.com")
         );
-        let t = Target::of("pods.guard.example.com/protect", None);
+        let t = OwnerWords::of("pods.guard.example.com/protect", None);
         assert_eq!(t.words, vec!["guard"]);
         assert_eq!(t.named_in("validate.policy.example.com"), None);
-        let t = Target::of("kiali.io/finalizer", None);
+        let t = OwnerWords::of("kiali.io/finalizer", None);
         assert_eq!(t.named_in("kiali-operator").as_deref(), Some("word kiali"));
         assert_eq!(t.named_in("kialiish"), None);
     }

@@ -58,7 +58,7 @@ pub(super) fn refuse_cluster_wide(
 pub(super) async fn existing_suite(
     args: &RunArgs,
     client: kube::Client,
-    target: &unstuck::cluster::identity::Target,
+    target: &unstuck::cluster::identity::ClusterIdentity,
     scenarios: Vec<unstuck::core::scenario::Scenario>,
     out_dir: &std::path::Path,
     fixtures: PathBuf,
@@ -111,7 +111,7 @@ pub(super) async fn guard_existing(
     path: &std::path::Path,
     context: Option<&str>,
     allowed: Option<&str>,
-) -> Result<(kube::Client, unstuck::cluster::identity::Target)> {
+) -> Result<(kube::Client, unstuck::cluster::identity::ClusterIdentity)> {
     use unstuck::cluster::identity;
     let unknown = |e: &dyn std::fmt::Display| {
         anyhow::anyhow!(

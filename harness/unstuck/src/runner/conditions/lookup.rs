@@ -4,7 +4,7 @@ use kube::{
     Api,
     api::{DynamicObject, ListParams},
 };
-use unstuck_core::scenario::ObjectRef;
+use unstuck_core::scenario::LogicalRef;
 
 use super::{CheckContext, CheckError, real_name, real_namespace};
 use crate::runner::objects::{api_for, resolve, resolve_if_served};
@@ -35,7 +35,7 @@ pub(super) enum Served<T> {
 }
 
 /// The run's apiVersion of `r`.
-fn api_version(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<String, CheckError> {
+fn api_version(ctx: &CheckContext<'_>, r: &LogicalRef) -> Result<String, CheckError> {
     let written = r.api_version().ok_or_else(|| CheckError::NoApiVersion {
         kind: r.kind.to_string(),
     })?;
@@ -48,7 +48,7 @@ fn api_version(ctx: &CheckContext<'_>, r: &ObjectRef) -> Result<String, CheckErr
 /// would hold before the type is served.)
 pub(super) async fn get_if_served(
     ctx: &CheckContext<'_>,
-    r: &ObjectRef,
+    r: &LogicalRef,
 ) -> Result<Served<Option<DynamicObject>>, CheckError> {
     match api_if_served(ctx, r).await? {
         Served::No(api_version) => Ok(Served::No(api_version)),
@@ -66,7 +66,7 @@ pub(super) async fn get_if_served(
 /// does not serve that type now.
 async fn api_if_served(
     ctx: &CheckContext<'_>,
-    r: &ObjectRef,
+    r: &LogicalRef,
 ) -> Result<Served<Api<DynamicObject>>, CheckError> {
     let api_version = api_version(ctx, r)?;
     let Some((ar, caps)) = resolve_if_served(ctx.client, &api_version, &r.kind).await? else {
@@ -80,7 +80,7 @@ async fn api_if_served(
 /// prefix (none when the type is not served).
 pub(super) async fn with_prefix(
     ctx: &CheckContext<'_>,
-    r: &ObjectRef,
+    r: &LogicalRef,
 ) -> Result<Vec<DynamicObject>, CheckError> {
     let prefix = r.name_prefix().unwrap_or_default();
     let Served::Yes(api) = api_if_served(ctx, r).await? else {
@@ -105,7 +105,7 @@ pub(super) async fn with_prefix(
 /// GETs the referenced object; `None` when it does not exist.
 pub async fn get(
     ctx: &CheckContext<'_>,
-    r: &ObjectRef,
+    r: &LogicalRef,
 ) -> Result<Option<DynamicObject>, CheckError> {
     let api_version = api_version(ctx, r)?;
     let (ar, caps) = resolve(ctx.client, &api_version, &r.kind).await?;

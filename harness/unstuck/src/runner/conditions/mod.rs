@@ -17,7 +17,7 @@ mod object;
 mod status;
 
 use kube::Client;
-use unstuck_core::scenario::{Condition, ObjectRef};
+use unstuck_core::scenario::{Condition, LogicalRef};
 
 use super::{names::Names, objects::ResolveError};
 use crate::node::{AnyNode, NodeError};
@@ -94,7 +94,7 @@ pub async fn check(ctx: &CheckContext<'_>, cond: &Condition) -> CheckResult {
     }
 }
 
-fn describe(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {
+fn describe(ctx: &CheckContext<'_>, r: &LogicalRef) -> String {
     match real_namespace(ctx, r) {
         Some(ns) => format!("{} {ns}/{}", *r.kind, real_name(ctx, r)),
         None => format!("{} {}", *r.kind, real_name(ctx, r)),
@@ -104,10 +104,10 @@ fn describe(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {
 /// The run's name for the object: a namespace's and a cluster-scoped
 /// object's names are logical (a reference without a namespace is
 /// cluster-scoped).
-fn real_name(ctx: &CheckContext<'_>, r: &ObjectRef) -> String {
+fn real_name(ctx: &CheckContext<'_>, r: &LogicalRef) -> String {
     ctx.names.object(&r.kind, &r.name, r.namespace.is_some())
 }
 
-fn real_namespace(ctx: &CheckContext<'_>, r: &ObjectRef) -> Option<String> {
+fn real_namespace(ctx: &CheckContext<'_>, r: &LogicalRef) -> Option<String> {
     r.namespace.as_ref().map(|ns| ctx.names.namespace(ns))
 }

@@ -4,7 +4,7 @@
 use crate::text;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use unstuck_core::scenario::ObjectRef;
+use unstuck_core::scenario::LogicalRef;
 
 use super::{
     CheckContext, CheckError, CheckResult, describe,
@@ -12,7 +12,7 @@ use super::{
     real_namespace, verdict,
 };
 
-pub(super) async fn terminating_with_prefix(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
+pub(super) async fn terminating_with_prefix(ctx: &CheckContext<'_>, r: &LogicalRef) -> CheckResult {
     let found = with_prefix(ctx, r).await?;
     let names: Vec<String> = found
         .iter()
@@ -43,7 +43,7 @@ pub(super) async fn terminating_with_prefix(ctx: &CheckContext<'_>, r: &ObjectRe
     }
 }
 
-pub(super) async fn gone_with_prefix(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
+pub(super) async fn gone_with_prefix(ctx: &CheckContext<'_>, r: &LogicalRef) -> CheckResult {
     let found = with_prefix(ctx, r).await?;
     let names: Vec<String> = found
         .iter()
@@ -60,7 +60,7 @@ pub(super) async fn gone_with_prefix(ctx: &CheckContext<'_>, r: &ObjectRef) -> C
     }
 }
 
-pub(super) async fn terminating(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
+pub(super) async fn terminating(ctx: &CheckContext<'_>, r: &LogicalRef) -> CheckResult {
     let obj = get(ctx, r)
         .await?
         .ok_or_else(|| CheckError::Unmet(format!("{} does not exist", describe(ctx, r))))?;
@@ -78,7 +78,7 @@ pub(super) async fn terminating(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckR
     }
 }
 
-pub(super) async fn gone(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
+pub(super) async fn gone(ctx: &CheckContext<'_>, r: &LogicalRef) -> CheckResult {
     match get_if_served(ctx, r).await? {
         Served::No(api_version) => Ok(format!(
             "{} is gone: the API no longer serves {api_version} {} (its CRD is gone)",
@@ -100,7 +100,7 @@ pub(super) async fn gone(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
     }
 }
 
-pub(super) async fn running(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
+pub(super) async fn running(ctx: &CheckContext<'_>, r: &LogicalRef) -> CheckResult {
     let ns = ctx.names.namespace(
         r.namespace
             .as_deref()
@@ -122,7 +122,7 @@ pub(super) async fn running(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResul
     }
 }
 
-pub(super) async fn ready(ctx: &CheckContext<'_>, r: &ObjectRef) -> CheckResult {
+pub(super) async fn ready(ctx: &CheckContext<'_>, r: &LogicalRef) -> CheckResult {
     let obj = get(ctx, r)
         .await?
         .ok_or_else(|| CheckError::Unmet(format!("{} does not exist", describe(ctx, r))))?;

@@ -31,7 +31,7 @@ pub(super) async fn run(
     };
     let mut evidence = Vec::new();
     if !run.registries.iter().any(|s| s.name == *r.name) {
-        let registry = registry::start_registry(&registry::RegistrySpec {
+        let registry = registry::start_registry(&registry::RegistryRequest {
             run: run.names.run().to_string(),
             name: r.name.to_string(),
             basic_auth: r.auth == RegistryAuth::Basic,
