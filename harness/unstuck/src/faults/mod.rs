@@ -60,17 +60,15 @@ pub fn injector(name: &str) -> Option<&'static dyn Injector> {
 }
 
 /// Injects a scenario's `fault` step into its pod, which runs in the real
-/// `namespace`, on `node`: the runner's one call. The fault is in place
-/// when this returns; the runner reverts it in cleanup.
+/// `namespace`, on `node`: the runner's one call (which has checked that
+/// its provider gives node access: `StepError::NoNode`). The fault is in
+/// place when this returns; the runner reverts it in cleanup.
 pub async fn inject(
     client: &Client,
-    node: Option<&AnyNode>,
+    node: &AnyNode,
     fault: &Fault,
     namespace: &str,
 ) -> Result<Box<dyn Injected>, FaultError> {
-    let node = node.ok_or_else(|| FaultError::NoNodeAccess {
-        fault: fault.kind().into(),
-    })?;
     let injector = injector(fault.kind()).ok_or_else(|| FaultError::Unknown {
         fault: fault.kind().into(),
         known: TABLE
@@ -127,10 +125,6 @@ pub enum FaultError {
         failed: Box<FaultError>,
         undo: Box<FaultError>,
     },
-    #[error(
-        "fault '{fault}' needs node access; this cluster provider gives none (use the local or kind provider)"
-    )]
-    NoNodeAccess { fault: String },
     #[error("no fault is called '{fault}'; the faults are: {known}")]
     Unknown { fault: String, known: String },
     #[error("fault {fault}: its parameters do not fit: {source}")]

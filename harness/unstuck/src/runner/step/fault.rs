@@ -14,7 +14,7 @@ pub(super) async fn run(run: &mut ScenarioRun<'_>, f: &Fault) -> Result<Evidence
         fault: f.kind().to_string(),
     })?;
     let ns = run.names.namespace(&f.pod().namespace);
-    let injected = faults::inject(&run.ctx.client, Some(node.as_ref()), f, &ns)
+    let injected = faults::inject(&run.ctx.client, node.as_ref(), f, &ns)
         .await
         .map_err(|source| StepError::Fault {
             fault: f.to_string(),
