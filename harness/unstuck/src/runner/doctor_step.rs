@@ -8,6 +8,14 @@ use unstuck_core::doctor::{BlockerGraph, FindingKind, node::NodeFinding};
 use unstuck_core::scenario::DoctorCheck;
 
 use super::{Evidence, MAX_SETTLE, STUCK_AFTER, ScenarioRun, StepError, StepGraph};
+
+/// How many times the doctor step looks for deletions still too young
+/// before it lets the doctor look (each look after a wait).
+const SETTLE_LOOKS: usize = 4;
+
+/// How long the doctor step waits, between looks, for a kubelet's final
+/// DELETE of a pod whose grace period is over.
+const FINAL_DELETE_POLL: Duration = Duration::from_secs(1);
 use crate::doctor::{
     self, DoctorOptions, DoctorReport, Scope,
     node::{HealOutcome, NodeHalf},
@@ -98,34 +106,58 @@ impl ScenarioRun<'_> {
         // Objects deleted by controllers after the gate (the garbage
         // collector deleting dependents, the namespace controller deleting
         // content) age from their own deletion: take the latest one in the
-        // scenario's namespaces into account too, within a bound.
-        if let Ok((snapshot, _)) = doctor::collect(&self.ctx.client).await {
-            let ours = self.names.namespaces().real_names();
-            let latest = snapshot
-                .terminating
-                .iter()
-                .filter(|r| r.namespace().is_some_and(|n| ours.iter().any(|o| o == n)))
-                // A deletionTimestamp with a grace period (a pod's) is when
-                // that period ends, not when the deletion was asked for:
-                // age from the request, or a pod draining for minutes
-                // would be waited out before the doctor looks at it.
-                .filter_map(|r| {
-                    let grace = r.metadata.deletion_grace_period_seconds.unwrap_or(0);
-                    r.deletion_timestamp()
-                        .map(|t| t - k8s_openapi::jiff::SignedDuration::from_secs(grace))
-                })
-                .max();
-            let bound = k8s_openapi::jiff::Timestamp::now() + MAX_SETTLE;
-            self.deleting_since = self.deleting_since.max(latest.map(|t| t.min(bound)));
-        }
-        if let Some(since) = self.deleting_since {
+        // scenario's namespaces into account too, within a bound. A
+        // deletion can also begin or move while this waits: the namespace
+        // controller reaching content late on a loaded cluster, or the
+        // kubelet's final DELETE of a pod whose grace period has run out,
+        // which moves its deletionTimestamp to that moment (the apiserver
+        // never lets a shortened grace put it in the past: k8s.io/apiserver
+        // v0.34.4 pkg/registry/rest/delete.go). So look again after each
+        // wait, until a look finds nothing younger than STUCK_AFTER and no
+        // pod whose grace period is over but whose final DELETE is still
+        // to come (it would move), within SETTLE_LOOKS looks: a pod a node
+        // fault keeps never gets that DELETE, and is not waited for longer.
+        let bound = k8s_openapi::jiff::Timestamp::now() + MAX_SETTLE;
+        for _ in 0..SETTLE_LOOKS {
+            let mut final_delete_due = false;
+            if let Ok((snapshot, _)) = doctor::collect(&self.ctx.client).await {
+                let ours = self.names.namespaces().real_names();
+                let now = k8s_openapi::jiff::Timestamp::now();
+                let terminating: Vec<_> = snapshot
+                    .terminating
+                    .iter()
+                    .filter(|r| r.namespace().is_some_and(|n| ours.iter().any(|o| o == n)))
+                    .collect();
+                final_delete_due = terminating.iter().any(|r| {
+                    r.kind == "Pod"
+                        && r.metadata.deletion_grace_period_seconds.unwrap_or(0) > 0
+                        && r.deletion_timestamp().is_some_and(|t| t <= now)
+                });
+                let latest = terminating
+                    .iter()
+                    // A deletionTimestamp with a grace period (a pod's) is
+                    // when that period ends, not when the deletion was asked
+                    // for: age from the request, or a pod draining for
+                    // minutes would be waited out before the doctor looks.
+                    .filter_map(|r| {
+                        let grace = r.metadata.deletion_grace_period_seconds.unwrap_or(0);
+                        r.deletion_timestamp()
+                            .map(|t| t - k8s_openapi::jiff::SignedDuration::from_secs(grace))
+                    })
+                    .max();
+                self.deleting_since = self.deleting_since.max(latest.map(|t| t.min(bound)));
+            }
+            let Some(since) = self.deleting_since else {
+                return;
+            };
             // deletionTimestamp has whole seconds; a small margin keeps the
             // doctor's "more than STUCK_AFTER" strictly true.
             let due = since + STUCK_AFTER + Duration::from_millis(250);
-            if let Ok(left) =
-                Duration::try_from(due.duration_since(k8s_openapi::jiff::Timestamp::now()))
-            {
-                tokio::time::sleep(left).await;
+            match Duration::try_from(due.duration_since(k8s_openapi::jiff::Timestamp::now())) {
+                Ok(left) if !left.is_zero() => tokio::time::sleep(left).await,
+                _ if final_delete_due => tokio::time::sleep(FINAL_DELETE_POLL).await,
+                // Old enough at this look: the doctor may look now.
+                _ => return,
             }
         }
     }
