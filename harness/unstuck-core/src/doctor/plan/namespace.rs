@@ -166,8 +166,8 @@ pub(super) fn blocked_by_discovery(i: usize, f: &Finding, all: &[Finding]) -> Pl
     };
     let ns = &f.subject.name;
     let related = related_findings(all, |g| {
-        g.kind() == FindingKind::DeadApiService
-            && matches!(&g.detail, FindingDetail::DeadApiService(ApiServiceFacts { blocks_namespaces, .. }) | FindingDetail::ApiServiceUnavailable(ApiServiceFacts { blocks_namespaces, .. }) if blocks_namespaces.contains(ns))
+        matches!(&g.detail, FindingDetail::DeadApiService(ApiServiceFacts { blocks_namespaces, .. })
+                    if blocks_namespaces.contains(ns))
     });
     wait(
         i,
